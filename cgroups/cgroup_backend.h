@@ -1,0 +1,107 @@
+// One interface over cgroup v1 and cgroup v2.
+//
+// Limits are expressed in v2 terms and translated by the v1 backend. A cgroup is named by a path
+// relative to the backend's root, e.g. "corral/run-1a2b" (never absolute, never containing ".."):
+// the backend maps it to <root>/<name> on v2 and to <root>/<controller>/<name> for each v1
+// controller it manages (memory, cpu, cpuacct, pids, freezer). Backends take their root as a
+// constructor argument so that unit tests point them at a temporary directory laid out like a
+// real hierarchy; production uses DetectBackend().
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "common/unique_fd.h"
+
+namespace corral::cgroups {
+
+enum class CgroupVersion { kV1, kV2 };
+
+struct CgroupLimits {
+  // memory.max; swap is switched off for the cgroup whenever this is set.
+  std::optional<uint64_t> memory_max_bytes;
+  // cpu.max "<quota> <period>"; unset means no CPU cap.
+  std::optional<uint64_t> cpu_quota_us;
+  uint64_t cpu_period_us = 100000;
+  // pids.max.
+  std::optional<uint64_t> pids_max;
+};
+
+// Counters read from the kernel's own accounting of the whole cgroup tree.
+struct CgroupStats {
+  uint64_t cpu_usage_usec = 0;   // user + system
+  uint64_t cpu_user_usec = 0;
+  uint64_t cpu_system_usec = 0;
+  uint64_t memory_current_bytes = 0;
+  uint64_t memory_peak_bytes = 0;  // v2 memory.peak, v1 memory.max_usage_in_bytes
+  uint64_t oom_kill_count = 0;     // processes the OOM killer killed in this cgroup
+  uint64_t pids_current = 0;
+  uint64_t pids_max_events = 0;    // fork/clone attempts refused by pids.max
+};
+
+class CgroupBackend {
+ public:
+  virtual ~CgroupBackend() = default;
+
+  virtual CgroupVersion version() const = 0;
+
+  // Creates the cgroup (and missing parents). On v2 enables the memory, cpu and pids
+  // controllers in the parents' cgroup.subtree_control. EEXIST is an error: names are unique.
+  virtual Status Create(const std::string& name) = 0;
+
+  // Applies every limit that is set. Memory limits switch swap off (v2 memory.swap.max=0; v1
+  // memory.memsw.limit_in_bytes when the kernel accounts swap, and memory.swappiness=0).
+  virtual Status SetLimits(const std::string& name, const CgroupLimits& limits) = 0;
+
+  // Moves `pid` into the cgroup (every v1 controller).
+  virtual Status Attach(const std::string& name, pid_t pid) = 0;
+
+  // v2: an O_DIRECTORY|O_PATH fd of the cgroup for clone3's CLONE_INTO_CGROUP.
+  // v1: an error (the caller attaches with Attach() instead).
+  virtual StatusOr<UniqueFd> OpenForClone(const std::string& name) = 0;
+
+  virtual StatusOr<CgroupStats> Stats(const std::string& name) = 0;
+
+  // user+system CPU time of the whole tree: the cheap read a CPU-time watchdog polls.
+  virtual StatusOr<uint64_t> CpuUsageUsec(const std::string& name) = 0;
+
+  // The pids in the cgroup and its descendants.
+  virtual StatusOr<std::vector<pid_t>> Procs(const std::string& name) = 0;
+
+  virtual Status Freeze(const std::string& name) = 0;
+  virtual Status Thaw(const std::string& name) = 0;
+
+  // Kills every process in the cgroup tree, whatever it did to escape its process group
+  // (v2: cgroup.kill; v1: freeze, SIGKILL every task, thaw), and waits (bounded, ~2 s) until
+  // the tree is empty.
+  virtual Status Kill(const std::string& name) = 0;
+
+  // Kill() then removes the cgroup and its descendants, deepest first. A missing cgroup is OK.
+  virtual Status Destroy(const std::string& name) = 0;
+
+  // Names (relative to the backend root) of the direct children of `name`; empty if missing.
+  virtual StatusOr<std::vector<std::string>> ListChildren(const std::string& name) = 0;
+
+  // Removes `name` if it exists and is empty (no children, no processes). Never kills.
+  virtual Status RemoveIfEmpty(const std::string& name) = 0;
+};
+
+// v2 backend rooted at a cgroup2 mount (or a directory laid out like one).
+std::unique_ptr<CgroupBackend> MakeV2Backend(std::string root);
+
+// v1 backend rooted at a directory holding one directory per controller hierarchy
+// (<root>/memory, <root>/cpu, <root>/cpuacct, <root>/pids, <root>/freezer; "cpu,cpuacct"
+// co-mounts and symlinks are followed).
+std::unique_ptr<CgroupBackend> MakeV1Backend(std::string root);
+
+// statfs(/sys/fs/cgroup): cgroup2 magic -> v2; tmpfs holding v1 hierarchies -> v1 (hybrid hosts
+// whose cgroup2 mount carries no controllers are v1 here).
+StatusOr<std::unique_ptr<CgroupBackend>> DetectBackend(const std::string& mount_root = "/sys/fs/cgroup");
+
+}  // namespace corral::cgroups

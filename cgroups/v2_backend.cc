@@ -1,0 +1,271 @@
+#include "cgroups/v2_backend.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <string_view>
+#include <utility>
+
+#include "cgroups/cgroup_fs.h"
+#include "common/file_util.h"
+
+namespace corral::cgroups {
+namespace {
+
+// The controllers a sandbox's cgroup needs, in the order they are enabled.
+constexpr std::string_view kWantedControllers[] = {"memory", "cpu", "pids"};
+
+// True when `word` is one of the space-separated words of `list` (cgroup.controllers and
+// cgroup.subtree_control both read like "cpuset cpu io memory pids\n").
+bool ListHasWord(std::string_view list, std::string_view word) {
+  size_t pos = 0;
+  while (pos < list.size()) {
+    size_t begin = list.find_first_not_of(" \t\n", pos);
+    if (begin == std::string_view::npos) break;
+    size_t end = list.find_first_of(" \t\n", begin);
+    if (end == std::string_view::npos) end = list.size();
+    if (list.substr(begin, end - begin) == word) return true;
+    pos = end;
+  }
+  return false;
+}
+
+}  // namespace
+
+V2Backend::V2Backend(std::string root) : root_(std::move(root)) {
+  while (root_.size() > 1 && root_.back() == '/') root_.pop_back();
+}
+
+Status V2Backend::EnableControllers(const std::string& dir) {
+  ASSIGN_OR_RETURN(std::string available, ReadFileToString(dir + "/cgroup.controllers"));
+  ASSIGN_OR_RETURN(std::string enabled, ReadFileToString(dir + "/cgroup.subtree_control"));
+  std::string request;
+  for (std::string_view controller : kWantedControllers) {
+    if (!ListHasWord(available, controller) || ListHasWord(enabled, controller)) continue;
+    if (!request.empty()) request += ' ';
+    request += '+';
+    request += controller;
+  }
+  // Nothing to write when every offered controller is already on: this keeps Create() working
+  // under a parent that has processes of its own, where any write would fail (below).
+  if (request.empty()) return Status();
+  Status status = WriteExistingFile(dir + "/cgroup.subtree_control", request);
+  if (!status.ok() && status.error_number() == EBUSY) {
+    // The "no internal processes" rule: a non-root cgroup that has member processes cannot
+    // hand controllers to its children.
+    return status.WithContext("enable \"" + request + "\" in " + dir +
+                              " (the cgroup holds processes of its own)");
+  }
+  return status;
+}
+
+Status V2Backend::Create(const std::string& name) {
+  RETURN_IF_ERROR(ValidateCgroupName(name));
+  std::vector<std::string> parts = SplitCgroupName(name);
+  std::string dir = root_;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    RETURN_IF_ERROR(EnableControllers(dir));
+    dir += "/" + parts[i];
+    bool last = i + 1 == parts.size();
+    if (::mkdir(dir.c_str(), 0755) != 0 && (errno != EEXIST || last)) {
+      return ErrnoError("mkdir " + dir);
+    }
+  }
+  return Status();
+}
+
+Status V2Backend::SetLimits(const std::string& name, const CgroupLimits& limits) {
+  RETURN_IF_ERROR(ValidateCgroupName(name));
+  RETURN_IF_ERROR(ValidateLimits(limits));
+  const std::string dir = PathOf(name);
+  if (limits.memory_max_bytes.has_value()) {
+    RETURN_IF_ERROR(
+        WriteExistingFile(dir + "/memory.max", std::to_string(*limits.memory_max_bytes)));
+    // memory.swap.max exists only when the kernel accounts swap (CONFIG_SWAP, and not booted
+    // with swapaccount=0); without it there is no swap to switch off for this cgroup.
+    Status swap = WriteExistingFile(dir + "/memory.swap.max", "0");
+    if (!swap.ok() && swap.error_number() != ENOENT) return swap;
+  }
+  if (limits.cpu_quota_us.has_value()) {
+    RETURN_IF_ERROR(WriteExistingFile(dir + "/cpu.max", std::to_string(*limits.cpu_quota_us) + " " +
+                                                            std::to_string(limits.cpu_period_us)));
+  }
+  if (limits.pids_max.has_value()) {
+    RETURN_IF_ERROR(WriteExistingFile(dir + "/pids.max", std::to_string(*limits.pids_max)));
+  }
+  return Status();
+}
+
+Status V2Backend::Attach(const std::string& name, pid_t pid) {
+  RETURN_IF_ERROR(ValidateCgroupName(name));
+  return WriteExistingFile(PathOf(name) + "/cgroup.procs", std::to_string(pid));
+}
+
+StatusOr<UniqueFd> V2Backend::OpenForClone(const std::string& name) {
+  RETURN_IF_ERROR(ValidateCgroupName(name));
+  const std::string dir = PathOf(name);
+  UniqueFd fd(::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!fd) return ErrnoError("open " + dir);
+  return fd;
+}
+
+StatusOr<CgroupStats> V2Backend::Stats(const std::string& name) {
+  RETURN_IF_ERROR(ValidateCgroupName(name));
+  const std::string dir = PathOf(name);
+  CgroupStats stats;
+  // cpu.stat's usage, user and system lines come from the cgroup core (rstat), so they are
+  // there even where the cpu controller is not enabled.
+  ASSIGN_OR_RETURN(std::string cpu_stat, ReadFileToString(dir + "/cpu.stat"));
+  std::optional<uint64_t> usage = FindKeyedValue(cpu_stat, "usage_usec");
+  if (!usage.has_value()) return Status::Error(dir + "/cpu.stat: no usage_usec");
+  stats.cpu_usage_usec = *usage;
+  stats.cpu_user_usec = FindKeyedValue(cpu_stat, "user_usec").value_or(0);
+  stats.cpu_system_usec = FindKeyedValue(cpu_stat, "system_usec").value_or(0);
+  ASSIGN_OR_RETURN(stats.memory_current_bytes, ReadOptionalUintFile(dir + "/memory.current"));
+  // memory.peak appeared in Linux 5.19.
+  ASSIGN_OR_RETURN(stats.memory_peak_bytes, ReadOptionalUintFile(dir + "/memory.peak"));
+  // memory.events is hierarchical (unless the hierarchy is mounted with memory_localevents):
+  // an OOM kill in a command's child cgroup also counts in the sandbox's.
+  ASSIGN_OR_RETURN(stats.oom_kill_count,
+                   ReadKeyedValue(dir + "/memory.events", "oom_kill", /*missing_file_ok=*/true));
+  ASSIGN_OR_RETURN(stats.pids_current, ReadOptionalUintFile(dir + "/pids.current"));
+  ASSIGN_OR_RETURN(stats.pids_max_events,
+                   ReadKeyedValue(dir + "/pids.events", "max", /*missing_file_ok=*/true));
+  return stats;
+}
+
+StatusOr<uint64_t> V2Backend::CpuUsageUsec(const std::string& name) {
+  RETURN_IF_ERROR(ValidateCgroupName(name));
+  const std::string path = PathOf(name) + "/cpu.stat";
+  ASSIGN_OR_RETURN(std::string cpu_stat, ReadFileToString(path));
+  std::optional<uint64_t> usage = FindKeyedValue(cpu_stat, "usage_usec");
+  if (!usage.has_value()) return Status::Error(path + ": no usage_usec");
+  return *usage;
+}
+
+StatusOr<std::vector<pid_t>> V2Backend::Procs(const std::string& name) {
+  RETURN_IF_ERROR(ValidateCgroupName(name));
+  const std::string dir = PathOf(name);
+  ASSIGN_OR_RETURN(bool exists, PathExists(dir));
+  if (!exists) return ErrnoError("cgroup " + dir, ENOENT);
+  std::vector<pid_t> pids;
+  RETURN_IF_ERROR(CollectTreePids(dir, &pids));
+  SortUnique(&pids);
+  return pids;
+}
+
+Status V2Backend::Freeze(const std::string& name) {
+  RETURN_IF_ERROR(ValidateCgroupName(name));
+  const std::string dir = PathOf(name);
+  RETURN_IF_ERROR(WriteExistingFile(dir + "/cgroup.freeze", "1"));
+  // The write only starts freezing: each task stops when it next leaves the kernel, and
+  // cgroup.events says "frozen 1" once all of them (in every descendant) have.
+  Status status = PollUntil(
+      [&]() -> StatusOr<bool> {
+        ASSIGN_OR_RETURN(uint64_t frozen, ReadKeyedValue(dir + "/cgroup.events", "frozen", false));
+        return frozen == 1;
+      },
+      kSettleTimeout, "freeze " + dir);
+  if (!status.ok()) (void)WriteExistingFile(dir + "/cgroup.freeze", "0");
+  return status;
+}
+
+Status V2Backend::Thaw(const std::string& name) {
+  RETURN_IF_ERROR(ValidateCgroupName(name));
+  return WriteExistingFile(PathOf(name) + "/cgroup.freeze", "0");
+}
+
+StatusOr<bool> V2Backend::IsPopulated(const std::string& name) {
+  const std::string path = PathOf(name) + "/cgroup.events";
+  ASSIGN_OR_RETURN(std::string events, ReadFileToString(path));
+  std::optional<uint64_t> populated = FindKeyedValue(events, "populated");
+  if (!populated.has_value()) return Status::Error(path + ": no \"populated\" line");
+  return *populated != 0;
+}
+
+Status V2Backend::KillByFreezing(const std::string& name) {
+  const std::string dir = PathOf(name);
+  // A frozen tree cannot fork new tasks between our reading cgroup.procs and the kills. If the
+  // freeze times out (a task stuck in the kernel) we kill anyway; Kill() re-kills while it waits.
+  RETURN_IF_ERROR(WriteExistingFile(dir + "/cgroup.freeze", "1"));
+  (void)PollUntil(
+      [&]() -> StatusOr<bool> {
+        ASSIGN_OR_RETURN(uint64_t frozen, ReadKeyedValue(dir + "/cgroup.events", "frozen", false));
+        return frozen == 1;
+      },
+      std::chrono::milliseconds(500), "freeze " + dir);
+  StatusOr<std::vector<pid_t>> pids = Procs(name);
+  if (pids.ok()) {
+    for (pid_t pid : *pids) (void)::kill(pid, SIGKILL);
+  }
+  // v2 lets SIGKILL through to frozen tasks, but a tree left frozen would be a surprise.
+  RETURN_IF_ERROR(WriteExistingFile(dir + "/cgroup.freeze", "0"));
+  return pids.status();
+}
+
+Status V2Backend::Kill(const std::string& name) {
+  RETURN_IF_ERROR(ValidateCgroupName(name));
+  const std::string dir = PathOf(name);
+  ASSIGN_OR_RETURN(bool exists, PathExists(dir));
+  if (!exists) return ErrnoError("kill cgroup " + dir, ENOENT);
+  // cgroup.kill (5.14+) SIGKILLs the whole subtree atomically, forks in flight included.
+  Status status = WriteExistingFile(dir + "/cgroup.kill", "1");
+  bool fallback = !status.ok() && status.error_number() == ENOENT;
+  if (fallback) {
+    RETURN_IF_ERROR(KillByFreezing(name));
+  } else if (!status.ok()) {
+    return status;
+  }
+  return PollUntil(
+      [&]() -> StatusOr<bool> {
+        ASSIGN_OR_RETURN(bool populated, IsPopulated(name));
+        if (populated && fallback) {
+          // Without cgroup.kill a task that forked before the freeze took hold may have a
+          // child we have not signalled yet.
+          StatusOr<std::vector<pid_t>> pids = Procs(name);
+          if (pids.ok()) {
+            for (pid_t pid : *pids) (void)::kill(pid, SIGKILL);
+          }
+        }
+        return !populated;
+      },
+      kSettleTimeout, "kill " + dir + ": waiting for \"populated 0\"");
+}
+
+Status V2Backend::Destroy(const std::string& name) {
+  RETURN_IF_ERROR(ValidateCgroupName(name));
+  const std::string dir = PathOf(name);
+  ASSIGN_OR_RETURN(bool exists, PathExists(dir));
+  if (!exists) return Status();
+  RETURN_IF_ERROR(Kill(name).WithContext("destroy " + name));
+  auto deadline = std::chrono::steady_clock::now() + kSettleTimeout;
+  ASSIGN_OR_RETURN(std::vector<std::string> tree, ListTreeDeepestFirst(dir));
+  for (const std::string& cgroup : tree) RETURN_IF_ERROR(RemoveCgroupDir(cgroup, deadline));
+  return Status();
+}
+
+StatusOr<std::vector<std::string>> V2Backend::ListChildren(const std::string& name) {
+  RETURN_IF_ERROR(ValidateCgroupName(name));
+  ASSIGN_OR_RETURN(std::vector<std::string> children, ListSubdirectories(PathOf(name)));
+  for (std::string& child : children) child = name + "/" + child;
+  return children;
+}
+
+Status V2Backend::RemoveIfEmpty(const std::string& name) {
+  RETURN_IF_ERROR(ValidateCgroupName(name));
+  const std::string dir = PathOf(name);
+  // EBUSY: processes in it; ENOTEMPTY: child cgroups. Both mean "not empty": leave it.
+  if (::rmdir(dir.c_str()) != 0 && errno != ENOENT && errno != ENOTEMPTY && errno != EBUSY) {
+    return ErrnoError("rmdir " + dir);
+  }
+  return Status();
+}
+
+std::unique_ptr<CgroupBackend> MakeV2Backend(std::string root) {
+  return std::make_unique<V2Backend>(std::move(root));
+}
+
+}  // namespace corral::cgroups

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs every Debian package corral's build, tests and benchmarks need. Idempotent: packages
+# already present are left alone, and apt is only consulted when something is missing.
+set -euo pipefail
+
+packages=(
+  # build
+  build-essential cmake pkg-config
+  libseccomp-dev libcap-dev libnl-3-dev libnl-route-3-dev
+  libboost-dev libboost-system-dev nlohmann-json3-dev libsqlite3-dev libssl-dev
+  # tests
+  libgtest-dev libgmock-dev python3 iproute2 procps util-linux
+  # cgroup v2 suite in a QEMU guest (tests/cgv2)
+  qemu-system-x86 busybox-static cpio zstd xz-utils
+  # benchmarks (bench/)
+  libbenchmark-dev bubblewrap crun runc hyperfine time jq
+)
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: run as root (sudo $0)" >&2
+  exit 1
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}"

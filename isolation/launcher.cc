@@ -1,0 +1,375 @@
+#include "isolation/launcher.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/capability.h>
+#include <linux/close_range.h>
+#include <linux/sched.h>
+#include <linux/seccomp.h>
+#include <linux/securebits.h>
+#include <net/if.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "common/file_util.h"
+#include "rootfs/mount_executor.h"
+
+namespace corral::isolation {
+namespace {
+
+// Messages on the sync socket. Each is one SOCK_SEQPACKET datagram of a SyncMessage.
+enum class SyncType : uint32_t {
+  kGo = 1,           // parent -> child: the child is in its cgroup
+  kUserNsReady = 2,  // child -> parent: unshare(CLONE_NEWUSER) done, write the id maps
+  kMapsGo = 3,       // parent -> child: the id maps are written
+  kSetupError = 4,   // child -> parent: a step failed (step, index, error)
+};
+
+// Steps of the child recipe, reported in kSetupError.
+enum class ChildStep : int32_t {
+  kWaitParent = 1,
+  kCgroupNamespace,
+  kSession,
+  kMounts,  // index = MountStep, detail = index into the plan
+  kHostname,
+  kLoopback,
+  kGroups,
+  kUserNamespace,
+  kWaitMaps,
+  kSetGid,
+  kSecureBits,
+  kBoundingSet,
+  kSetUid,
+  kCapabilities,
+  kRlimits,
+  kChdir,
+  kNoNewPrivs,
+  kParentDeath,
+  kFds,
+  kSeccomp,
+  kExec,
+};
+
+struct SyncMessage {
+  SyncType type;
+  int32_t step;
+  int32_t mount_step;
+  int32_t index;
+  int32_t error;
+};
+
+// Data the child reads; built before clone.
+struct ChildArgs {
+  const LaunchPlan* plan;
+  int sync_fd;
+  char* const* argv;
+  char* const* envp;
+  sock_fprog fprog;
+  int last_cap;
+};
+
+[[noreturn]] void ChildFail(int sync_fd, ChildStep step, int error, int mount_step = 0,
+                            int index = -1) {
+  SyncMessage msg = {SyncType::kSetupError, static_cast<int32_t>(step), mount_step, index, error};
+  (void)send(sync_fd, &msg, sizeof(msg), MSG_NOSIGNAL);
+  _exit(125);
+}
+
+bool ChildWaitFor(int sync_fd, SyncType type) {
+  SyncMessage msg;
+  ssize_t n;
+  do {
+    n = recv(sync_fd, &msg, sizeof(msg), 0);
+  } while (n < 0 && errno == EINTR);
+  return n == static_cast<ssize_t>(sizeof(msg)) && msg.type == type;
+}
+
+int BringLoopbackUp() {
+  int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return errno;
+  struct ifreq ifr = {};
+  ifr.ifr_name[0] = 'l';
+  ifr.ifr_name[1] = 'o';
+  int rc = 0;
+  if (ioctl(fd, SIOCGIFFLAGS, &ifr) != 0) {
+    rc = errno;
+  } else {
+    ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+    if (ioctl(fd, SIOCSIFFLAGS, &ifr) != 0) rc = errno;
+  }
+  close(fd);
+  return rc;
+}
+
+// The child, from clone to execveat. Raw system calls on prepared data only.
+[[noreturn]] void ChildMain(const ChildArgs& args) {
+  const LaunchPlan& plan = *args.plan;
+  const int sync_fd = args.sync_fd;
+
+  // Die with the launcher. Re-armed below: a credential change clears it.
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) ChildFail(sync_fd, ChildStep::kParentDeath, errno);
+  // Default dispositions and an empty mask: the launcher may block signals for its signalfd.
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sig == SIGKILL || sig == SIGSTOP) continue;
+    struct sigaction dfl = {};
+    dfl.sa_handler = SIG_DFL;
+    (void)sigaction(sig, &dfl, nullptr);
+  }
+  sigset_t empty;
+  sigemptyset(&empty);
+  sigprocmask(SIG_SETMASK, &empty, nullptr);
+
+  // Barrier 1: the parent has put us in our cgroup.
+  if (!ChildWaitFor(sync_fd, SyncType::kGo)) _exit(125);
+  if (unshare(CLONE_NEWCGROUP) != 0) ChildFail(sync_fd, ChildStep::kCgroupNamespace, errno);
+  if (setsid() < 0) ChildFail(sync_fd, ChildStep::kSession, errno);
+
+  rootfs::MountFailure mount_failure;
+  if (!rootfs::ExecuteMountPlan(plan.mounts, &mount_failure)) {
+    ChildFail(sync_fd, ChildStep::kMounts, mount_failure.error,
+              static_cast<int>(mount_failure.step), mount_failure.index);
+  }
+  if (sethostname(plan.hostname.data(), plan.hostname.size()) != 0) {
+    ChildFail(sync_fd, ChildStep::kHostname, errno);
+  }
+  if (int rc = BringLoopbackUp(); rc != 0) ChildFail(sync_fd, ChildStep::kLoopback, rc);
+  // The host root's supplementary groups must not follow us in.
+  if (setgroups(0, nullptr) != 0) ChildFail(sync_fd, ChildStep::kGroups, errno);
+  if (unshare(CLONE_NEWUSER) != 0) ChildFail(sync_fd, ChildStep::kUserNamespace, errno);
+
+  // Barrier 2: the parent writes our id maps.
+  SyncMessage ready = {SyncType::kUserNsReady, 0, 0, 0, 0};
+  if (send(sync_fd, &ready, sizeof(ready), MSG_NOSIGNAL) != sizeof(ready)) _exit(125);
+  if (!ChildWaitFor(sync_fd, SyncType::kMapsGo)) _exit(125);
+
+  if (setresgid(plan.gid, plan.gid, plan.gid) != 0) ChildFail(sync_fd, ChildStep::kSetGid, errno);
+  if (setgroups(0, nullptr) != 0) ChildFail(sync_fd, ChildStep::kGroups, errno);
+  // Root inside never gains capabilities by exec, and nothing can turn that back on.
+  if (prctl(PR_SET_SECUREBITS, SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP_LOCKED |
+                                   SECBIT_KEEP_CAPS_LOCKED | SECBIT_NO_CAP_AMBIENT_RAISE |
+                                   SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED) != 0) {
+    ChildFail(sync_fd, ChildStep::kSecureBits, errno);
+  }
+  for (int cap = 0; cap <= args.last_cap; ++cap) {
+    if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL) {
+      ChildFail(sync_fd, ChildStep::kBoundingSet, errno);
+    }
+  }
+  if (setresuid(plan.uid, plan.uid, plan.uid) != 0) ChildFail(sync_fd, ChildStep::kSetUid, errno);
+  struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
+  struct __user_cap_data_struct data[2] = {};
+  if (syscall(SYS_capset, &header, data) != 0) ChildFail(sync_fd, ChildStep::kCapabilities, errno);
+  if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0) {
+    ChildFail(sync_fd, ChildStep::kCapabilities, errno);
+  }
+  for (const auto& [resource, value] : plan.rlimits) {
+    struct rlimit limit = {value, value};
+    if (setrlimit(static_cast<__rlimit_resource>(resource), &limit) != 0) {
+      ChildFail(sync_fd, ChildStep::kRlimits, errno);
+    }
+  }
+  if (chdir(plan.cwd.c_str()) != 0) ChildFail(sync_fd, ChildStep::kChdir, errno);
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ChildFail(sync_fd, ChildStep::kNoNewPrivs, errno);
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) ChildFail(sync_fd, ChildStep::kParentDeath, errno);
+  // If the launcher died before the line above, nobody would kill us: its end of the socket
+  // is then closed, which a peek sees as EOF.
+  char peek;
+  if (recv(sync_fd, &peek, 1, MSG_PEEK | MSG_DONTWAIT) == 0) _exit(125);
+
+  if (plan.status_fd >= 0) {
+    if (dup2(plan.status_fd, 3) != 3) ChildFail(sync_fd, ChildStep::kFds, errno);
+  }
+  // Everything but stdio and the status fd closes at exec.
+  if (syscall(SYS_close_range, plan.status_fd >= 0 ? 4 : 3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
+    ChildFail(sync_fd, ChildStep::kFds, errno);
+  }
+  // Seccomp last: from here on only the sandbox's own policy applies.
+  if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &args.fprog) != 0) {
+    ChildFail(sync_fd, ChildStep::kSeccomp, errno);
+  }
+  syscall(SYS_execveat, plan.init_fd, "", args.argv, args.envp, AT_EMPTY_PATH);
+  ChildFail(sync_fd, ChildStep::kExec, errno);
+}
+
+std::string StepName(const LaunchPlan& plan, const SyncMessage& msg) {
+  switch (static_cast<ChildStep>(msg.step)) {
+    case ChildStep::kWaitParent: return "wait for launcher";
+    case ChildStep::kCgroupNamespace: return "cgroup namespace";
+    case ChildStep::kSession: return "setsid";
+    case ChildStep::kMounts:
+      switch (static_cast<rootfs::MountStep>(msg.mount_step)) {
+        case rootfs::MountStep::kMakePrivate: return "make mounts private";
+        case rootfs::MountStep::kScratch: return "mount scratch tmpfs on " + plan.mounts.scratch_dir;
+        case rootfs::MountStep::kSkeleton:
+          if (msg.index >= 0 && static_cast<size_t>(msg.index) < plan.mounts.skeleton.size()) {
+            return "create " + plan.mounts.skeleton[msg.index].path;
+          }
+          return "create skeleton";
+        case rootfs::MountStep::kOverlay: return "mount overlay root";
+        case rootfs::MountStep::kOpenRoot: return "open new root";
+        case rootfs::MountStep::kMount:
+          if (msg.index >= 0 && static_cast<size_t>(msg.index) < plan.mounts.mounts.size()) {
+            return plan.mounts.mounts[msg.index].description;
+          }
+          return "mount";
+        case rootfs::MountStep::kPivotRoot: return "pivot_root";
+        case rootfs::MountStep::kNone: break;
+      }
+      return "mounts";
+    case ChildStep::kHostname: return "sethostname";
+    case ChildStep::kLoopback: return "bring up lo";
+    case ChildStep::kGroups: return "setgroups";
+    case ChildStep::kUserNamespace: return "user namespace";
+    case ChildStep::kWaitMaps: return "wait for id maps";
+    case ChildStep::kSetGid: return "setresgid";
+    case ChildStep::kSecureBits: return "securebits";
+    case ChildStep::kBoundingSet: return "capability bounding set";
+    case ChildStep::kSetUid: return "setresuid";
+    case ChildStep::kCapabilities: return "drop capabilities";
+    case ChildStep::kRlimits: return "rlimits";
+    case ChildStep::kChdir: return "chdir " + plan.cwd;
+    case ChildStep::kNoNewPrivs: return "no_new_privs";
+    case ChildStep::kParentDeath: return "parent death signal";
+    case ChildStep::kFds: return "file descriptors";
+    case ChildStep::kSeccomp: return "seccomp";
+    case ChildStep::kExec: return "exec corral-init";
+  }
+  return "setup";
+}
+
+Status WriteIdMaps(pid_t pid, const LaunchPlan& plan) {
+  const std::string proc = "/proc/" + std::to_string(pid);
+  RETURN_IF_ERROR(WriteExistingFile(
+      proc + "/uid_map", "0 " + std::to_string(plan.host_uid_base) + " " + std::to_string(kIdRangeSize)));
+  RETURN_IF_ERROR(WriteExistingFile(
+      proc + "/gid_map", "0 " + std::to_string(plan.host_gid_base) + " " + std::to_string(kIdRangeSize)));
+  return Status();
+}
+
+int LastCap() {
+  auto text = ReadFileToString("/proc/sys/kernel/cap_last_cap");
+  if (text.ok()) {
+    int value = std::atoi(text->c_str());
+    if (value > 0 && value < 64) return value;
+  }
+  return CAP_LAST_CAP;
+}
+
+pid_t CloneSandbox(const LaunchPlan& plan, int* pidfd) {
+  constexpr uint64_t kNamespaces =
+      CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWNET;
+  struct clone_args args = {};
+  args.flags = kNamespaces | CLONE_PIDFD | (plan.cgroup_fd >= 0 ? CLONE_INTO_CGROUP : 0);
+  args.pidfd = reinterpret_cast<uint64_t>(pidfd);
+  args.exit_signal = SIGCHLD;
+  args.cgroup = plan.cgroup_fd >= 0 ? static_cast<uint64_t>(plan.cgroup_fd) : 0;
+  long pid = syscall(SYS_clone3, &args, sizeof(args));
+  if (pid < 0 && errno == ENOSYS && plan.cgroup_fd < 0) {
+    // Kernels before 5.3: clone(2) with CLONE_PIDFD (5.2) returns the pidfd via parent_tid.
+    pid = syscall(SYS_clone, kNamespaces | CLONE_PIDFD | SIGCHLD, nullptr, pidfd, nullptr, 0);
+  }
+  return static_cast<pid_t>(pid);
+}
+
+}  // namespace
+
+StatusOr<UniqueFd> LoadSealedExecutable(const std::string& path) {
+  UniqueFd source(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!source) return ErrnoError("open " + path);
+  struct stat st;
+  if (fstat(source.get(), &st) != 0) return ErrnoError("stat " + path);
+  UniqueFd memfd(static_cast<int>(memfd_create("corral-init", MFD_CLOEXEC | MFD_ALLOW_SEALING)));
+  if (!memfd) return ErrnoError("memfd_create");
+  off_t offset = 0;
+  while (offset < st.st_size) {
+    ssize_t n = sendfile(memfd.get(), source.get(), &offset, static_cast<size_t>(st.st_size - offset));
+    if (n < 0) return ErrnoError("copy " + path);
+    if (n == 0) break;
+  }
+  if (fchmod(memfd.get(), 0555) != 0) return ErrnoError("chmod memfd");
+  if (fcntl(memfd.get(), F_ADD_SEALS, F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE) != 0) {
+    return ErrnoError("seal memfd");
+  }
+  return memfd;
+}
+
+StatusOr<LaunchedSandbox> Launch(const LaunchPlan& plan, const AttachFn& attach) {
+  if (plan.init_fd < 0) return Status::Error("launch: no init program");
+  if (plan.argv.empty()) return Status::Error("launch: empty argv");
+  int pair[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
+    return ErrnoError("socketpair");
+  }
+  UniqueFd parent_end(pair[0]), child_end(pair[1]);
+
+  // argv/envp arrays, built now: the child must not allocate.
+  std::vector<char*> argv, envp;
+  for (const auto& arg : plan.argv) argv.push_back(const_cast<char*>(arg.c_str()));
+  argv.push_back(nullptr);
+  for (const auto& var : plan.env) envp.push_back(const_cast<char*>(var.c_str()));
+  envp.push_back(nullptr);
+  ChildArgs args = {&plan, child_end.get(), argv.data(), envp.data(), plan.seccomp.fprog(), LastCap()};
+  if (args.fprog.len == 0) return Status::Error("launch: empty seccomp program");
+
+  int pidfd = -1;
+  pid_t pid = CloneSandbox(plan, &pidfd);
+  if (pid < 0) return ErrnoError("clone3");
+  if (pid == 0) ChildMain(args);
+
+  LaunchedSandbox sandbox;
+  sandbox.pid = pid;
+  sandbox.pidfd.reset(pidfd);
+  child_end.reset();
+
+  // On any parent-side failure the half-made sandbox dies and is reaped before we return.
+  auto abort_child = [&](Status status) -> Status {
+    syscall(SYS_pidfd_send_signal, sandbox.pidfd.get(), SIGKILL, nullptr, 0);
+    siginfo_t info;
+    while (waitid(P_PIDFD, static_cast<id_t>(sandbox.pidfd.get()), &info, WEXITED) != 0 &&
+           errno == EINTR) {
+    }
+    return status;
+  };
+  auto child_error = [&](const SyncMessage& msg) -> Status {
+    return abort_child(Status::Error(StepName(plan, msg), msg.error));
+  };
+
+  if (attach) {
+    Status attached = attach(pid);
+    if (!attached.ok()) return abort_child(attached.WithContext("attach to cgroup"));
+  }
+  SyncMessage go = {SyncType::kGo, 0, 0, 0, 0};
+  if (send(parent_end.get(), &go, sizeof(go), MSG_NOSIGNAL) != sizeof(go)) {
+    return abort_child(ErrnoError("sync with child"));
+  }
+  for (;;) {
+    SyncMessage msg;
+    ssize_t n = recv(parent_end.get(), &msg, sizeof(msg), 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return abort_child(ErrnoError("sync with child"));
+    if (n == 0) return sandbox;  // EOF: the sync socket closed at exec.
+    if (n != sizeof(msg)) return abort_child(Status::Error("sync with child: short message"));
+    if (msg.type == SyncType::kSetupError) return child_error(msg);
+    if (msg.type != SyncType::kUserNsReady) return abort_child(Status::Error("sync with child: unexpected message"));
+    Status maps = WriteIdMaps(pid, plan);
+    if (!maps.ok()) return abort_child(maps.WithContext("write id maps"));
+    SyncMessage maps_go = {SyncType::kMapsGo, 0, 0, 0, 0};
+    if (send(parent_end.get(), &maps_go, sizeof(maps_go), MSG_NOSIGNAL) != sizeof(maps_go)) {
+      return abort_child(ErrnoError("sync with child"));
+    }
+  }
+}
+
+}  // namespace corral::isolation

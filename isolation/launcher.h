@@ -1,0 +1,76 @@
+// The launcher: clone3 and the child recipe that turns a process into a sandbox.
+//
+// Everything the child needs (mount plan, BPF program, argv/envp arrays, id maps) is built in
+// the parent into a LaunchPlan first. The child, between clone and execveat, runs only raw
+// system calls on that data: no allocation, no exceptions, no logging. A failed step is written
+// to the sync socket as {step, index, errno} and the child _exits.
+//
+// Order of the recipe (parent <-> child over a SOCK_SEQPACKET pair):
+//   parent: clone3(NEWPID|NEWNS|NEWUTS|NEWIPC|NEWNET, CLONE_PIDFD, CLONE_INTO_CGROUP on v2)
+//   parent: attach the child to its cgroup (v1), send kGo            -- barrier 1
+//   child:  cgroup namespace, new session, mounts + pivot_root, hostname, lo up
+//   child:  drop supplementary groups, unshare(CLONE_NEWUSER), send kUserNsReady
+//   parent: write uid_map/gid_map (inside 0..65535 -> host base..base+65535), send kMapsGo
+//                                                                     -- barrier 2
+//   child:  setresgid/setresuid inside, securebits, bounding set cleared, capabilities dropped,
+//           rlimits, cwd, no_new_privs, parent-death signal, seccomp (last), execveat(init memfd)
+//   parent: EOF on the sync socket (it is close-on-exec) means the exec happened.
+//
+// The mounts are made before the user namespace exists, with the host root's credentials: so
+// the overlay's copy-up keeps the sandbox's own host uids, and every mount belongs to the
+// initial user namespace, which makes them all locked for the sandbox (root inside cannot
+// unmount, remount or move them even with capabilities in its own user namespace).
+#pragma once
+
+#include <sys/resource.h>
+#include <sys/types.h>
+
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+#include "common/unique_fd.h"
+#include "isolation/seccomp_policy.h"
+#include "rootfs/mount_plan.h"
+
+namespace corral::isolation {
+
+// The size of the id range a sandbox owns on the host: inside ids 0..65535.
+inline constexpr uint32_t kIdRangeSize = 65536;
+
+struct LaunchPlan {
+  rootfs::MountPlan mounts;
+  SeccompProgram seccomp;
+  std::string hostname;
+  uid_t host_uid_base = 0;  // host uid of root inside
+  gid_t host_gid_base = 0;
+  uid_t uid = 0;            // inside
+  gid_t gid = 0;
+  std::vector<std::pair<int, rlim_t>> rlimits;  // resource, soft = hard
+  std::string cwd;          // inside
+  int init_fd = -1;         // sealed memfd holding corral-init
+  std::vector<std::string> argv;  // corral-init's argv
+  std::vector<std::string> env;
+  int cgroup_fd = -1;       // v2: CLONE_INTO_CGROUP; -1 on v1
+  int status_fd = -1;       // becomes fd 3 inside (corral-init reports the command's status there)
+};
+
+struct LaunchedSandbox {
+  pid_t pid = -1;  // host pid of the sandbox's PID 1
+  UniqueFd pidfd;
+};
+
+// Called after clone, before the child is released: the v1 backend attaches the pid here.
+using AttachFn = std::function<Status(pid_t)>;
+
+// Starts the sandbox. On a failed setup step in the child the Status carries the step's name as
+// its message ("mount proc on /proc", "seccomp", ...) and the step's errno; the child has been
+// reaped. Other errors are the parent's own (clone3, writing the id maps).
+StatusOr<LaunchedSandbox> Launch(const LaunchPlan& plan, const AttachFn& attach);
+
+// Reads a program into a sealed, close-on-exec memfd suitable for LaunchPlan::init_fd.
+StatusOr<UniqueFd> LoadSealedExecutable(const std::string& path);
+
+}  // namespace corral::isolation

@@ -1,0 +1,244 @@
+#include "rootfs/mount_plan.h"
+
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/file_util.h"
+#include "rootfs/host_image.h"
+
+namespace corral::rootfs {
+namespace {
+
+constexpr uint64_t kLockedDown = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+constexpr uint64_t kMiB = 1ull << 20;
+
+// Devices of the minimal /dev, bound from the host's (all are harmless character devices).
+constexpr const char* kDevices[] = {"null", "zero", "full", "random", "urandom", "tty"};
+
+MountOp Bind(std::string source, std::string target, bool read_only, MountOp::Create create) {
+  MountOp op;
+  op.kind = MountOp::Kind::kBind;
+  op.description = "bind " + source + " on /" + target;
+  op.source = std::move(source);
+  op.target = std::move(target);
+  op.flags = MS_BIND | MS_REC;
+  op.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (read_only ? MOUNT_ATTR_RDONLY : 0);
+  op.recursive = true;
+  op.create = create;
+  return op;
+}
+
+MountOp Fs(std::string fstype, std::string source, std::string target, unsigned long flags,
+           std::string data) {
+  MountOp op;
+  op.kind = MountOp::Kind::kFs;
+  op.description = "mount " + fstype + " on /" + target;
+  op.fstype = std::move(fstype);
+  op.source = std::move(source);
+  op.target = std::move(target);
+  op.flags = flags;
+  op.data = std::move(data);
+  return op;
+}
+
+MountOp Simple(MountOp::Kind kind, std::string target, std::string what) {
+  MountOp op;
+  op.kind = kind;
+  op.description = what + " /" + target;
+  op.target = std::move(target);
+  return op;
+}
+
+std::string Join(const std::string& dir, const std::string& name) {
+  return dir.back() == '/' ? dir + name : dir + "/" + name;
+}
+
+}  // namespace
+
+const std::vector<std::string>& MaskedPaths() {
+  // runc's defaults (libcontainer/specconv/example.go) plus the powercap tree.
+  static const std::vector<std::string> paths = {
+      "proc/acpi",       "proc/asound",      "proc/kcore",         "proc/keys",
+      "proc/latency_stats", "proc/timer_list", "proc/timer_stats", "proc/sched_debug",
+      "proc/scsi",       "proc/sysrq-trigger" /* also read-only below */,
+      "sys/firmware",    "sys/devices/virtual/powercap", "sys/kernel/debug",
+      "sys/kernel/security",
+  };
+  return paths;
+}
+
+const std::vector<std::string>& ReadOnlyPaths() {
+  static const std::vector<std::string> paths = {"proc/bus", "proc/fs", "proc/irq", "proc/sys"};
+  return paths;
+}
+
+StatusOr<MountPlan> BuildMountPlan(const MountPlanInput& in) {
+  if (in.scratch_dir.empty() || in.scratch_dir[0] != '/') {
+    return Status::Error("mount plan: scratch dir must be absolute");
+  }
+  if (!in.host_image && (in.image_dir.empty() || in.image_dir[0] != '/')) {
+    return Status::Error("mount plan: image must be an absolute directory");
+  }
+  if (in.workspace_upper.empty() != in.workspace_work.empty()) {
+    return Status::Error("mount plan: workspace needs both upper and work dirs");
+  }
+  // overlayfs splits its options at ',' and ':' (and treats '\\' as an escape).
+  for (const std::string* path : {&in.scratch_dir, &in.image_dir, &in.workspace_upper, &in.workspace_work}) {
+    if (path->find_first_of(",:\\") != std::string::npos) {
+      return Status::Error("mount plan: path '" + *path + "' contains ',', ':' or '\\'");
+    }
+  }
+  MountPlan plan;
+  plan.scratch_dir = in.scratch_dir;
+  // One inode per 16 KiB of cap bounds file-count attacks (10^6 empty files) as well as bytes.
+  uint64_t inodes = std::max<uint64_t>(in.scratch_bytes / 16384, 4096);
+  plan.scratch_options = "size=" + std::to_string(in.scratch_bytes) +
+                         ",nr_inodes=" + std::to_string(inodes) + ",mode=0755";
+  const std::string lower = Join(in.scratch_dir, "lower");
+  plan.root_dir = Join(in.scratch_dir, "root");
+
+  const uid_t root_uid = in.host_uid_base;
+  const gid_t root_gid = in.host_gid_base;
+  auto dir = [&](const std::string& path, mode_t mode, uid_t uid, gid_t gid) {
+    plan.skeleton.push_back({FileOp::Kind::kDir, path, "", mode, uid, gid});
+  };
+  auto file = [&](const std::string& path, std::string content) {
+    plan.skeleton.push_back({FileOp::Kind::kFile, path, std::move(content), 0644, root_uid, root_gid});
+  };
+  auto symlink = [&](const std::string& path, std::string target) {
+    plan.skeleton.push_back({FileOp::Kind::kSymlink, path, std::move(target), 0777, root_uid, root_gid});
+  };
+
+  // Scratch: root-owned (inside) directories of the sandbox's own.
+  dir(lower, 0755, root_uid, root_gid);
+  dir(Join(in.scratch_dir, "tmp"), 01777, root_uid, root_gid);
+  dir(Join(in.scratch_dir, "run"), 0755, root_uid, root_gid);
+  dir(plan.root_dir, 0755, 0, 0);
+  std::string upper = in.workspace_upper, work = in.workspace_work;
+  if (upper.empty()) {
+    upper = Join(in.scratch_dir, "upper");
+    work = Join(in.scratch_dir, "work");
+    dir(upper, 0755, root_uid, root_gid);
+    dir(work, 0700, 0, 0);
+  }
+
+  // The skeleton: mountpoints and the generated /etc.
+  for (const char* name : {"proc", "dev", "sys", "tmp", "run", "etc"}) {
+    dir(Join(lower, name), 0755, root_uid, root_gid);
+  }
+  // Homes exist in every image: the agent's default cwd is its home.
+  dir(Join(lower, "home"), 0755, root_uid, root_gid);
+  dir(Join(lower, "home/agent"), 0755, root_uid + in.agent_uid, root_gid + in.agent_uid);
+  dir(Join(lower, "root"), 0700, root_uid, root_gid);
+  if (in.host_image) {
+    dir(Join(lower, "var"), 0755, root_uid, root_gid);
+    dir(Join(lower, "var/tmp"), 01777, root_uid, root_gid);
+    dir(Join(lower, "opt"), 0755, root_uid, root_gid);
+    dir(Join(lower, "srv"), 0755, root_uid, root_gid);
+    dir(Join(lower, "mnt"), 0755, root_uid, root_gid);
+    file(Join(lower, "etc/passwd"), GeneratedPasswd());
+    file(Join(lower, "etc/group"), GeneratedGroup());
+    file(Join(lower, "etc/nsswitch.conf"), GeneratedNsswitch());
+  }
+  file(Join(lower, "etc/hostname"), in.hostname + "\n");
+  file(Join(lower, "etc/hosts"), GeneratedHosts(in.hostname));
+  file(Join(lower, "etc/resolv.conf"), GeneratedResolvConf());
+
+  if (in.host_image) {
+    for (const std::string& tree : HostImageTrees()) {
+      const std::string host_path = Join(in.host_root, tree);
+      struct stat st;
+      if (lstat(host_path.c_str(), &st) != 0) continue;
+      if (S_ISLNK(st.st_mode)) {
+        char target[4096];
+        ssize_t n = readlink(host_path.c_str(), target, sizeof(target) - 1);
+        if (n < 0) return ErrnoError("readlink " + host_path);
+        symlink(Join(lower, tree), std::string(target, static_cast<size_t>(n)));
+      } else if (S_ISDIR(st.st_mode)) {
+        dir(Join(lower, tree), 0755, root_uid, root_gid);
+        plan.mounts.push_back(Bind(host_path, tree, /*read_only=*/true, MountOp::Create::kNone));
+      }
+    }
+    for (const std::string& entry : HostEtcAllowlist()) {
+      const std::string host_path = Join(in.host_root, "etc/" + entry);
+      struct stat st;
+      if (lstat(host_path.c_str(), &st) != 0) continue;
+      const std::string skeleton_path = Join(lower, "etc/" + entry);
+      if (S_ISLNK(st.st_mode)) {
+        char target[4096];
+        ssize_t n = readlink(host_path.c_str(), target, sizeof(target) - 1);
+        if (n < 0) return ErrnoError("readlink " + host_path);
+        symlink(skeleton_path, std::string(target, static_cast<size_t>(n)));
+      } else if (S_ISDIR(st.st_mode)) {
+        dir(skeleton_path, 0755, root_uid, root_gid);
+        plan.mounts.push_back(Bind(host_path, "etc/" + entry, true, MountOp::Create::kNone));
+      } else if (S_ISREG(st.st_mode) && st.st_size <= static_cast<off_t>(4 * kMiB)) {
+        ASSIGN_OR_RETURN(std::string content, ReadFileToString(host_path));
+        file(skeleton_path, std::move(content));
+      }
+    }
+  }
+
+  // The overlay: the skeleton on top of the image (if any), the writable layer above.
+  plan.overlay_options = "lowerdir=" + lower + (in.host_image ? "" : ":" + in.image_dir) +
+                         ",upperdir=" + upper + ",workdir=" + work;
+
+  // /proc: a fresh instance for the sandbox's pid namespace, with runc's masks.
+  plan.mounts.push_back(Fs("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, ""));
+  // /dev: a small tmpfs with the minimal device set, a private devpts and /dev/shm.
+  plan.mounts.push_back(Fs("tmpfs", "tmpfs", "dev", MS_NOSUID | MS_NOEXEC, "mode=0755,size=65536,nr_inodes=64"));
+  for (const char* device : kDevices) {
+    MountOp op = Bind(std::string("/dev/") + device, std::string("dev/") + device, false,
+                      MountOp::Create::kFile);
+    op.flags = MS_BIND;
+    op.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC;  // not nodev: these are the devices
+    op.recursive = false;
+    plan.mounts.push_back(op);
+  }
+  MountOp devpts = Fs("devpts", "devpts", "dev/pts", MS_NOSUID | MS_NOEXEC,
+                      "newinstance,ptmxmode=0666,mode=0620");
+  MountOp shm = Fs("tmpfs", "shm", "dev/shm", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                   "mode=1777,size=" + std::to_string(64 * kMiB));
+  MountOp mqueue = Fs("mqueue", "mqueue", "dev/mqueue", MS_NOSUID | MS_NODEV | MS_NOEXEC, "");
+  for (MountOp* op : {&devpts, &shm, &mqueue}) {
+    op->create = MountOp::Create::kDir;
+    plan.mounts.push_back(*op);
+  }
+  for (auto [link, target] : {std::pair<const char*, const char*>{"dev/ptmx", "pts/ptmx"},
+                              {"dev/fd", "/proc/self/fd"},
+                              {"dev/stdin", "/proc/self/fd/0"},
+                              {"dev/stdout", "/proc/self/fd/1"},
+                              {"dev/stderr", "/proc/self/fd/2"},
+                              {"dev/core", "/proc/kcore"}}) {
+    MountOp op = Simple(MountOp::Kind::kSymlink, link, "symlink");
+    op.source = target;
+    plan.mounts.push_back(op);
+  }
+  // /sys read-only (it shows only the sandbox's own network devices), with masks below.
+  plan.mounts.push_back(
+      Fs("sysfs", "sysfs", "sys", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, ""));
+  for (const std::string& path : MaskedPaths()) {
+    bool is_file = path.rfind("proc/", 0) == 0 && path != "proc/acpi" && path != "proc/asound" &&
+                   path != "proc/scsi";
+    plan.mounts.push_back(Simple(is_file ? MountOp::Kind::kMaskFile : MountOp::Kind::kMaskDir,
+                                 path, "mask"));
+  }
+  for (const std::string& path : ReadOnlyPaths()) {
+    plan.mounts.push_back(Simple(MountOp::Kind::kReadOnly, path, "read-only"));
+  }
+  // /tmp and /run live in the scratch tmpfs: bounded by the same cap as the writable layer.
+  plan.mounts.push_back(Bind(Join(in.scratch_dir, "tmp"), "tmp", false, MountOp::Create::kNone));
+  plan.mounts.push_back(Bind(Join(in.scratch_dir, "run"), "run", false, MountOp::Create::kNone));
+
+  for (const MountPlanBind& bind : in.binds) {
+    if (bind.target.size() < 2 || bind.target[0] != '/') {
+      return Status::Error("mount plan: bind target must be absolute: " + bind.target);
+    }
+    plan.mounts.push_back(Bind(bind.source, bind.target.substr(1), bind.read_only,
+                               bind.is_dir ? MountOp::Create::kDir : MountOp::Create::kFile));
+  }
+  return plan;
+}
+
+}  // namespace corral::rootfs

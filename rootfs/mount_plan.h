@@ -1,0 +1,101 @@
+// MountPlan: the sandbox's root file system as pure data.
+//
+// BuildMountPlan() decides every directory, file, overlay and mount of a sandbox's root from a
+// MountPlanInput, without touching the kernel, so the plan is unit-tested without privileges.
+// ExecuteMountPlan() (mount_executor.h) carries it out in the child, with raw syscalls only.
+//
+// Layout while the child builds the root (all inside the child's private mount namespace):
+//   <scratch_dir>            a tmpfs sized by the disk cap
+//     lower/                 the generated skeleton: mountpoints, /etc, /home/agent
+//     upper/ work/           the writable layer when there is no workspace
+//     tmp/ run/              bound to /tmp and /run of the sandbox
+//     root/                  the overlay: lower = skeleton (+ image), upper = workspace or upper/
+// Every mount after the overlay targets a path relative to root/, resolved with openat2
+// (RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS), so a symlink planted in an image or a workspace can
+// never redirect a mount to a host path: the step fails closed instead.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace corral::rootfs {
+
+// A directory, file or symlink created in the scratch tmpfs before the overlay is mounted.
+struct FileOp {
+  enum class Kind { kDir, kFile, kSymlink };
+  Kind kind = Kind::kDir;
+  std::string path;     // absolute host path under the scratch dir
+  std::string content;  // file content, or the symlink's target
+  mode_t mode = 0755;
+  uid_t uid = 0;        // host ids
+  gid_t gid = 0;
+};
+
+// One step applied to the new root (before pivot_root).
+struct MountOp {
+  enum class Kind {
+    kBind,      // bind `source` (a host path) on target
+    kFs,        // mount a fresh `fstype` with `data` on target
+    kMaskFile,  // bind /dev/null on target (read-only); skipped when the target is missing
+    kMaskDir,   // an empty read-only tmpfs on target; skipped when the target is missing
+    kReadOnly,  // make the mount at target read-only (bind onto itself); skipped when missing
+    kSymlink,   // create a symlink at target pointing to `source`
+  };
+  enum class Create { kNone, kDir, kFile };
+
+  Kind kind = Kind::kBind;
+  std::string source;
+  std::string target;          // relative to the new root, no leading '/', normalized
+  std::string fstype;
+  unsigned long flags = 0;     // mount(2) flags
+  std::string data;            // mount(2) data
+  uint64_t attr_set = 0;       // MOUNT_ATTR_* applied afterwards with mount_setattr
+  bool recursive = false;      // apply attr_set to submounts too
+  Create create = Create::kNone;  // create a missing mountpoint first
+  std::string description;     // "mount /proc": names the step in errors
+};
+
+struct MountPlan {
+  std::string scratch_dir;       // host directory the scratch tmpfs is mounted on
+  std::string scratch_options;   // tmpfs data
+  std::vector<FileOp> skeleton;  // created in order, after the scratch mount
+  std::string root_dir;          // <scratch>/root: the overlay's mountpoint
+  std::string overlay_options;   // lowerdir=...,upperdir=...,workdir=...
+  std::vector<MountOp> mounts;   // applied in order on root_dir
+};
+
+struct MountPlanBind {
+  std::string source;  // absolute host path
+  std::string target;  // absolute path inside
+  bool read_only = false;
+  bool is_dir = true;
+};
+
+struct MountPlanInput {
+  std::string scratch_dir;               // e.g. /run/corral/mnt
+  uint64_t scratch_bytes = 1ull << 30;   // tmpfs size: the cap on writes without a workspace
+  bool host_image = true;
+  std::string image_dir;                 // when !host_image
+  std::string workspace_upper;           // empty: ephemeral writable layer in the scratch tmpfs
+  std::string workspace_work;
+  std::string hostname = "corral";
+  uid_t host_uid_base = 0;               // host uid of root inside; the range is 65536 ids
+  gid_t host_gid_base = 0;
+  uid_t agent_uid = 1000;
+  std::vector<MountPlanBind> binds;
+  std::string host_root = "/";           // where host trees (/usr, /etc/...) are read from
+};
+
+StatusOr<MountPlan> BuildMountPlan(const MountPlanInput& input);
+
+// Paths runc masks (/proc/kcore, /sys/firmware, ...) and makes read-only (/proc/sys, ...),
+// relative to the root.
+const std::vector<std::string>& MaskedPaths();
+const std::vector<std::string>& ReadOnlyPaths();
+
+}  // namespace corral::rootfs

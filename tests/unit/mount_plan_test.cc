@@ -1,0 +1,218 @@
+#include "rootfs/mount_plan.h"
+
+#include <gtest/gtest.h>
+#include <sys/mount.h>
+
+#include <algorithm>
+#include <string>
+
+namespace corral::rootfs {
+namespace {
+
+MountPlanInput HostInput() {
+  MountPlanInput in;
+  in.scratch_dir = "/run/corral/scratch";
+  in.scratch_bytes = 64ull << 20;
+  in.host_uid_base = 0x40000000;
+  in.host_gid_base = 0x40000000;
+  in.hostname = "box";
+  return in;
+}
+
+const MountOp* FindMount(const MountPlan& plan, const std::string& target) {
+  for (const auto& op : plan.mounts) {
+    if (op.target == target) return &op;
+  }
+  return nullptr;
+}
+
+const FileOp* FindFile(const MountPlan& plan, const std::string& path) {
+  for (const auto& op : plan.skeleton) {
+    if (op.path == path) return &op;
+  }
+  return nullptr;
+}
+
+TEST(MountPlanTest, HostImageBindsUsrReadOnlyAndGeneratesEtc) {
+  auto plan = BuildMountPlan(HostInput());
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  const MountOp* usr = FindMount(*plan, "usr");
+  ASSERT_NE(usr, nullptr);
+  EXPECT_EQ(usr->kind, MountOp::Kind::kBind);
+  EXPECT_EQ(usr->source, "/usr");
+  EXPECT_TRUE(usr->attr_set & MOUNT_ATTR_RDONLY);
+  EXPECT_TRUE(usr->attr_set & MOUNT_ATTR_NOSUID);
+  EXPECT_TRUE(usr->attr_set & MOUNT_ATTR_NODEV);
+  EXPECT_TRUE(usr->recursive);
+  const FileOp* passwd = FindFile(*plan, "/run/corral/scratch/lower/etc/passwd");
+  ASSERT_NE(passwd, nullptr);
+  EXPECT_NE(passwd->content.find("agent:x:1000:1000"), std::string::npos);
+  EXPECT_EQ(passwd->uid, 0x40000000u);
+  const FileOp* hosts = FindFile(*plan, "/run/corral/scratch/lower/etc/hosts");
+  ASSERT_NE(hosts, nullptr);
+  EXPECT_NE(hosts->content.find("box"), std::string::npos);
+  const FileOp* home = FindFile(*plan, "/run/corral/scratch/lower/home/agent");
+  ASSERT_NE(home, nullptr);
+  EXPECT_EQ(home->uid, 0x40000000u + 1000);
+}
+
+TEST(MountPlanTest, HostEtcSecretsAreNeverInThePlan) {
+  auto plan = BuildMountPlan(HostInput());
+  ASSERT_TRUE(plan.ok());
+  for (const auto& op : plan->mounts) {
+    EXPECT_NE(op.source, "/etc") << op.description;
+    EXPECT_EQ(op.source.find("shadow"), std::string::npos) << op.description;
+    EXPECT_EQ(op.source.find("ssh"), std::string::npos) << op.description;
+  }
+  for (const auto& op : plan->skeleton) {
+    EXPECT_EQ(op.path.find("shadow"), std::string::npos) << op.path;
+    EXPECT_EQ(op.path.find("sudoers"), std::string::npos) << op.path;
+  }
+  // Positive control: an allowlisted file is carried.
+  EXPECT_NE(FindFile(*plan, "/run/corral/scratch/lower/etc/ld.so.cache"), nullptr);
+}
+
+TEST(MountPlanTest, MergedUsrSymlinksAreRecreated) {
+  auto plan = BuildMountPlan(HostInput());
+  ASSERT_TRUE(plan.ok());
+  // Debian 12 has /bin -> usr/bin.
+  const FileOp* bin = FindFile(*plan, "/run/corral/scratch/lower/bin");
+  ASSERT_NE(bin, nullptr);
+  EXPECT_EQ(bin->kind, FileOp::Kind::kSymlink);
+  EXPECT_EQ(bin->content, "usr/bin");
+}
+
+TEST(MountPlanTest, ProcHasRuncMasksAndReadOnlyPaths) {
+  auto plan = BuildMountPlan(HostInput());
+  ASSERT_TRUE(plan.ok());
+  const MountOp* proc = FindMount(*plan, "proc");
+  ASSERT_NE(proc, nullptr);
+  EXPECT_EQ(proc->fstype, "proc");
+  EXPECT_TRUE(proc->flags & MS_NOSUID);
+  EXPECT_TRUE(proc->flags & MS_NODEV);
+  for (const char* masked : {"proc/kcore", "proc/keys", "proc/timer_list", "proc/sched_debug",
+                             "proc/sysrq-trigger"}) {
+    const MountOp* op = FindMount(*plan, masked);
+    ASSERT_NE(op, nullptr) << masked;
+    EXPECT_EQ(op->kind, MountOp::Kind::kMaskFile) << masked;
+  }
+  const MountOp* firmware = FindMount(*plan, "sys/firmware");
+  ASSERT_NE(firmware, nullptr);
+  EXPECT_EQ(firmware->kind, MountOp::Kind::kMaskDir);
+  const MountOp* sys = FindMount(*plan, "proc/sys");
+  ASSERT_NE(sys, nullptr);
+  EXPECT_EQ(sys->kind, MountOp::Kind::kReadOnly);
+  // Masks come after the mount they mask.
+  auto index = [&](const std::string& target) {
+    return std::find_if(plan->mounts.begin(), plan->mounts.end(),
+                        [&](const MountOp& op) { return op.target == target; }) - plan->mounts.begin();
+  };
+  EXPECT_LT(index("proc"), index("proc/kcore"));
+  EXPECT_LT(index("sys"), index("sys/firmware"));
+}
+
+TEST(MountPlanTest, DevIsMinimal) {
+  auto plan = BuildMountPlan(HostInput());
+  ASSERT_TRUE(plan.ok());
+  std::vector<std::string> devices;
+  for (const auto& op : plan->mounts) {
+    if (op.kind == MountOp::Kind::kBind && op.target.rfind("dev/", 0) == 0) devices.push_back(op.target);
+  }
+  std::sort(devices.begin(), devices.end());
+  EXPECT_EQ(devices, (std::vector<std::string>{"dev/full", "dev/null", "dev/random", "dev/tty",
+                                               "dev/urandom", "dev/zero"}));
+  const MountOp* pts = FindMount(*plan, "dev/pts");
+  ASSERT_NE(pts, nullptr);
+  EXPECT_NE(pts->data.find("newinstance"), std::string::npos);
+  // Device binds must not be nodev (they are the devices) but are nosuid and noexec.
+  const MountOp* null = FindMount(*plan, "dev/null");
+  EXPECT_FALSE(null->attr_set & MOUNT_ATTR_NODEV);
+  EXPECT_TRUE(null->attr_set & MOUNT_ATTR_NOSUID);
+}
+
+TEST(MountPlanTest, EveryMountIsNosuid) {
+  auto plan = BuildMountPlan(HostInput());
+  ASSERT_TRUE(plan.ok());
+  for (const auto& op : plan->mounts) {
+    if (op.kind == MountOp::Kind::kBind) {
+      EXPECT_TRUE(op.attr_set & MOUNT_ATTR_NOSUID) << op.description;
+    } else if (op.kind == MountOp::Kind::kFs) {
+      EXPECT_TRUE(op.flags & MS_NOSUID) << op.description;
+    }
+  }
+}
+
+TEST(MountPlanTest, TargetsAreRelativeAndNormalized) {
+  MountPlanInput in = HostInput();
+  in.binds.push_back({"/srv/data", "/data/in", true, true});
+  auto plan = BuildMountPlan(in);
+  ASSERT_TRUE(plan.ok());
+  for (const auto& op : plan->mounts) {
+    ASSERT_FALSE(op.target.empty());
+    EXPECT_NE(op.target[0], '/') << op.target;
+    EXPECT_EQ(op.target.find(".."), std::string::npos) << op.target;
+    EXPECT_EQ(op.target.find("//"), std::string::npos) << op.target;
+  }
+  const MountOp* data = FindMount(*plan, "data/in");
+  ASSERT_NE(data, nullptr);
+  EXPECT_EQ(data->create, MountOp::Create::kDir);
+  EXPECT_TRUE(data->attr_set & MOUNT_ATTR_RDONLY);
+}
+
+TEST(MountPlanTest, EphemeralLayerLivesInSizedScratch) {
+  auto plan = BuildMountPlan(HostInput());
+  ASSERT_TRUE(plan.ok());
+  EXPECT_NE(plan->scratch_options.find("size=67108864"), std::string::npos);
+  EXPECT_NE(plan->scratch_options.find("nr_inodes="), std::string::npos);
+  EXPECT_EQ(plan->overlay_options,
+            "lowerdir=/run/corral/scratch/lower,upperdir=/run/corral/scratch/upper,"
+            "workdir=/run/corral/scratch/work");
+  const MountOp* tmp = FindMount(*plan, "tmp");
+  ASSERT_NE(tmp, nullptr);
+  EXPECT_EQ(tmp->source, "/run/corral/scratch/tmp");
+}
+
+TEST(MountPlanTest, WorkspaceIsTheUpperLayer) {
+  MountPlanInput in = HostInput();
+  in.workspace_upper = "/srv/ws/upper";
+  in.workspace_work = "/srv/ws/work";
+  auto plan = BuildMountPlan(in);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->overlay_options,
+            "lowerdir=/run/corral/scratch/lower,upperdir=/srv/ws/upper,workdir=/srv/ws/work");
+  EXPECT_EQ(FindFile(*plan, "/run/corral/scratch/upper"), nullptr);
+}
+
+TEST(MountPlanTest, DirectoryImageIsTheLowestLayer) {
+  MountPlanInput in = HostInput();
+  in.host_image = false;
+  in.image_dir = "/srv/images/bookworm";
+  auto plan = BuildMountPlan(in);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->overlay_options.rfind("lowerdir=/run/corral/scratch/lower:/srv/images/bookworm,", 0), 0u);
+  EXPECT_EQ(FindMount(*plan, "usr"), nullptr);
+  EXPECT_EQ(FindFile(*plan, "/run/corral/scratch/lower/etc/passwd"), nullptr);
+}
+
+TEST(MountPlanTest, RejectsPathsThatBreakOverlayOptions) {
+  MountPlanInput in = HostInput();
+  in.workspace_upper = "/srv/a,b/upper";
+  in.workspace_work = "/srv/a,b/work";
+  EXPECT_FALSE(BuildMountPlan(in).ok());
+  in = HostInput();
+  in.host_image = false;
+  in.image_dir = "/srv/a:b";
+  EXPECT_FALSE(BuildMountPlan(in).ok());
+  // Positive control.
+  in.image_dir = "/srv/ab";
+  EXPECT_TRUE(BuildMountPlan(in).ok());
+}
+
+TEST(MountPlanTest, RejectsRelativeScratch) {
+  MountPlanInput in = HostInput();
+  in.scratch_dir = "run/corral";
+  EXPECT_FALSE(BuildMountPlan(in).ok());
+}
+
+}  // namespace
+}  // namespace corral::rootfs

@@ -1,0 +1,353 @@
+#include "tools/corral/run_command.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/timerfd.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "cgroups/cgroup_backend.h"
+#include "common/file_util.h"
+#include "isolation/launcher.h"
+#include "isolation/seccomp_policy.h"
+#include "rootfs/mount_plan.h"
+#include "tools/corral/gc.h"
+#include "tools/corral/outcome.h"
+#include "tools/corral/uid_slots.h"
+
+namespace corral::cli {
+namespace {
+
+constexpr int kForwardedSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH};
+// How often the CPU-time watchdog reads the cgroup's accounting.
+constexpr long kCpuPollNanos = 20 * 1000 * 1000;
+
+std::string EnvOr(const char* name, std::string fallback) {
+  const char* value = getenv(name);
+  return value != nullptr && *value != '\0' ? std::string(value) : fallback;
+}
+
+uint64_t MonotonicMicros() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000 + static_cast<uint64_t>(ts.tv_nsec) / 1000;
+}
+
+std::string RandomId() {
+  std::random_device rd;
+  std::uniform_int_distribution<uint64_t> dist;
+  char buf[17];
+  snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(dist(rd)));
+  return std::string(buf, 12);
+}
+
+void Fatal(const std::string& message) { fprintf(stderr, "corral: %s\n", message.c_str()); }
+
+Status WriteOutcome(const std::optional<std::string>& target, const Outcome& outcome) {
+  if (!target) return Status();
+  std::string text = OutcomeToJson(outcome).dump() + "\n";
+  if (*target == "-") {
+    fputs(text.c_str(), stderr);
+    return Status();
+  }
+  return WriteNewFile(*target, text, 0644);
+}
+
+UniqueFd MakeTimer(uint64_t first_ns, uint64_t interval_ns) {
+  UniqueFd fd(timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
+  if (!fd) return fd;
+  struct itimerspec spec = {};
+  spec.it_value.tv_sec = static_cast<time_t>(first_ns / 1000000000);
+  spec.it_value.tv_nsec = static_cast<long>(first_ns % 1000000000);
+  spec.it_interval.tv_sec = static_cast<time_t>(interval_ns / 1000000000);
+  spec.it_interval.tv_nsec = static_cast<long>(interval_ns % 1000000000);
+  if (spec.it_value.tv_sec == 0 && spec.it_value.tv_nsec == 0) spec.it_value.tv_nsec = 1;
+  timerfd_settime(fd.get(), 0, &spec, nullptr);
+  return fd;
+}
+
+// Everything a run prepares before clone; destroyed (in reverse) when the run ends.
+struct PreparedRun {
+  std::string id;
+  std::string cgroup;
+  RunRecord record;
+  UidSlot slot;
+  isolation::LaunchPlan plan;
+  UniqueFd init_fd;
+  UniqueFd cgroup_fd;
+};
+
+StatusOr<rootfs::MountPlan> PlanMounts(const isolation::SandboxSpec& spec, const RunEnvironment& env,
+                                       uid_t base) {
+  rootfs::MountPlanInput input;
+  input.scratch_dir = env.run_dir + "/scratch";
+  input.scratch_bytes = spec.scratch_bytes();
+  input.host_image = spec.host_image();
+  if (!spec.host_image()) input.image_dir = spec.image();
+  if (spec.workspace()) {
+    input.workspace_upper = *spec.workspace() + "/upper";
+    input.workspace_work = *spec.workspace() + "/work";
+  }
+  input.hostname = spec.hostname();
+  input.host_uid_base = base;
+  input.host_gid_base = base;
+  input.agent_uid = isolation::kAgentUid;
+  for (const auto& bind : spec.binds()) {
+    struct stat st;
+    if (stat(bind.source.c_str(), &st) != 0) return ErrnoError("bind " + bind.source);
+    input.binds.push_back({bind.source, bind.target, bind.read_only, S_ISDIR(st.st_mode)});
+  }
+  return rootfs::BuildMountPlan(input);
+}
+
+Status Prepare(const isolation::SandboxSpec& spec, const RunEnvironment& env,
+               cgroups::CgroupBackend& backend, PreparedRun& run) {
+  run.id = RandomId();
+  run.cgroup = env.cgroup_parent + "/" + kRunCgroupPrefix + run.id;
+  RETURN_IF_ERROR(MakeDirs(env.run_dir + "/scratch", 0700));
+  ASSIGN_OR_RETURN(run.record, RunRecord::Create(env.run_dir, run.id, run.cgroup));
+  if (spec.workspace()) {
+    ASSIGN_OR_RETURN(run.slot, AcquireWorkspaceSlot(env.state_dir, *spec.workspace()));
+  } else {
+    ASSIGN_OR_RETURN(run.slot, AcquireEphemeralSlot(env.run_dir));
+  }
+  ASSIGN_OR_RETURN(run.init_fd, isolation::LoadSealedExecutable(env.init_path));
+  ASSIGN_OR_RETURN(run.plan.seccomp, isolation::CompileSeccompPolicy());
+  ASSIGN_OR_RETURN(run.plan.mounts, PlanMounts(spec, env, run.slot.base()));
+
+  RETURN_IF_ERROR(backend.Create(run.cgroup));
+  cgroups::CgroupLimits limits;
+  limits.memory_max_bytes = spec.limits().memory_bytes;
+  limits.pids_max = spec.limits().pids;
+  if (spec.limits().cpu_millicores) {
+    limits.cpu_quota_us = *spec.limits().cpu_millicores * limits.cpu_period_us / 1000;
+  }
+  RETURN_IF_ERROR(backend.SetLimits(run.cgroup, limits));
+  if (backend.version() == cgroups::CgroupVersion::kV2) {
+    ASSIGN_OR_RETURN(run.cgroup_fd, backend.OpenForClone(run.cgroup));
+  }
+
+  isolation::LaunchPlan& plan = run.plan;
+  plan.hostname = spec.hostname();
+  plan.host_uid_base = run.slot.base();
+  plan.host_gid_base = run.slot.base();
+  plan.uid = spec.uid();
+  plan.gid = spec.gid();
+  plan.cwd = spec.cwd();
+  plan.rlimits.push_back({RLIMIT_CORE, 0});
+  if (spec.limits().nofile) plan.rlimits.push_back({RLIMIT_NOFILE, *spec.limits().nofile});
+  plan.init_fd = run.init_fd.get();
+  plan.cgroup_fd = run.cgroup_fd ? run.cgroup_fd.get() : -1;
+  plan.argv = {"corral-init", "--"};
+  plan.argv.insert(plan.argv.end(), spec.command().begin(), spec.command().end());
+  plan.env = spec.env();
+  return Status();
+}
+
+struct WatchResult {
+  int init_status = 0;
+  bool wall_killed = false;
+  bool cpu_killed = false;
+};
+
+void KillSandbox(const isolation::LaunchedSandbox& sandbox, cgroups::CgroupBackend& backend,
+                 const std::string& cgroup) {
+  // SIGKILL to PID 1 takes down its whole pid namespace; the cgroup kill is the belt to those
+  // braces (and covers processes the namespace teardown has not reached yet).
+  syscall(SYS_pidfd_send_signal, sandbox.pidfd.get(), SIGKILL, nullptr, 0);
+  (void)backend.Kill(cgroup);
+}
+
+WatchResult Watch(const isolation::LaunchedSandbox& sandbox, const isolation::SandboxSpec& spec,
+                  cgroups::CgroupBackend& backend, const std::string& cgroup, int signal_fd,
+                  uint64_t start_us) {
+  WatchResult result;
+  UniqueFd wall_timer, cpu_timer;
+  if (spec.limits().wall_time_us) {
+    uint64_t elapsed = MonotonicMicros() - start_us;
+    uint64_t left = *spec.limits().wall_time_us > elapsed ? *spec.limits().wall_time_us - elapsed : 0;
+    wall_timer = MakeTimer(left * 1000, 0);
+  }
+  if (spec.limits().cpu_time_us) cpu_timer = MakeTimer(kCpuPollNanos, kCpuPollNanos);
+
+  bool killed = false;
+  for (;;) {
+    struct pollfd fds[4] = {{sandbox.pidfd.get(), POLLIN, 0},
+                            {signal_fd, POLLIN, 0},
+                            {wall_timer ? wall_timer.get() : -1, POLLIN, 0},
+                            {cpu_timer ? cpu_timer.get() : -1, POLLIN, 0}};
+    int n = poll(fds, 4, -1);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      KillSandbox(sandbox, backend, cgroup);
+      killed = true;
+    }
+    if (fds[0].revents & POLLIN) break;
+    if (fds[1].revents & POLLIN) {
+      struct signalfd_siginfo info;
+      while (read(signal_fd, &info, sizeof(info)) == sizeof(info)) {
+        syscall(SYS_pidfd_send_signal, sandbox.pidfd.get(), static_cast<int>(info.ssi_signo), nullptr, 0);
+      }
+    }
+    if (!killed && (fds[2].revents & POLLIN)) {
+      result.wall_killed = true;
+      KillSandbox(sandbox, backend, cgroup);
+      killed = true;
+    }
+    if (fds[3].revents & POLLIN) {
+      uint64_t ticks;
+      (void)!read(cpu_timer.get(), &ticks, sizeof(ticks));
+      auto usage = backend.CpuUsageUsec(cgroup);
+      if (!killed && usage.ok() && *usage >= *spec.limits().cpu_time_us) {
+        result.cpu_killed = true;
+        KillSandbox(sandbox, backend, cgroup);
+        killed = true;
+      }
+    }
+  }
+  siginfo_t info = {};
+  while (waitid(P_PIDFD, static_cast<id_t>(sandbox.pidfd.get()), &info, WEXITED) != 0 && errno == EINTR) {
+  }
+  if (info.si_code == CLD_EXITED) {
+    result.init_status = W_EXITCODE(info.si_status, 0);
+  } else {
+    result.init_status = info.si_status & 0x7f;  // a raw "killed by signal" wait status
+  }
+  return result;
+}
+
+std::optional<int> ReadCommandStatus(int fd) {
+  int status = 0;
+  ssize_t n = read(fd, &status, sizeof(status));
+  if (n != sizeof(status)) return std::nullopt;
+  return status;
+}
+
+}  // namespace
+
+RunEnvironment DefaultRunEnvironment() {
+  RunEnvironment env;
+  env.run_dir = EnvOr("CORRAL_RUN_DIR", "/run/corral");
+  env.state_dir = EnvOr("CORRAL_STATE_DIR", "/var/lib/corral");
+  env.cgroup_mount = EnvOr("CORRAL_CGROUP_MOUNT", "/sys/fs/cgroup");
+  env.cgroup_parent = EnvOr("CORRAL_CGROUP_PARENT", "corral");
+  std::string beside;
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n > 0) {
+    std::string exe(self, static_cast<size_t>(n));
+    beside = exe.substr(0, exe.rfind('/')) + "/corral-init";
+  }
+  std::string fallback = "/usr/libexec/corral/corral-init";
+  if (!beside.empty() && access(beside.c_str(), X_OK) == 0) fallback = beside;
+  env.init_path = EnvOr("CORRAL_INIT", fallback);
+  return env;
+}
+
+int RunGc(const RunEnvironment& env) {
+  auto backend = cgroups::DetectBackend(env.cgroup_mount);
+  if (!backend.ok()) {
+    Fatal("gc: " + backend.status().ToString());
+    return 1;
+  }
+  auto report = CollectGarbage(env.run_dir, **backend, env.cgroup_parent);
+  if (!report.ok()) {
+    Fatal("gc: " + report.status().ToString());
+    return 1;
+  }
+  printf("removed %d run records and %d cgroups\n", report->records_removed, report->cgroups_removed);
+  return 0;
+}
+
+int RunSandbox(const RunOptions& options, const RunEnvironment& env) {
+  const isolation::SandboxSpec& spec = options.spec;
+  const uint64_t start_us = MonotonicMicros();
+  auto setup_failed = [&](const Status& status) {
+    OutcomeEvidence evidence;
+    evidence.setup_failed = true;
+    evidence.setup_step = status.message();
+    evidence.setup_errno = status.error_number();
+    evidence.wall_us = MonotonicMicros() - start_us;
+    Outcome outcome = ClassifyOutcome(evidence);
+    Fatal("sandbox setup failed: " + status.ToString());
+    Status written = WriteOutcome(options.outcome_json, outcome);
+    if (!written.ok()) Fatal("--outcome-json: " + written.ToString());
+    return ExitCodeFor(outcome);
+  };
+  if (geteuid() != 0) {
+    return setup_failed(Status::Error("corral run must run as root (it creates namespaces and cgroups)", EPERM));
+  }
+  auto detected = cgroups::DetectBackend(env.cgroup_mount);
+  if (!detected.ok()) return setup_failed(detected.status().WithContext("cgroups"));
+  cgroups::CgroupBackend& backend = **detected;
+  (void)CollectGarbage(env.run_dir, backend, env.cgroup_parent);
+
+  PreparedRun run;
+  // Whatever happens below, the cgroup goes when this function returns.
+  struct CgroupCleanup {
+    cgroups::CgroupBackend& backend;
+    const PreparedRun& run;
+    const RunEnvironment& env;
+    ~CgroupCleanup() {
+      if (!run.cgroup.empty()) {
+        Status destroyed = backend.Destroy(run.cgroup);
+        if (!destroyed.ok()) Fatal("cleanup: " + destroyed.ToString());
+        (void)backend.RemoveIfEmpty(env.cgroup_parent);
+      }
+    }
+  } cleanup{backend, run, env};
+
+  Status prepared = Prepare(spec, env, backend, run);
+  if (!prepared.ok()) return setup_failed(prepared);
+
+  // Signals for the sandbox arrive through a signalfd and are forwarded to its PID 1.
+  sigset_t forwarded, old_mask;
+  sigemptyset(&forwarded);
+  for (int sig : kForwardedSignals) sigaddset(&forwarded, sig);
+  sigprocmask(SIG_BLOCK, &forwarded, &old_mask);
+  UniqueFd signal_fd(signalfd(-1, &forwarded, SFD_CLOEXEC | SFD_NONBLOCK));
+
+  int status_pipe[2];
+  if (pipe2(status_pipe, O_CLOEXEC) != 0) return setup_failed(ErrnoError("pipe"));
+  UniqueFd status_read(status_pipe[0]), status_write(status_pipe[1]);
+  run.plan.status_fd = status_write.get();
+
+  isolation::AttachFn attach;
+  if (backend.version() == cgroups::CgroupVersion::kV1) {
+    attach = [&](pid_t pid) { return backend.Attach(run.cgroup, pid); };
+  }
+  auto launched = isolation::Launch(run.plan, attach);
+  status_write.reset();
+  if (!launched.ok()) return setup_failed(launched.status());
+
+  WatchResult watched = Watch(*launched, spec, backend, run.cgroup, signal_fd.get(), start_us);
+  sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+
+  OutcomeEvidence evidence;
+  evidence.command_status = ReadCommandStatus(status_read.get());
+  evidence.init_status = watched.init_status;
+  evidence.killed_at_wall_limit = watched.wall_killed;
+  evidence.killed_at_cpu_limit = watched.cpu_killed;
+  evidence.wall_us = MonotonicMicros() - start_us;
+  auto stats = backend.Stats(run.cgroup);
+  if (stats.ok()) evidence.stats = *stats;
+  else Fatal("cgroup stats: " + stats.status().ToString());
+  Outcome outcome = ClassifyOutcome(evidence);
+  Status written = WriteOutcome(options.outcome_json, outcome);
+  if (!written.ok()) Fatal("--outcome-json: " + written.ToString());
+  return ExitCodeFor(outcome);
+}
+
+}  // namespace corral::cli
