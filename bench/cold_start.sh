@@ -24,6 +24,7 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 REPO=$(cd "$HERE/.." && pwd -P)
 BUILD=${1:-$REPO/build}
+[ ! -d "$BUILD" ] || BUILD=$(cd "$BUILD" && pwd -P)   # absolute: the commands go into the report
 CORRAL=${CORRAL:-$BUILD/tools/corral}
 ALL_TOOLS="corral bwrap-cg bwrap crun runc cgwrap true"
 TOOLS=${TOOLS:-$ALL_TOOLS}

@@ -120,13 +120,9 @@ int BringLoopbackUp() {
 
   // Die with the launcher. Re-armed below: a credential change clears it.
   if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) ChildFail(sync_fd, ChildStep::kParentDeath, errno);
-  // Default dispositions and an empty mask: the launcher may block signals for its signalfd.
-  for (int sig = 1; sig < NSIG; ++sig) {
-    if (sig == SIGKILL || sig == SIGSTOP) continue;
-    struct sigaction dfl = {};
-    dfl.sa_handler = SIG_DFL;
-    (void)sigaction(sig, &dfl, nullptr);
-  }
+  // An empty signal mask: the launcher blocks the signals it forwards (for its signalfd).
+  // Dispositions need no reset: exec resets handled signals, and an ignored one (nohup) stays
+  // ignored inside as it would for any child.
   sigset_t empty;
   sigemptyset(&empty);
   sigprocmask(SIG_SETMASK, &empty, nullptr);

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/openat2.h>
+#include <sys/fsuid.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -199,27 +200,32 @@ bool ExecuteMountPlan(const MountPlan& plan, MountFailure* failure) {
             plan.scratch_options.c_str()) != 0) {
     return Fail(failure, MountStep::kScratch, -1, errno);
   }
-  // The scratch tmpfs is fresh and ours: plain paths are safe in it.
-  for (size_t i = 0; i < plan.skeleton.size(); ++i) {
+  // The scratch tmpfs is fresh and ours: plain paths are safe in it. Everything is created with
+  // the sandbox's root as fsuid (and umask 0), so only the exceptions need a chown afterwards.
+  const mode_t old_umask = umask(0);
+  if (setfsgid(plan.skeleton_gid) < 0 || setfsuid(plan.skeleton_uid) < 0) {
+    return Fail(failure, MountStep::kSkeleton, -1, errno);
+  }
+  int skeleton_error = 0, failed_index = -1;
+  for (size_t i = 0; i < plan.skeleton.size() && skeleton_error == 0; ++i) {
     const FileOp& op = plan.skeleton[i];
     const char* path = op.path.c_str();
-    int rc = 0;
+    failed_index = static_cast<int>(i);
     switch (op.kind) {
       case FileOp::Kind::kDir:
-        if (mkdir(path, op.mode) != 0 && errno != EEXIST) rc = errno;
-        if (rc == 0 && chmod(path, op.mode) != 0) rc = errno;  // mkdir honours the umask
+        if (mkdir(path, op.mode) != 0 && errno != EEXIST) skeleton_error = errno;
         break;
       case FileOp::Kind::kFile: {
         int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, op.mode);
         if (fd < 0) {
-          rc = errno;
+          skeleton_error = errno;
           break;
         }
         const char* data = op.content.data();
         size_t left = op.content.size();
-        while (left > 0 && rc == 0) {
+        while (left > 0 && skeleton_error == 0) {
           ssize_t n = write(fd, data, left);
-          if (n < 0 && errno != EINTR) rc = errno;
+          if (n < 0 && errno != EINTR) skeleton_error = errno;
           if (n > 0) {
             data += n;
             left -= static_cast<size_t>(n);
@@ -229,11 +235,21 @@ bool ExecuteMountPlan(const MountPlan& plan, MountFailure* failure) {
         break;
       }
       case FileOp::Kind::kSymlink:
-        if (symlink(op.content.c_str(), path) != 0) rc = errno;
+        if (symlink(op.content.c_str(), path) != 0) skeleton_error = errno;
         break;
     }
-    if (rc == 0 && lchown(path, op.uid, op.gid) != 0) rc = errno;
-    if (rc != 0) return Fail(failure, MountStep::kSkeleton, static_cast<int>(i), rc);
+  }
+  // Back to the host root's fsuid: it brings back the file capabilities chown needs.
+  (void)setfsuid(0);
+  (void)setfsgid(0);
+  umask(old_umask);
+  if (skeleton_error != 0) return Fail(failure, MountStep::kSkeleton, failed_index, skeleton_error);
+  for (size_t i = 0; i < plan.skeleton.size(); ++i) {
+    const FileOp& op = plan.skeleton[i];
+    if (op.uid == plan.skeleton_uid && op.gid == plan.skeleton_gid) continue;
+    if (lchown(op.path.c_str(), op.uid, op.gid) != 0) {
+      return Fail(failure, MountStep::kSkeleton, static_cast<int>(i), errno);
+    }
   }
   if (mount("overlay", plan.root_dir.c_str(), "overlay", MS_NOSUID | MS_NODEV,
             plan.overlay_options.c_str()) != 0) {

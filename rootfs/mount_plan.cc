@@ -94,7 +94,11 @@ StatusOr<MountPlan> BuildMountPlan(const MountPlanInput& in) {
   // One inode per 16 KiB of cap bounds file-count attacks (10^6 empty files) as well as bytes.
   uint64_t inodes = std::max<uint64_t>(in.scratch_bytes / 16384, 4096);
   plan.scratch_options = "size=" + std::to_string(in.scratch_bytes) +
-                         ",nr_inodes=" + std::to_string(inodes) + ",mode=0755";
+                         ",nr_inodes=" + std::to_string(inodes) + ",mode=0755" +
+                         ",uid=" + std::to_string(in.host_uid_base) +
+                         ",gid=" + std::to_string(in.host_gid_base);
+  plan.skeleton_uid = in.host_uid_base;
+  plan.skeleton_gid = in.host_gid_base;
   const std::string lower = Join(in.scratch_dir, "lower");
   plan.root_dir = Join(in.scratch_dir, "root");
 
@@ -114,13 +118,13 @@ StatusOr<MountPlan> BuildMountPlan(const MountPlanInput& in) {
   dir(lower, 0755, root_uid, root_gid);
   dir(Join(in.scratch_dir, "tmp"), 01777, root_uid, root_gid);
   dir(Join(in.scratch_dir, "run"), 0755, root_uid, root_gid);
-  dir(plan.root_dir, 0755, 0, 0);
+  dir(plan.root_dir, 0755, root_uid, root_gid);
   std::string upper = in.workspace_upper, work = in.workspace_work;
   if (upper.empty()) {
     upper = Join(in.scratch_dir, "upper");
     work = Join(in.scratch_dir, "work");
     dir(upper, 0755, root_uid, root_gid);
-    dir(work, 0700, 0, 0);
+    dir(work, 0700, root_uid, root_gid);
   }
 
   // The skeleton: mountpoints and the generated /etc.

@@ -63,6 +63,10 @@ struct MountOp {
 struct MountPlan {
   std::string scratch_dir;       // host directory the scratch tmpfs is mounted on
   std::string scratch_options;   // tmpfs data
+  // The skeleton is created with these as fsuid/fsgid (so it needs no chown per entry); entries
+  // whose uid/gid differ are chowned afterwards.
+  uid_t skeleton_uid = 0;
+  gid_t skeleton_gid = 0;
   std::vector<FileOp> skeleton;  // created in order, after the scratch mount
   std::string root_dir;          // <scratch>/root: the overlay's mountpoint
   std::string overlay_options;   // lowerdir=...,upperdir=...,workdir=...

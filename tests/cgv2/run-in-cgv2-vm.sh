@@ -51,7 +51,6 @@
 # CGV2VM_TRACE=1 (boot-phase timestamps on the console), CGV2VM_QUIET=1.
 set -euo pipefail
 
-SELF_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 CACHE=${CGV2VM_CACHE:-/var/cache/corral/cgv2vm}
 INITRD_VERSION=3   # bump when the initramfs layout/init changes
 

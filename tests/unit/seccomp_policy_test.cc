@@ -1427,3 +1427,24 @@ TEST_F(SeccompPolicyTest, I386AbiIsFiltered) {
 
 }  // namespace
 }  // namespace corral::isolation
+
+// The program embedded at build time is exactly what the policy compiles to now.
+#include "isolation/seccomp_program.h"
+
+namespace corral::isolation {
+namespace {
+
+TEST(PrecompiledSeccompProgramTest, MatchesAFreshCompile) {
+  auto fresh = CompileSeccompPolicy();
+  ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
+  SeccompProgram embedded = PrecompiledSeccompPolicy();
+  ASSERT_EQ(embedded.instructions.size(), fresh->instructions.size());
+  for (size_t i = 0; i < embedded.instructions.size(); ++i) {
+    const sock_filter& a = embedded.instructions[i];
+    const sock_filter& b = fresh->instructions[i];
+    ASSERT_TRUE(a.code == b.code && a.jt == b.jt && a.jf == b.jf && a.k == b.k) << "instruction " << i;
+  }
+}
+
+}  // namespace
+}  // namespace corral::isolation

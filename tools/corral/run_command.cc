@@ -21,7 +21,7 @@
 #include "cgroups/cgroup_backend.h"
 #include "common/file_util.h"
 #include "isolation/launcher.h"
-#include "isolation/seccomp_policy.h"
+#include "isolation/seccomp_program.h"
 #include "rootfs/mount_plan.h"
 #include "tools/corral/gc.h"
 #include "tools/corral/outcome.h"
@@ -116,7 +116,12 @@ Status Prepare(const isolation::SandboxSpec& spec, const RunEnvironment& env,
                cgroups::CgroupBackend& backend, PreparedRun& run) {
   run.id = RandomId();
   run.cgroup = env.cgroup_parent + "/" + kRunCgroupPrefix + run.id;
-  RETURN_IF_ERROR(MakeDirs(env.run_dir + "/scratch", 0700));
+  // The child builds the sandbox's skeleton as the sandbox's own (unprivileged) host uid in a
+  // tmpfs mounted on <run_dir>/scratch, so both must be searchable by it.
+  for (const std::string& dir : {env.run_dir, env.run_dir + "/scratch"}) {
+    RETURN_IF_ERROR(MakeDirs(dir, 0755));
+    if (chmod(dir.c_str(), 0755) != 0) return ErrnoError("chmod " + dir);
+  }
   ASSIGN_OR_RETURN(run.record, RunRecord::Create(env.run_dir, run.id, run.cgroup));
   if (spec.workspace()) {
     ASSIGN_OR_RETURN(run.slot, AcquireWorkspaceSlot(env.state_dir, *spec.workspace()));
@@ -124,7 +129,7 @@ Status Prepare(const isolation::SandboxSpec& spec, const RunEnvironment& env,
     ASSIGN_OR_RETURN(run.slot, AcquireEphemeralSlot(env.run_dir));
   }
   ASSIGN_OR_RETURN(run.init_fd, isolation::LoadSealedExecutable(env.init_path));
-  ASSIGN_OR_RETURN(run.plan.seccomp, isolation::CompileSeccompPolicy());
+  run.plan.seccomp = isolation::PrecompiledSeccompPolicy();
   ASSIGN_OR_RETURN(run.plan.mounts, PlanMounts(spec, env, run.slot.base()));
 
   RETURN_IF_ERROR(backend.Create(run.cgroup));
@@ -271,9 +276,26 @@ int RunGc(const RunEnvironment& env) {
   return 0;
 }
 
+// CORRAL_TRACE_PHASES=1 prints how long each phase of a run took, for benchmarking.
+class PhaseTimer {
+ public:
+  PhaseTimer() : enabled_(getenv("CORRAL_TRACE_PHASES") != nullptr), last_(MonotonicMicros()) {}
+  void Mark(const char* phase) {
+    if (!enabled_) return;
+    uint64_t now = MonotonicMicros();
+    fprintf(stderr, "corral: phase %-10s %7.3f ms\n", phase, static_cast<double>(now - last_) / 1000);
+    last_ = now;
+  }
+
+ private:
+  bool enabled_;
+  uint64_t last_;
+};
+
 int RunSandbox(const RunOptions& options, const RunEnvironment& env) {
   const isolation::SandboxSpec& spec = options.spec;
   const uint64_t start_us = MonotonicMicros();
+  PhaseTimer timer;
   auto setup_failed = [&](const Status& status) {
     OutcomeEvidence evidence;
     evidence.setup_failed = true;
@@ -293,6 +315,7 @@ int RunSandbox(const RunOptions& options, const RunEnvironment& env) {
   if (!detected.ok()) return setup_failed(detected.status().WithContext("cgroups"));
   cgroups::CgroupBackend& backend = **detected;
   (void)CollectGarbage(env.run_dir, backend, env.cgroup_parent);
+  timer.Mark("gc");
 
   PreparedRun run;
   // Whatever happens below, the cgroup goes when this function returns.
@@ -311,6 +334,7 @@ int RunSandbox(const RunOptions& options, const RunEnvironment& env) {
 
   Status prepared = Prepare(spec, env, backend, run);
   if (!prepared.ok()) return setup_failed(prepared);
+  timer.Mark("prepare");
 
   // Signals for the sandbox arrive through a signalfd and are forwarded to its PID 1.
   sigset_t forwarded, old_mask;
@@ -331,9 +355,11 @@ int RunSandbox(const RunOptions& options, const RunEnvironment& env) {
   auto launched = isolation::Launch(run.plan, attach);
   status_write.reset();
   if (!launched.ok()) return setup_failed(launched.status());
+  timer.Mark("launch");
 
   WatchResult watched = Watch(*launched, spec, backend, run.cgroup, signal_fd.get(), start_us);
   sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+  timer.Mark("run");
 
   OutcomeEvidence evidence;
   evidence.command_status = ReadCommandStatus(status_read.get());
@@ -347,6 +373,7 @@ int RunSandbox(const RunOptions& options, const RunEnvironment& env) {
   Outcome outcome = ClassifyOutcome(evidence);
   Status written = WriteOutcome(options.outcome_json, outcome);
   if (!written.ok()) Fatal("--outcome-json: " + written.ToString());
+  timer.Mark("outcome");
   return ExitCodeFor(outcome);
 }
 
