@@ -244,15 +244,20 @@ void SortUnique(std::vector<pid_t>* pids) {
 
 Status MakeCgroupDirs(const std::string& base, const std::string& relative) {
   std::vector<std::string> parts = SplitCgroupName(relative);
-  std::string path = base;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    path += "/" + parts[i];
-    bool last = i + 1 == parts.size();
-    if (::mkdir(path.c_str(), 0755) != 0 && (errno != EEXIST || last)) {
-      return ErrnoError("mkdir " + path);
+  // A concurrent run may remove a shared parent (RemoveIfEmpty) between our mkdir of it and
+  // of its child: the child's mkdir then fails with ENOENT, and we start again from the top.
+  for (int attempt = 0;; ++attempt) {
+    std::string path = base;
+    Status status;
+    for (size_t i = 0; i < parts.size() && status.ok(); ++i) {
+      path += "/" + parts[i];
+      bool last = i + 1 == parts.size();
+      if (::mkdir(path.c_str(), 0755) != 0 && (errno != EEXIST || last)) {
+        status = ErrnoError("mkdir " + path);
+      }
     }
+    if (status.ok() || status.error_number() != ENOENT || attempt >= 16) return status;
   }
-  return Status();
 }
 
 Status RemoveCgroupDir(const std::string& path, std::chrono::steady_clock::time_point deadline) {

@@ -65,16 +65,22 @@ Status V2Backend::EnableControllers(const std::string& dir) {
 Status V2Backend::Create(const std::string& name) {
   RETURN_IF_ERROR(ValidateCgroupName(name));
   std::vector<std::string> parts = SplitCgroupName(name);
-  std::string dir = root_;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    RETURN_IF_ERROR(EnableControllers(dir));
-    dir += "/" + parts[i];
-    bool last = i + 1 == parts.size();
-    if (::mkdir(dir.c_str(), 0755) != 0 && (errno != EEXIST || last)) {
-      return ErrnoError("mkdir " + dir);
+  // A concurrent run may remove a shared parent (RemoveIfEmpty) between our mkdir of it and of
+  // its child (ENOENT): start again from the top, enabling the controllers again on the way.
+  for (int attempt = 0;; ++attempt) {
+    std::string dir = root_;
+    Status status;
+    for (size_t i = 0; i < parts.size() && status.ok(); ++i) {
+      status = EnableControllers(dir);
+      if (!status.ok()) break;
+      dir += "/" + parts[i];
+      bool last = i + 1 == parts.size();
+      if (::mkdir(dir.c_str(), 0755) != 0 && (errno != EEXIST || last)) {
+        status = ErrnoError("mkdir " + dir);
+      }
     }
+    if (status.ok() || status.error_number() != ENOENT || attempt >= 16) return status;
   }
-  return Status();
 }
 
 Status V2Backend::SetLimits(const std::string& name, const CgroupLimits& limits) {

@@ -61,7 +61,7 @@ const std::vector<std::string>& MaskedPaths() {
   static const std::vector<std::string> paths = {
       "proc/acpi",       "proc/asound",      "proc/kcore",         "proc/keys",
       "proc/latency_stats", "proc/timer_list", "proc/timer_stats", "proc/sched_debug",
-      "proc/scsi",       "proc/sysrq-trigger" /* also read-only below */,
+      "proc/scsi",
       "sys/firmware",    "sys/devices/virtual/powercap", "sys/kernel/debug",
       "sys/kernel/security",
   };
@@ -69,7 +69,9 @@ const std::vector<std::string>& MaskedPaths() {
 }
 
 const std::vector<std::string>& ReadOnlyPaths() {
-  static const std::vector<std::string> paths = {"proc/bus", "proc/fs", "proc/irq", "proc/sys"};
+  // sysrq-trigger is read-only rather than masked: a /dev/null over it would take writes.
+  static const std::vector<std::string> paths = {"proc/bus", "proc/fs", "proc/irq", "proc/sys",
+                                                 "proc/sysrq-trigger"};
   return paths;
 }
 

@@ -3,7 +3,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <string>
+#include <thread>
 
 #include "common/file_util.h"
 #include "tests/root/root_test_util.h"
@@ -72,6 +74,25 @@ TEST_F(CleanupTest, SetupFailureLeavesNothing) {
   EXPECT_EQ(r.outcome["errno"], "ENOENT");
   // TearDown checks cgroups and records; positive control:
   EXPECT_EQ(RunCorral({"run", "--cwd", "/tmp", "--", "true"}).exit_code, 0);
+}
+
+TEST_F(CleanupTest, ParallelRunsShareTheParentCgroupSafely) {
+  // Each run removes the shared parent cgroup when it leaves it empty; a run creating its own
+  // cgroup under that parent at the same moment must still succeed.
+  std::atomic<int> failures{0};
+  auto worker = [&failures] {
+    for (int i = 0; i < 15; ++i) {
+      CorralResult r = RunCorral({"run", "--", "true"}, 60, /*with_outcome=*/false);
+      if (r.exit_code != 0) {
+        ++failures;
+        ADD_FAILURE() << "run failed: " << r.err;
+      }
+    }
+  };
+  std::thread a(worker), b(worker);
+  a.join();
+  b.join();
+  EXPECT_EQ(failures.load(), 0);
 }
 
 }  // namespace

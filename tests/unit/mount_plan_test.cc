@@ -90,8 +90,7 @@ TEST(MountPlanTest, ProcHasRuncMasksAndReadOnlyPaths) {
   EXPECT_EQ(proc->fstype, "proc");
   EXPECT_TRUE(proc->flags & MS_NOSUID);
   EXPECT_TRUE(proc->flags & MS_NODEV);
-  for (const char* masked : {"proc/kcore", "proc/keys", "proc/timer_list", "proc/sched_debug",
-                             "proc/sysrq-trigger"}) {
+  for (const char* masked : {"proc/kcore", "proc/keys", "proc/timer_list", "proc/sched_debug"}) {
     const MountOp* op = FindMount(*plan, masked);
     ASSERT_NE(op, nullptr) << masked;
     EXPECT_EQ(op->kind, MountOp::Kind::kMaskFile) << masked;
@@ -99,9 +98,11 @@ TEST(MountPlanTest, ProcHasRuncMasksAndReadOnlyPaths) {
   const MountOp* firmware = FindMount(*plan, "sys/firmware");
   ASSERT_NE(firmware, nullptr);
   EXPECT_EQ(firmware->kind, MountOp::Kind::kMaskDir);
-  const MountOp* sys = FindMount(*plan, "proc/sys");
-  ASSERT_NE(sys, nullptr);
-  EXPECT_EQ(sys->kind, MountOp::Kind::kReadOnly);
+  for (const char* read_only : {"proc/sys", "proc/sysrq-trigger", "proc/irq", "proc/bus"}) {
+    const MountOp* op = FindMount(*plan, read_only);
+    ASSERT_NE(op, nullptr) << read_only;
+    EXPECT_EQ(op->kind, MountOp::Kind::kReadOnly) << read_only;
+  }
   // Masks come after the mount they mask.
   auto index = [&](const std::string& target) {
     return std::find_if(plan->mounts.begin(), plan->mounts.end(),
