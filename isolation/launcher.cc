@@ -10,6 +10,7 @@
 #include <net/if.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/capability.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -254,13 +255,10 @@ Status WriteIdMaps(pid_t pid, const LaunchPlan& plan) {
   return Status();
 }
 
+// The highest capability number this kernel knows (libcap asks the kernel, not its headers).
 int LastCap() {
-  auto text = ReadFileToString("/proc/sys/kernel/cap_last_cap");
-  if (text.ok()) {
-    int value = std::atoi(text->c_str());
-    if (value > 0 && value < 64) return value;
-  }
-  return CAP_LAST_CAP;
+  unsigned bits = cap_max_bits();
+  return bits > 0 && bits <= 64 ? static_cast<int>(bits) - 1 : CAP_LAST_CAP;
 }
 
 pid_t CloneSandbox(const LaunchPlan& plan, int* pidfd) {

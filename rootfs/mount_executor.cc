@@ -129,12 +129,15 @@ int SetAttr(int root_fd, const MountOp& op, uint64_t attr_set) {
 int ApplyMount(int root_fd, const MountOp& op) {
   const bool optional = op.kind == MountOp::Kind::kMaskFile ||
                         op.kind == MountOp::Kind::kMaskDir || op.kind == MountOp::Kind::kReadOnly;
-  if (op.kind == MountOp::Kind::kSymlink) {
+  if (op.kind == MountOp::Kind::kSymlink || op.kind == MountOp::Kind::kDevice) {
     char parent[PATH_MAX];
     const char* name = SplitParent(op.target.c_str(), parent);
     int dir_fd = OpenInRoot(root_fd, parent, O_PATH | O_DIRECTORY);
     if (dir_fd < 0) return errno;
-    int rc = symlinkat(op.source.c_str(), dir_fd, name) == 0 ? 0 : errno;
+    int rc = op.kind == MountOp::Kind::kSymlink
+                 ? symlinkat(op.source.c_str(), dir_fd, name)
+                 : mknodat(dir_fd, name, S_IFCHR | 0666, op.device);
+    rc = rc == 0 ? 0 : errno;
     close(dir_fd);
     return rc;
   }
@@ -170,6 +173,7 @@ int ApplyMount(int root_fd, const MountOp& op) {
       if (mount(target, target, nullptr, MS_BIND | MS_REC, nullptr) != 0) rc = errno;
       break;
     case MountOp::Kind::kSymlink:
+    case MountOp::Kind::kDevice:
       break;
   }
   close(target_fd);
@@ -242,7 +246,6 @@ bool ExecuteMountPlan(const MountPlan& plan, MountFailure* failure) {
   // Back to the host root's fsuid: it brings back the file capabilities chown needs.
   (void)setfsuid(0);
   (void)setfsgid(0);
-  umask(old_umask);
   if (skeleton_error != 0) return Fail(failure, MountStep::kSkeleton, failed_index, skeleton_error);
   for (size_t i = 0; i < plan.skeleton.size(); ++i) {
     const FileOp& op = plan.skeleton[i];
@@ -261,10 +264,12 @@ bool ExecuteMountPlan(const MountPlan& plan, MountFailure* failure) {
     int rc = ApplyMount(root_fd, plan.mounts[i]);
     if (rc != 0) {
       close(root_fd);
+      umask(old_umask);
       return Fail(failure, MountStep::kMount, static_cast<int>(i), rc);
     }
   }
   close(root_fd);
+  umask(old_umask);
   // pivot_root(".", "."): the old root ends up on top of the new one and is detached at once.
   if (chdir(plan.root_dir.c_str()) != 0 || syscall(SYS_pivot_root, ".", ".") != 0 ||
       umount2(".", MNT_DETACH) != 0 || chdir("/") != 0) {

@@ -45,6 +45,7 @@ struct MountOp {
     kMaskDir,   // an empty read-only tmpfs on target; skipped when the target is missing
     kReadOnly,  // make the mount at target read-only (bind onto itself); skipped when missing
     kSymlink,   // create a symlink at target pointing to `source`
+    kDevice,    // mknod a character device `device` at target (mode 0666)
   };
   enum class Create { kNone, kDir, kFile };
 
@@ -57,6 +58,7 @@ struct MountOp {
   uint64_t attr_set = 0;       // MOUNT_ATTR_* applied afterwards with mount_setattr
   bool recursive = false;      // apply attr_set to submounts too
   Create create = Create::kNone;  // create a missing mountpoint first
+  dev_t device = 0;            // kDevice only
   std::string description;     // "mount /proc": names the step in errors
 };
 

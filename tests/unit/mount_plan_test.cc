@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/mount.h>
+#include <sys/sysmacros.h>
 
 #include <algorithm>
 #include <string>
@@ -117,18 +118,25 @@ TEST(MountPlanTest, DevIsMinimal) {
   ASSERT_TRUE(plan.ok());
   std::vector<std::string> devices;
   for (const auto& op : plan->mounts) {
-    if (op.kind == MountOp::Kind::kBind && op.target.rfind("dev/", 0) == 0) devices.push_back(op.target);
+    if (op.kind == MountOp::Kind::kDevice) devices.push_back(op.target);
+    // No host device tree is ever bound in.
+    if (op.kind == MountOp::Kind::kBind) {
+      EXPECT_NE(op.source.rfind("/dev", 0), 0u) << op.source;
+    }
   }
   std::sort(devices.begin(), devices.end());
   EXPECT_EQ(devices, (std::vector<std::string>{"dev/full", "dev/null", "dev/random", "dev/tty",
                                                "dev/urandom", "dev/zero"}));
+  EXPECT_EQ(FindMount(*plan, "dev/null")->device, makedev(1, 3));
   const MountOp* pts = FindMount(*plan, "dev/pts");
   ASSERT_NE(pts, nullptr);
   EXPECT_NE(pts->data.find("newinstance"), std::string::npos);
-  // Device binds must not be nodev (they are the devices) but are nosuid and noexec.
-  const MountOp* null = FindMount(*plan, "dev/null");
-  EXPECT_FALSE(null->attr_set & MOUNT_ATTR_NODEV);
-  EXPECT_TRUE(null->attr_set & MOUNT_ATTR_NOSUID);
+  // /dev itself must allow its device nodes (not nodev) but nothing set-uid or executable.
+  const MountOp* dev = FindMount(*plan, "dev");
+  ASSERT_NE(dev, nullptr);
+  EXPECT_FALSE(dev->flags & MS_NODEV);
+  EXPECT_TRUE(dev->flags & MS_NOSUID);
+  EXPECT_TRUE(dev->flags & MS_NOEXEC);
 }
 
 TEST(MountPlanTest, EveryMountIsNosuid) {
@@ -139,6 +147,9 @@ TEST(MountPlanTest, EveryMountIsNosuid) {
       EXPECT_TRUE(op.attr_set & MOUNT_ATTR_NOSUID) << op.description;
     } else if (op.kind == MountOp::Kind::kFs) {
       EXPECT_TRUE(op.flags & MS_NOSUID) << op.description;
+      if (op.target != "dev" && op.target != "dev/pts") {  // these hold the device nodes
+        EXPECT_TRUE(op.flags & MS_NODEV) << op.description;
+      }
     }
   }
 }
