@@ -10,6 +10,9 @@ packages=(
   libboost-dev libboost-system-dev nlohmann-json3-dev libsqlite3-dev libssl-dev
   # tests
   libgtest-dev libgmock-dev python3 iproute2 procps util-linux
+  # runtime: mkfs.ext4 for disk-capped workspaces (busybox-static, below, is also used by the
+  # image tests)
+  e2fsprogs
   # cgroup v2 suite in a QEMU guest (tests/cgv2)
   qemu-system-x86 busybox-static cpio zstd xz-utils
   # benchmarks (bench/)

@@ -214,6 +214,7 @@ std::string StepName(const LaunchPlan& plan, const SyncMessage& msg) {
             return "create " + plan.mounts.skeleton[msg.index].path;
           }
           return "create skeleton";
+        case rootfs::MountStep::kLayer: return "mount workspace disk " + plan.mounts.layer_device;
         case rootfs::MountStep::kOverlay: return "mount overlay root";
         case rootfs::MountStep::kOpenRoot: return "open new root";
         case rootfs::MountStep::kMount:

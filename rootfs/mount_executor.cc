@@ -186,6 +186,23 @@ int ApplyMount(int root_fd, const MountOp& op) {
   return attr_set != 0 ? SetAttr(root_fd, op, attr_set) : 0;
 }
 
+// dir + "/" + name into out (PATH_MAX); false if it does not fit.
+bool JoinPath(const char* dir, const char* name, char* out) {
+  size_t n = 0;
+  for (const char* p = dir; *p != '\0'; ++p) {
+    if (n + 1 >= PATH_MAX) return false;
+    out[n++] = *p;
+  }
+  if (n + 1 >= PATH_MAX) return false;
+  out[n++] = '/';
+  for (const char* p = name; *p != '\0'; ++p) {
+    if (n + 1 >= PATH_MAX) return false;
+    out[n++] = *p;
+  }
+  out[n] = '\0';
+  return true;
+}
+
 bool Fail(MountFailure* failure, MountStep step, int index, int error) {
   failure->step = step;
   failure->index = index;
@@ -252,6 +269,18 @@ bool ExecuteMountPlan(const MountPlan& plan, MountFailure* failure) {
     if (op.uid == plan.skeleton_uid && op.gid == plan.skeleton_gid) continue;
     if (lchown(op.path.c_str(), op.uid, op.gid) != 0) {
       return Fail(failure, MountStep::kSkeleton, static_cast<int>(i), errno);
+    }
+  }
+  if (!plan.layer_device.empty()) {
+    char upper[PATH_MAX], work[PATH_MAX];
+    if (!JoinPath(plan.layer_dir.c_str(), "upper", upper) || !JoinPath(plan.layer_dir.c_str(), "work", work)) {
+      return Fail(failure, MountStep::kLayer, -1, ENAMETOOLONG);
+    }
+    if (mount(plan.layer_device.c_str(), plan.layer_dir.c_str(), "ext4", MS_NOSUID | MS_NODEV,
+              nullptr) != 0 ||
+        (mkdir(upper, 0755) != 0 && errno != EEXIST) || lchown(upper, plan.layer_uid, plan.layer_gid) != 0 ||
+        (mkdir(work, 0700) != 0 && errno != EEXIST)) {
+      return Fail(failure, MountStep::kLayer, -1, errno);
     }
   }
   if (mount("overlay", plan.root_dir.c_str(), "overlay", MS_NOSUID | MS_NODEV,

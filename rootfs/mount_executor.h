@@ -16,6 +16,7 @@ enum class MountStep : int {
   kMakePrivate,   // mount --make-rprivate /
   kScratch,       // the scratch tmpfs
   kSkeleton,      // plan.skeleton[index]
+  kLayer,         // the disk-capped workspace's file system
   kOverlay,       // the overlay on root_dir
   kOpenRoot,
   kMount,         // plan.mounts[index]

@@ -125,7 +125,16 @@ StatusOr<MountPlan> BuildMountPlan(const MountPlanInput& in) {
   dir(Join(in.scratch_dir, "run"), 0755, root_uid, root_gid);
   dir(plan.root_dir, 0755, root_uid, root_gid);
   std::string upper = in.workspace_upper, work = in.workspace_work;
-  if (upper.empty()) {
+  if (!in.workspace_device.empty()) {
+    if (!upper.empty()) return Status::Error("mount plan: a workspace is a directory or a device, not both");
+    plan.layer_device = in.workspace_device;
+    plan.layer_dir = Join(in.scratch_dir, "layer");
+    plan.layer_uid = root_uid;
+    plan.layer_gid = root_gid;
+    dir(plan.layer_dir, 0755, root_uid, root_gid);
+    upper = Join(plan.layer_dir, "upper");
+    work = Join(plan.layer_dir, "work");
+  } else if (upper.empty()) {
     upper = Join(in.scratch_dir, "upper");
     work = Join(in.scratch_dir, "work");
     dir(upper, 0755, root_uid, root_gid);

@@ -70,6 +70,12 @@ struct MountPlan {
   uid_t skeleton_uid = 0;
   gid_t skeleton_gid = 0;
   std::vector<FileOp> skeleton;  // created in order, after the scratch mount
+  // A disk-capped workspace: this block device (a loop device over the workspace's ext4 image)
+  // is mounted on layer_dir, and the overlay's upper and work dirs are made inside it.
+  std::string layer_device;
+  std::string layer_dir;
+  uid_t layer_uid = 0;           // owner of <layer>/upper: the sandbox's root
+  gid_t layer_gid = 0;
   std::string root_dir;          // <scratch>/root: the overlay's mountpoint
   std::string overlay_options;   // lowerdir=...,upperdir=...,workdir=...
   std::vector<MountOp> mounts;   // applied in order on root_dir
@@ -89,6 +95,8 @@ struct MountPlanInput {
   std::string image_dir;                 // when !host_image
   std::string workspace_upper;           // empty: ephemeral writable layer in the scratch tmpfs
   std::string workspace_work;
+  std::string workspace_device;          // a disk-capped workspace's block device (instead of
+                                         // workspace_upper/work)
   std::string hostname = "corral";
   uid_t host_uid_base = 0;               // host uid of root inside; the range is 65536 ids
   gid_t host_gid_base = 0;

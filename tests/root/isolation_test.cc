@@ -264,6 +264,45 @@ TEST_F(IsolationTest, DiskCapStopsWritesInsideOnly) {
   EXPECT_THAT(r.err, HasSubstr("No space left on device"));
 }
 
+// Loop devices whose backing file is `image`.
+std::vector<std::string> LoopDevicesBackedBy(const std::string& image) {
+  std::vector<std::string> out;
+  for (int n = 0; n < 256; ++n) {
+    auto backing = ReadFileToString("/sys/block/loop" + std::to_string(n) + "/loop/backing_file");
+    if (backing.ok() && backing->find(image) != std::string::npos) out.push_back("loop" + std::to_string(n));
+  }
+  return out;
+}
+
+TEST_F(IsolationTest, DiskCapOfAWorkspacePersistsAndHolds) {
+  const std::string ws = TestStateDir() + "/ws-disk-" + std::to_string(getpid());
+  CorralResult w = RunCorral({"run", "--workspace", ws, "--disk", "16M", "--", "sh", "-c",
+                              "echo kept > ~/note && echo small-ok;"
+                              "head -c 64M /dev/zero > ~/big || echo big-failed; rm -f ~/big"});
+  EXPECT_THAT(w.out, HasSubstr("small-ok"));
+  EXPECT_THAT(w.out, HasSubstr("big-failed"));
+  EXPECT_THAT(w.err, HasSubstr("No space left on device"));
+  // The host file system holds only the sparse image, and no loop device is left attached.
+  struct stat st;
+  ASSERT_EQ(stat((ws + "/disk.img").c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 16 << 20);
+  EXPECT_NE(stat((ws + "/upper").c_str(), &st), 0);
+  EXPECT_TRUE(WaitFor([&] { return LoopDevicesBackedBy(ws + "/disk.img").empty(); }, 5));
+  // The next run, with or without repeating --disk, sees the file.
+  CorralResult r = RunCorral({"run", "--workspace", ws, "--", "cat", "/home/agent/note"});
+  EXPECT_EQ(r.out, "kept\n") << r.err;
+  // A different cap is refused rather than silently ignored.
+  CorralResult other = RunCorral({"run", "--workspace", ws, "--disk", "32M", "--", "true"});
+  EXPECT_EQ(other.exit_code, 125);
+  EXPECT_THAT(other.err, HasSubstr("resizing is not supported"));
+  // So is capping a workspace that was made without a cap.
+  const std::string plain = TestStateDir() + "/ws-plain-" + std::to_string(getpid());
+  ASSERT_EQ(RunCorral({"run", "--workspace", plain, "--", "true"}).exit_code, 0);
+  CorralResult capped = RunCorral({"run", "--workspace", plain, "--disk", "16M", "--", "true"});
+  EXPECT_EQ(capped.exit_code, 125);
+  EXPECT_THAT(capped.err, HasSubstr("created without --disk"));
+}
+
 TEST_F(IsolationTest, ManyEmptyFilesHitTheInodeCap) {
   CorralResult r = RunCorral({"run", "--disk", "16M", "--", "python3", "-c",
                               "import os\n"

@@ -195,6 +195,23 @@ TEST(MountPlanTest, WorkspaceIsTheUpperLayer) {
   EXPECT_EQ(FindFile(*plan, "/run/corral/scratch/upper"), nullptr);
 }
 
+TEST(MountPlanTest, DiskCappedWorkspaceMountsItsDeviceUnderTheOverlay) {
+  MountPlanInput in = HostInput();
+  in.workspace_device = "/dev/loop7";
+  auto plan = BuildMountPlan(in);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->layer_device, "/dev/loop7");
+  EXPECT_EQ(plan->layer_dir, "/run/corral/scratch/layer");
+  EXPECT_EQ(plan->layer_uid, 0x40000000u);
+  EXPECT_EQ(plan->overlay_options,
+            "lowerdir=/run/corral/scratch/lower,upperdir=/run/corral/scratch/layer/upper,"
+            "workdir=/run/corral/scratch/layer/work");
+  // A device and a directory at once is a contradiction.
+  in.workspace_upper = "/srv/ws/upper";
+  in.workspace_work = "/srv/ws/work";
+  EXPECT_FALSE(BuildMountPlan(in).ok());
+}
+
 TEST(MountPlanTest, DirectoryImageIsTheLowestLayer) {
   MountPlanInput in = HostInput();
   in.host_image = false;

@@ -22,6 +22,7 @@
 #include "common/file_util.h"
 #include "isolation/launcher.h"
 #include "isolation/seccomp_program.h"
+#include "rootfs/disk_image.h"
 #include "rootfs/mount_plan.h"
 #include "tools/corral/gc.h"
 #include "tools/corral/outcome.h"
@@ -87,16 +88,19 @@ struct PreparedRun {
   isolation::LaunchPlan plan;
   UniqueFd init_fd;
   UniqueFd cgroup_fd;
+  rootfs::LoopDevice workspace_disk;  // a disk-capped workspace's loop device
 };
 
 StatusOr<rootfs::MountPlan> PlanMounts(const isolation::SandboxSpec& spec, const RunEnvironment& env,
-                                       uid_t base) {
+                                       uid_t base, const std::string& workspace_device) {
   rootfs::MountPlanInput input;
   input.scratch_dir = env.run_dir + "/scratch";
   input.scratch_bytes = spec.scratch_bytes();
   input.host_image = spec.host_image();
   if (!spec.host_image()) input.image_dir = spec.image();
-  if (spec.workspace()) {
+  if (!workspace_device.empty()) {
+    input.workspace_device = workspace_device;
+  } else if (spec.workspace()) {
     input.workspace_upper = *spec.workspace() + "/upper";
     input.workspace_work = *spec.workspace() + "/work";
   }
@@ -124,13 +128,35 @@ Status Prepare(const isolation::SandboxSpec& spec, const RunEnvironment& env,
   }
   ASSIGN_OR_RETURN(run.record, RunRecord::Create(env.run_dir, run.id, run.cgroup));
   if (spec.workspace()) {
-    ASSIGN_OR_RETURN(run.slot, AcquireWorkspaceSlot(env.state_dir, *spec.workspace()));
+    // A workspace made with --disk keeps its layer in an ext4 image of that size; one made
+    // without keeps a plain directory. Neither turns into the other.
+    const std::string image = *spec.workspace() + "/disk.img";
+    struct stat st;
+    const bool has_image = lstat(image.c_str(), &st) == 0;
+    const bool has_dir = lstat((*spec.workspace() + "/upper").c_str(), &st) == 0;
+    const bool disk_mode = has_image || (spec.limits().disk_bytes && !has_dir);
+    if (spec.limits().disk_bytes && !disk_mode) {
+      return Status::Error("--disk: workspace " + *spec.workspace() +
+                           " was created without --disk (its layer is a plain directory)");
+    }
+    ASSIGN_OR_RETURN(run.slot, AcquireWorkspaceSlot(env.state_dir, *spec.workspace(), !disk_mode));
+    if (disk_mode) {
+      uint64_t bytes = 0;
+      if (spec.limits().disk_bytes) {
+        bytes = *spec.limits().disk_bytes;
+      } else {
+        ASSIGN_OR_RETURN(bytes, rootfs::DiskImageSize(image));
+      }
+      RETURN_IF_ERROR(rootfs::EnsureDiskImage(image, bytes, run.slot.base(), run.slot.base())
+                          .WithContext("--disk"));
+      ASSIGN_OR_RETURN(run.workspace_disk, rootfs::AttachLoopDevice(image));
+    }
   } else {
     ASSIGN_OR_RETURN(run.slot, AcquireEphemeralSlot(env.run_dir));
   }
   ASSIGN_OR_RETURN(run.init_fd, isolation::LoadSealedExecutable(env.init_path));
   run.plan.seccomp = isolation::PrecompiledSeccompPolicy();
-  ASSIGN_OR_RETURN(run.plan.mounts, PlanMounts(spec, env, run.slot.base()));
+  ASSIGN_OR_RETURN(run.plan.mounts, PlanMounts(spec, env, run.slot.base(), run.workspace_disk.path));
 
   RETURN_IF_ERROR(backend.Create(run.cgroup));
   cgroups::CgroupLimits limits;
@@ -354,6 +380,8 @@ int RunSandbox(const RunOptions& options, const RunEnvironment& env) {
   }
   auto launched = isolation::Launch(run.plan, attach);
   status_write.reset();
+  // The sandbox's mount holds the workspace's loop device now; it detaches when that goes.
+  run.workspace_disk.fd.reset();
   if (!launched.ok()) return setup_failed(launched.status());
   timer.Mark("launch");
 

@@ -37,7 +37,8 @@ StatusOr<UidSlot> AcquireEphemeralSlot(const std::string& run_dir) {
   return Status::Error("all " + std::to_string(kSlotCount) + " uid slots are in use");
 }
 
-StatusOr<UidSlot> AcquireWorkspaceSlot(const std::string& state_dir, const std::string& workspace) {
+StatusOr<UidSlot> AcquireWorkspaceSlot(const std::string& state_dir, const std::string& workspace,
+                                       bool make_layer_dirs) {
   RETURN_IF_ERROR(MakeDirs(workspace, 0700));
   const std::string lock_path = workspace + "/lock";
   UniqueFd lock(open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
@@ -79,6 +80,7 @@ StatusOr<UidSlot> AcquireWorkspaceSlot(const std::string& state_dir, const std::
     RETURN_IF_ERROR(WriteNewFile(slot_path, std::to_string(slot) + "\n", 0600));
   }
   const uid_t base = kWorkspaceUidBase + static_cast<uid_t>(slot) * kRangeSize;
+  if (!make_layer_dirs) return UidSlot(base, std::move(lock));
   // The writable layer: its root is the sandbox's "/" and belongs to root inside.
   const std::string upper = workspace + "/upper", work = workspace + "/work";
   for (const std::string& dir : {upper, work}) {

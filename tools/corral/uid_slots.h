@@ -33,8 +33,10 @@ class UidSlot {
 
 StatusOr<UidSlot> AcquireEphemeralSlot(const std::string& run_dir);
 
-// Creates the workspace layout if needed (<dir>/upper owned by the slot's root, <dir>/work),
-// locks it, and returns its slot.
-StatusOr<UidSlot> AcquireWorkspaceSlot(const std::string& state_dir, const std::string& workspace);
+// Locks the workspace and returns its slot. With `make_layer_dirs`, also creates the layout of
+// a directory workspace (<dir>/upper owned by the slot's root, <dir>/work); a disk-capped
+// workspace keeps its layer in <dir>/disk.img instead (rootfs/disk_image.h).
+StatusOr<UidSlot> AcquireWorkspaceSlot(const std::string& state_dir, const std::string& workspace,
+                                       bool make_layer_dirs = true);
 
 }  // namespace corral::cli
