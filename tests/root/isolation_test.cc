@@ -192,13 +192,32 @@ TEST_F(IsolationTest, OnlyLoopbackAndNoHostServices) {
                               "try:\n"
                               "  s.connect(('127.0.0.1', " + port + ")); print('host reached')\n"
                               "except OSError as e: print('refused', e.errno)\n"
+                              "s6 = socket.socket(socket.AF_INET6)\n"
+                              "try:\n"
+                              "  s6.connect(('::1', " + port + ")); print('[::1] reached')\n"
+                              "except OSError as e: print('v6 refused', e.errno)\n"
                               "srv = socket.socket(); srv.bind(('127.0.0.1', 0)); srv.listen()\n"
                               "c = socket.create_connection(srv.getsockname()); print('own lo ok')\n"});
   close(listener);
   EXPECT_THAT(r.out, HasSubstr("['lo']\n"));
+  EXPECT_THAT(r.out, Not(HasSubstr("[::1] reached")));
   EXPECT_THAT(r.out, HasSubstr("refused"));
   EXPECT_THAT(r.out, Not(HasSubstr("host reached")));
   EXPECT_THAT(r.out, HasSubstr("own lo ok"));
+}
+
+TEST_F(IsolationTest, RootInsideCannotReconfigureTheNetworkOrTheHostName) {
+  CorralResult r = RunCorral({"run", "--user", "root", "--", "sh", "-c",
+                              "ip link set lo down 2>&1 || echo link-denied;"
+                              "ip addr add 10.9.9.9/8 dev lo 2>&1 || echo addr-denied;"
+                              "ip route add default dev lo 2>&1 || echo route-denied;"
+                              "hostname evil 2>&1 || echo hostname-denied;"
+                              "ip -o link show | wc -l; hostname"});
+  for (const char* denied : {"link-denied", "addr-denied", "route-denied", "hostname-denied"}) {
+    EXPECT_THAT(r.out, HasSubstr(denied)) << r.out;
+  }
+  // Positive controls: reading the configuration works, and nothing changed.
+  EXPECT_THAT(r.out, HasSubstr("1\ncorral\n"));
 }
 
 TEST_F(IsolationTest, ConcurrentSandboxesCannotSeeOrSignalEachOther) {
