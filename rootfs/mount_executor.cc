@@ -5,6 +5,7 @@
 #include <linux/openat2.h>
 #include <sys/fsuid.h>
 #include <sys/mount.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -258,6 +259,27 @@ bool ExecuteMountPlan(const MountPlan& plan, MountFailure* failure) {
       case FileOp::Kind::kSymlink:
         if (symlink(op.content.c_str(), path) != 0) skeleton_error = errno;
         break;
+      case FileOp::Kind::kCopy: {
+        // Still the host root's view of the host (before pivot_root); O_NOFOLLOW: the plan
+        // chose a regular file, a symlink swapped in since is refused.
+        int src = open(op.content.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (src < 0) {
+          skeleton_error = errno;
+          break;
+        }
+        int dst = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, op.mode);
+        if (dst < 0) {
+          skeleton_error = errno;
+        } else {
+          ssize_t n;
+          while ((n = sendfile(dst, src, nullptr, 1 << 20)) > 0) {
+          }
+          if (n < 0) skeleton_error = errno;
+          close(dst);
+        }
+        close(src);
+        break;
+      }
     }
   }
   // Back to the host root's fsuid: it brings back the file capabilities chown needs.

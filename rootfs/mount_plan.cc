@@ -5,7 +5,6 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "common/file_util.h"
 #include "rootfs/host_image.h"
 
 namespace corral::rootfs {
@@ -192,8 +191,8 @@ StatusOr<MountPlan> BuildMountPlan(const MountPlanInput& in) {
         dir(skeleton_path, 0755, root_uid, root_gid);
         plan.mounts.push_back(Bind(host_path, "etc/" + entry, true, MountOp::Create::kNone));
       } else if (S_ISREG(st.st_mode) && st.st_size <= static_cast<off_t>(4 * kMiB)) {
-        ASSIGN_OR_RETURN(std::string content, ReadFileToString(host_path));
-        file(skeleton_path, std::move(content));
+        // Copied by the child, in the kernel (sendfile): the launcher never reads the bytes.
+        plan.skeleton.push_back({FileOp::Kind::kCopy, skeleton_path, host_path, 0644, root_uid, root_gid});
       }
     }
   }
@@ -217,8 +216,8 @@ StatusOr<MountPlan> BuildMountPlan(const MountPlanInput& in) {
                       "newinstance,ptmxmode=0666,mode=0620");
   MountOp shm = Fs("tmpfs", "shm", "dev/shm", MS_NOSUID | MS_NODEV | MS_NOEXEC,
                    "mode=1777,size=" + std::to_string(64 * kMiB));
-  MountOp mqueue = Fs("mqueue", "mqueue", "dev/mqueue", MS_NOSUID | MS_NODEV | MS_NOEXEC, "");
-  for (MountOp* op : {&devpts, &shm, &mqueue}) {
+  // No /dev/mqueue: mq_open(3) works without it (the ipc namespace is the sandbox's own).
+  for (MountOp* op : {&devpts, &shm}) {
     op->create = MountOp::Create::kDir;
     plan.mounts.push_back(*op);
   }

@@ -27,10 +27,10 @@ namespace corral::rootfs {
 
 // A directory, file or symlink created in the scratch tmpfs before the overlay is mounted.
 struct FileOp {
-  enum class Kind { kDir, kFile, kSymlink };
+  enum class Kind { kDir, kFile, kSymlink, kCopy };
   Kind kind = Kind::kDir;
   std::string path;     // absolute host path under the scratch dir
-  std::string content;  // file content, or the symlink's target
+  std::string content;  // file content, the symlink's target, or (kCopy) the host file to copy
   mode_t mode = 0755;
   uid_t uid = 0;        // host ids
   gid_t gid = 0;

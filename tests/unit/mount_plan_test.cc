@@ -69,8 +69,11 @@ TEST(MountPlanTest, HostEtcSecretsAreNeverInThePlan) {
     EXPECT_EQ(op.path.find("shadow"), std::string::npos) << op.path;
     EXPECT_EQ(op.path.find("sudoers"), std::string::npos) << op.path;
   }
-  // Positive control: an allowlisted file is carried.
-  EXPECT_NE(FindFile(*plan, "/run/corral/scratch/lower/etc/ld.so.cache"), nullptr);
+  // Positive control: an allowlisted file is carried, copied by the child from the host.
+  const FileOp* cache = FindFile(*plan, "/run/corral/scratch/lower/etc/ld.so.cache");
+  ASSERT_NE(cache, nullptr);
+  EXPECT_EQ(cache->kind, FileOp::Kind::kCopy);
+  EXPECT_EQ(cache->content, "/etc/ld.so.cache");
 }
 
 TEST(MountPlanTest, MergedUsrSymlinksAreRecreated) {

@@ -52,7 +52,7 @@ RunRecord::~RunRecord() {
 }
 
 StatusOr<GcReport> CollectGarbage(const std::string& run_dir, cgroups::CgroupBackend& backend,
-                                  const std::string& cgroup_parent) {
+                                  const std::string& cgroup_parent, bool scan_cgroups) {
   GcReport report;
   std::set<std::string> live_cgroups;
   const std::string dir = run_dir + "/runs";
@@ -78,6 +78,10 @@ StatusOr<GcReport> CollectGarbage(const std::string& run_dir, cgroups::CgroupBac
       ++report.records_removed;
     }
     closedir(d);
+  }
+  if (!scan_cgroups) {
+    if (report.cgroups_removed > 0) (void)backend.RemoveIfEmpty(cgroup_parent);
+    return report;
   }
   auto children = backend.ListChildren(cgroup_parent);
   if (children.ok()) {

@@ -38,7 +38,10 @@ struct GcReport {
 };
 
 // Removes what dead runs left; never touches a live run. `cgroup_parent` is e.g. "corral".
+// With `scan_cgroups`, also removes corral/run-* cgroups that have no record at all (only
+// possible when run records were deleted by hand); without it, the check is one readdir of
+// the run records, cheap enough for the start of every run.
 StatusOr<GcReport> CollectGarbage(const std::string& run_dir, cgroups::CgroupBackend& backend,
-                                  const std::string& cgroup_parent);
+                                  const std::string& cgroup_parent, bool scan_cgroups = true);
 
 }  // namespace corral::cli

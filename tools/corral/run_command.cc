@@ -340,7 +340,7 @@ int RunSandbox(const RunOptions& options, const RunEnvironment& env) {
   auto detected = cgroups::DetectBackend(env.cgroup_mount);
   if (!detected.ok()) return setup_failed(detected.status().WithContext("cgroups"));
   cgroups::CgroupBackend& backend = **detected;
-  (void)CollectGarbage(env.run_dir, backend, env.cgroup_parent);
+  (void)CollectGarbage(env.run_dir, backend, env.cgroup_parent, /*scan_cgroups=*/false);
   timer.Mark("gc");
 
   PreparedRun run;
