@@ -61,6 +61,10 @@ TEST_F(CorralRunTest, MemoryBombIsOomKilled) {
   EXPECT_EQ(r.exit_code, 128 + SIGKILL);
   EXPECT_GT(r.outcome["peak_memory_bytes"].get<uint64_t>(), 32u << 20);
   EXPECT_LE(r.outcome["peak_memory_bytes"].get<uint64_t>(), 65u << 20);
+  // Without --outcome-json the reason is still one line on stderr.
+  CorralResult plain = RunCorral({"run", "--memory", "64M", "--", "python3", "-c", "bytearray(256<<20)"},
+                                 60, /*with_outcome=*/false);
+  EXPECT_THAT(plain.err, HasSubstr("corral: sandbox stopped: oom_killed\n"));
   // Positive control: well under the limit the same program succeeds.
   CorralResult ok = RunCorral({"run", "--memory", "64M", "--", "python3", "-c", "bytearray(8<<20)"});
   EXPECT_EQ(ok.exit_code, 0) << ok.err;

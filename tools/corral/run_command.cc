@@ -399,6 +399,11 @@ int RunSandbox(const RunOptions& options, const RunEnvironment& env) {
   if (stats.ok()) evidence.stats = *stats;
   else Fatal("cgroup stats: " + stats.status().ToString());
   Outcome outcome = ClassifyOutcome(evidence);
+  // A limit that ended the command is worth a line even without --outcome-json.
+  if (!options.outcome_json && outcome.kind != OutcomeKind::kExited &&
+      outcome.kind != OutcomeKind::kSignaled) {
+    Fatal(std::string("sandbox stopped: ") + OutcomeName(outcome.kind));
+  }
   Status written = WriteOutcome(options.outcome_json, outcome);
   if (!written.ok()) Fatal("--outcome-json: " + written.ToString());
   timer.Mark("outcome");
