@@ -83,6 +83,14 @@ std::string CorralBinary() { return std::string(CORRAL_BIN_DIR) + "/corral"; }
 // Fixtures are bound read-only into every test sandbox at kFixtureMount.
 constexpr char kFixtureMount[] = "/opt/corral-fixtures";
 std::string FixturePath(const std::string& name) { return std::string(kFixtureMount) + "/" + name; }
+
+// `run ARGS` with the fixtures bound in.
+std::vector<std::string> WithFixtures(std::vector<std::string> args) {
+  if (!args.empty() && args[0] == "run") {
+    args.insert(args.begin() + 1, {"--bind", std::string(CORRAL_FIXTURE_DIR) + ":" + kFixtureMount + ":ro"});
+  }
+  return args;
+}
 std::string TestRunDir() { return "/run/corral-test-" + std::to_string(getpid()); }
 std::string TestStateDir() { return "/var/tmp/corral-test-state-" + std::to_string(getpid()); }
 std::string TestCgroupParent() { return "corral/test-" + std::to_string(getpid()); }
@@ -95,9 +103,7 @@ CorralResult RunCorral(const std::vector<std::string>& args_in, double timeout_s
     outcome_fd = mkstemp(outcome_path);
     args.insert(args.begin() + 1, {"--outcome-json", outcome_path});
   }
-  if (!args.empty() && args[0] == "run") {
-    args.insert(args.begin() + 1, {"--bind", std::string(CORRAL_FIXTURE_DIR) + ":" + kFixtureMount + ":ro"});
-  }
+  args = WithFixtures(args);
   int out_pipe[2], err_pipe[2];
   EXPECT_EQ(pipe2(out_pipe, O_CLOEXEC), 0);
   EXPECT_EQ(pipe2(err_pipe, O_CLOEXEC), 0);
@@ -144,13 +150,7 @@ CorralResult RunCorral(const std::vector<std::string>& args_in, double timeout_s
   return result;
 }
 
-pid_t StartCorral(const std::vector<std::string>& args_in) {
-  std::vector<std::string> args = args_in;
-  if (!args.empty() && args[0] == "run") {
-    args.insert(args.begin() + 1, {"--bind", std::string(CORRAL_FIXTURE_DIR) + ":" + kFixtureMount + ":ro"});
-  }
-  return Spawn(args, -1, -1);
-}
+pid_t StartCorral(const std::vector<std::string>& args) { return Spawn(WithFixtures(args), -1, -1); }
 
 std::vector<std::string> SandboxCgroups() {
   std::vector<std::string> out;
