@@ -360,6 +360,47 @@ TEST_F(IsolationTest, SymlinkedMountpointInAnImageFailsClosed) {
   (void)RemoveTree(victim);
 }
 
+TEST_F(IsolationTest, WritesToTheImageStayInTheWritableLayer) {
+  const std::string image = TestStateDir() + "/img-rw-" + std::to_string(getpid());
+  ASSERT_TRUE(MakeDirs(image + "/bin").ok());
+  ASSERT_EQ(system(("cp /bin/busybox " + image + "/bin/busybox").c_str()), 0);
+  ASSERT_TRUE(WriteNewFile(image + "/shared.txt", "original\n", 0666).ok());
+  ASSERT_EQ(chmod((image + "/shared.txt").c_str(), 0666), 0);
+  CorralResult r = RunCorral({"run", "--user", "root", "--image", image, "--", "/bin/busybox", "sh", "-c",
+                              "echo changed > /shared.txt && cat /shared.txt;"
+                              "/bin/busybox rm /bin/busybox.missing 2>/dev/null;"
+                              "echo x > /bin/setuid-me && /bin/busybox chmod 4755 /bin/setuid-me && echo made-setuid"});
+  EXPECT_THAT(r.out, HasSubstr("changed\n")) << r.err;  // the sandbox sees its own write
+  auto host = ReadFileToString(image + "/shared.txt");
+  EXPECT_EQ(*host, "original\n") << "a write inside reached the image";
+  struct stat st;
+  EXPECT_NE(stat((image + "/bin/setuid-me").c_str(), &st), 0) << "a file made inside reached the image";
+  (void)RemoveTree(image);
+}
+
+TEST_F(IsolationTest, SysvIpcIsPrivateToEachSandbox) {
+  // A's shared memory segment is invisible to B, which has its own ipc namespace.
+  const std::string out_dir = "/var/tmp/corral-ipc-" + std::to_string(getpid());
+  ASSERT_TRUE(MakeDirs(out_dir).ok());
+  ASSERT_EQ(chmod(out_dir.c_str(), 0777), 0);
+  pid_t a = StartCorral({"run", "--bind", out_dir + ":/out", "--", "python3", "-c",
+                         "import ctypes, time\n"
+                         "libc = ctypes.CDLL(None)\n"
+                         "shmid = libc.shmget(0x1234, 4096, 0o1600)\n"
+                         "open('/out/a', 'w').write(str(shmid))\n"
+                         "time.sleep(3)\n"});
+  ASSERT_TRUE(WaitFor([&] { return ReadFileToString(out_dir + "/a").ok(); }, 10));
+  EXPECT_NE(*ReadFileToString(out_dir + "/a"), "-1") << "positive control: A made its segment";
+  CorralResult b = RunCorral({"run", "--", "python3", "-c",
+                              "import ctypes\n"
+                              "libc = ctypes.CDLL(None)\n"
+                              "print(libc.shmget(0x1234, 4096, 0o600))\n"});
+  EXPECT_EQ(b.out, "-1\n") << "B found A's segment";
+  int status;
+  waitpid(a, &status, 0);
+  (void)RemoveTree(out_dir);
+}
+
 TEST_F(IsolationTest, SymlinkedProcInAWorkspaceFailsClosed) {
   const std::string ws = TestStateDir() + "/ws-evil-" + std::to_string(getpid());
   const std::string victim = TestStateDir() + "/victim2-" + std::to_string(getpid());
