@@ -56,7 +56,7 @@ std::vector<std::string> TestEnv() {
           "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"};
 }
 
-pid_t Spawn(const std::vector<std::string>& args, int out_fd, int err_fd) {
+pid_t Spawn(const std::vector<std::string>& args, int out_fd, int err_fd, int in_fd = -1) {
   std::vector<std::string> argv_s = {CorralBinary()};
   argv_s.insert(argv_s.end(), args.begin(), args.end());
   std::vector<char*> argv, envp;
@@ -68,7 +68,7 @@ pid_t Spawn(const std::vector<std::string>& args, int out_fd, int err_fd) {
   pid_t pid = fork();
   if (pid == 0) {
     int devnull = open("/dev/null", O_RDWR);
-    dup2(devnull, 0);
+    dup2(in_fd >= 0 ? in_fd : devnull, 0);
     dup2(out_fd >= 0 ? out_fd : devnull, 1);
     dup2(err_fd >= 0 ? err_fd : devnull, 2);
     execve(argv[0], argv.data(), envp.data());
@@ -95,7 +95,8 @@ std::string TestRunDir() { return "/run/corral-test-" + std::to_string(getpid())
 std::string TestStateDir() { return "/var/tmp/corral-test-state-" + std::to_string(getpid()); }
 std::string TestCgroupParent() { return "corral/test-" + std::to_string(getpid()); }
 
-CorralResult RunCorral(const std::vector<std::string>& args_in, double timeout_s, bool with_outcome) {
+CorralResult RunCorral(const std::vector<std::string>& args_in, double timeout_s, bool with_outcome,
+                       const std::string& input) {
   std::vector<std::string> args = args_in;
   char outcome_path[] = "/tmp/corral-outcome-XXXXXX";
   int outcome_fd = -1;
@@ -107,7 +108,17 @@ CorralResult RunCorral(const std::vector<std::string>& args_in, double timeout_s
   int out_pipe[2], err_pipe[2];
   EXPECT_EQ(pipe2(out_pipe, O_CLOEXEC), 0);
   EXPECT_EQ(pipe2(err_pipe, O_CLOEXEC), 0);
-  pid_t pid = Spawn(args, out_pipe[1], err_pipe[1]);
+  // Input comes from an unlinked temporary file, so it needs no writer thread.
+  int in_fd = -1;
+  if (!input.empty()) {
+    char in_path[] = "/tmp/corral-input-XXXXXX";
+    in_fd = mkstemp(in_path);
+    unlink(in_path);
+    EXPECT_EQ(write(in_fd, input.data(), input.size()), static_cast<ssize_t>(input.size()));
+    lseek(in_fd, 0, SEEK_SET);
+  }
+  pid_t pid = Spawn(args, out_pipe[1], err_pipe[1], in_fd);
+  if (in_fd >= 0) close(in_fd);
   close(out_pipe[1]);
   close(err_pipe[1]);
   CorralResult result;

@@ -25,9 +25,10 @@ std::string FixturePath(const std::string& name);
 
 // Runs `corral ARGS...` with the test environment (a private run dir and cgroup parent), waits
 // at most `timeout_s`, and returns its exit code and output. When `with_outcome` is set,
-// "--outcome-json FILE" is inserted after "run" and the JSON read back.
+// "--outcome-json FILE" is inserted after "run" and the JSON read back. `input` is the
+// command's stdin (empty: /dev/null).
 CorralResult RunCorral(const std::vector<std::string>& args, double timeout_s = 60,
-                       bool with_outcome = true);
+                       bool with_outcome = true, const std::string& input = "");
 
 // Starts `corral ARGS...` without waiting; returns its pid (stdout/stderr go to /dev/null).
 pid_t StartCorral(const std::vector<std::string>& args);

@@ -44,9 +44,11 @@ TEST_F(CorralRunTest, SignalIsReportedAsSignal) {
 }
 
 TEST_F(CorralRunTest, StdinReachesTheCommand) {
-  // Run through sh so that stdin is a pipe we fill: corral's stdin is /dev/null in RunCorral.
-  CorralResult r = RunCorral({"run", "--", "sh", "-c", "echo abc | tr a-c x-z"});
-  EXPECT_EQ(r.out, "xyz\n");
+  CorralResult r = RunCorral({"run", "--", "tr", "a-c", "x-z"}, 60, true, "abcabc\n");
+  EXPECT_EQ(r.out, "xyzxyz\n") << r.err;
+  // Positive control of the harness: without input the command reads EOF at once.
+  CorralResult empty = RunCorral({"run", "--", "wc", "-c"});
+  EXPECT_EQ(empty.out, "0\n");
 }
 
 TEST_F(CorralRunTest, MissingCommandExits127) {
