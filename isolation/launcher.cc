@@ -74,7 +74,8 @@ struct SyncMessage {
 // Data the child reads; built before clone.
 struct ChildArgs {
   const LaunchPlan* plan;
-  int sync_fd;
+  int sync_fd;  // both >= 4: fd 3 is where the status fd goes
+  int init_fd;
   char* const* argv;
   char* const* envp;
   sock_fprog fprog;
@@ -185,7 +186,10 @@ int BringLoopbackUp() {
   char peek;
   if (recv(sync_fd, &peek, 1, MSG_PEEK | MSG_DONTWAIT) == 0) _exit(125);
 
-  if (plan.status_fd >= 0) {
+  if (plan.status_fd == 3) {
+    // Already in place: dup2(3, 3) would leave it close-on-exec.
+    if (fcntl(3, F_SETFD, 0) != 0) ChildFail(sync_fd, ChildStep::kFds, errno);
+  } else if (plan.status_fd >= 0) {
     if (dup2(plan.status_fd, 3) != 3) ChildFail(sync_fd, ChildStep::kFds, errno);
   }
   // Everything but stdio and the status fd closes at exec.
@@ -196,7 +200,7 @@ int BringLoopbackUp() {
   if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &args.fprog) != 0) {
     ChildFail(sync_fd, ChildStep::kSeccomp, errno);
   }
-  syscall(SYS_execveat, plan.init_fd, "", args.argv, args.envp, AT_EMPTY_PATH);
+  syscall(SYS_execveat, args.init_fd, "", args.argv, args.envp, AT_EMPTY_PATH);
   ChildFail(sync_fd, ChildStep::kExec, errno);
 }
 
@@ -308,6 +312,19 @@ StatusOr<LaunchedSandbox> Launch(const LaunchPlan& plan, const AttachFn& attach)
     return ErrnoError("socketpair");
   }
   UniqueFd parent_end(pair[0]), child_end(pair[1]);
+  // The child puts the status fd at 3; nothing it still needs may sit there.
+  UniqueFd moved_sync, moved_init;
+  int child_sync = child_end.get(), init_fd = plan.init_fd;
+  if (child_sync <= 3) {
+    moved_sync.reset(fcntl(child_sync, F_DUPFD_CLOEXEC, 4));
+    if (!moved_sync) return ErrnoError("move sync socket");
+    child_sync = moved_sync.get();
+  }
+  if (init_fd <= 3) {
+    moved_init.reset(fcntl(init_fd, F_DUPFD_CLOEXEC, 4));
+    if (!moved_init) return ErrnoError("move init fd");
+    init_fd = moved_init.get();
+  }
 
   // argv/envp arrays, built now: the child must not allocate.
   std::vector<char*> argv, envp;
@@ -315,7 +332,7 @@ StatusOr<LaunchedSandbox> Launch(const LaunchPlan& plan, const AttachFn& attach)
   argv.push_back(nullptr);
   for (const auto& var : plan.env) envp.push_back(const_cast<char*>(var.c_str()));
   envp.push_back(nullptr);
-  ChildArgs args = {&plan, child_end.get(), argv.data(), envp.data(), plan.seccomp.fprog(), LastCap()};
+  ChildArgs args = {&plan, child_sync, init_fd, argv.data(), envp.data(), plan.seccomp.fprog(), LastCap()};
   if (args.fprog.len == 0) return Status::Error("launch: empty seccomp program");
 
   int pidfd = -1;
@@ -327,6 +344,8 @@ StatusOr<LaunchedSandbox> Launch(const LaunchPlan& plan, const AttachFn& attach)
   sandbox.pid = pid;
   sandbox.pidfd.reset(pidfd);
   child_end.reset();
+  moved_sync.reset();
+  moved_init.reset();
 
   // On any parent-side failure the half-made sandbox dies and is reaped before we return.
   auto abort_child = [&](Status status) -> Status {

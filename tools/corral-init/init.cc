@@ -4,9 +4,10 @@
 //
 // Starts CMD, forwards the signals a supervisor sends (TERM, INT, HUP, QUIT, USR1, USR2, WINCH,
 // CONT) to it, reaps every zombie in the sandbox (orphans are re-parented to PID 1), and exits
-// with CMD's status when CMD ends: its exit code, or 128+N when a signal N killed it. A PID 1
-// cannot die of its own signal, so when fd 3 is open the raw wait status of CMD is also written
-// there (4 bytes), which lets the launcher report the signal itself rather than 128+N. When
+// with CMD's status when CMD ends: its exit code, or 128+N when a signal N killed it. When fd 3
+// is open (a pipe to the launcher), init writes 'R' there once its signal handlers are in place,
+// and at the end the raw wait status of CMD (4 bytes): a PID 1 cannot die of its own signal, so
+// this lets the launcher report the signal itself rather than 128+N. When
 // PID 1 exits the kernel kills everything left in the sandbox's pid namespace.
 //
 // Exec'd from a sealed memfd and linked statically: nothing inside the sandbox can replace it,
@@ -60,6 +61,13 @@ int main(int argc, char** argv) {
   action.sa_flags = SA_RESTART;
   sigemptyset(&action.sa_mask);
   for (int sig : kForwarded) sigaction(sig, &action, nullptr);
+  // Tell the launcher that signals can be forwarded now: until a pid namespace's init has a
+  // handler for a signal, the kernel drops it, so the launcher holds them back until this byte.
+  if (have_status_fd) {
+    const char ready = 'R';
+    ssize_t ignored = write(3, &ready, 1);
+    (void)ignored;
+  }
 
   pid_t child = fork();
   if (child < 0) {

@@ -189,6 +189,7 @@ Status Prepare(const isolation::SandboxSpec& spec, const RunEnvironment& env,
 
 struct WatchResult {
   int init_status = 0;
+  bool init_ready = false;  // corral-init's 'R' was read from the status pipe
   bool wall_killed = false;
   bool cpu_killed = false;
 };
@@ -203,7 +204,7 @@ void KillSandbox(const isolation::LaunchedSandbox& sandbox, cgroups::CgroupBacke
 
 WatchResult Watch(const isolation::LaunchedSandbox& sandbox, const isolation::SandboxSpec& spec,
                   cgroups::CgroupBackend& backend, const std::string& cgroup, int signal_fd,
-                  uint64_t start_us) {
+                  int status_fd, uint64_t start_us) {
   WatchResult result;
   UniqueFd wall_timer, cpu_timer;
   if (spec.limits().wall_time_us) {
@@ -214,18 +215,27 @@ WatchResult Watch(const isolation::LaunchedSandbox& sandbox, const isolation::Sa
   if (spec.limits().cpu_time_us) cpu_timer = MakeTimer(kCpuPollNanos, kCpuPollNanos);
 
   bool killed = false;
+  bool status_open = true;
   for (;;) {
-    struct pollfd fds[4] = {{sandbox.pidfd.get(), POLLIN, 0},
-                            {signal_fd, POLLIN, 0},
+    // Signals wait in the signalfd until corral-init says its handlers are in place.
+    struct pollfd fds[5] = {{sandbox.pidfd.get(), POLLIN, 0},
+                            {result.init_ready ? signal_fd : -1, POLLIN, 0},
                             {wall_timer ? wall_timer.get() : -1, POLLIN, 0},
-                            {cpu_timer ? cpu_timer.get() : -1, POLLIN, 0}};
-    int n = poll(fds, 4, -1);
+                            {cpu_timer ? cpu_timer.get() : -1, POLLIN, 0},
+                            {!result.init_ready && status_open ? status_fd : -1, POLLIN, 0}};
+    int n = poll(fds, 5, -1);
     if (n < 0) {
       if (errno == EINTR) continue;
       KillSandbox(sandbox, backend, cgroup);
       killed = true;
     }
     if (fds[0].revents & POLLIN) break;
+    if (fds[4].revents & (POLLIN | POLLHUP)) {
+      char ready = 0;
+      ssize_t got = read(status_fd, &ready, 1);
+      if (got == 1 && ready == 'R') result.init_ready = true;
+      else status_open = false;  // init died before it was ready
+    }
     if (fds[1].revents & POLLIN) {
       struct signalfd_siginfo info;
       while (read(signal_fd, &info, sizeof(info)) == sizeof(info)) {
@@ -259,7 +269,12 @@ WatchResult Watch(const isolation::LaunchedSandbox& sandbox, const isolation::Sa
   return result;
 }
 
-std::optional<int> ReadCommandStatus(int fd) {
+// The 4-byte wait status corral-init wrote last (after its 'R', unless Watch consumed that).
+std::optional<int> ReadCommandStatus(int fd, bool ready_consumed) {
+  if (!ready_consumed) {
+    char ready = 0;
+    if (read(fd, &ready, 1) != 1 || ready != 'R') return std::nullopt;
+  }
   int status = 0;
   ssize_t n = read(fd, &status, sizeof(status));
   if (n != sizeof(status)) return std::nullopt;
@@ -334,6 +349,13 @@ int RunSandbox(const RunOptions& options, const RunEnvironment& env) {
     if (!written.ok()) Fatal("--outcome-json: " + written.ToString());
     return ExitCodeFor(outcome);
   };
+  // Signals for the sandbox arrive through a signalfd and are forwarded to its PID 1 once it
+  // can take them; blocked from the start, so one sent during setup is delivered, not lost.
+  sigset_t forwarded, old_mask;
+  sigemptyset(&forwarded);
+  for (int sig : kForwardedSignals) sigaddset(&forwarded, sig);
+  sigprocmask(SIG_BLOCK, &forwarded, &old_mask);
+  UniqueFd signal_fd(signalfd(-1, &forwarded, SFD_CLOEXEC | SFD_NONBLOCK));
   if (geteuid() != 0) {
     return setup_failed(Status::Error("corral run must run as root (it creates namespaces and cgroups)", EPERM));
   }
@@ -362,13 +384,6 @@ int RunSandbox(const RunOptions& options, const RunEnvironment& env) {
   if (!prepared.ok()) return setup_failed(prepared);
   timer.Mark("prepare");
 
-  // Signals for the sandbox arrive through a signalfd and are forwarded to its PID 1.
-  sigset_t forwarded, old_mask;
-  sigemptyset(&forwarded);
-  for (int sig : kForwardedSignals) sigaddset(&forwarded, sig);
-  sigprocmask(SIG_BLOCK, &forwarded, &old_mask);
-  UniqueFd signal_fd(signalfd(-1, &forwarded, SFD_CLOEXEC | SFD_NONBLOCK));
-
   int status_pipe[2];
   if (pipe2(status_pipe, O_CLOEXEC) != 0) return setup_failed(ErrnoError("pipe"));
   UniqueFd status_read(status_pipe[0]), status_write(status_pipe[1]);
@@ -385,12 +400,13 @@ int RunSandbox(const RunOptions& options, const RunEnvironment& env) {
   if (!launched.ok()) return setup_failed(launched.status());
   timer.Mark("launch");
 
-  WatchResult watched = Watch(*launched, spec, backend, run.cgroup, signal_fd.get(), start_us);
+  WatchResult watched =
+      Watch(*launched, spec, backend, run.cgroup, signal_fd.get(), status_read.get(), start_us);
   sigprocmask(SIG_SETMASK, &old_mask, nullptr);
   timer.Mark("run");
 
   OutcomeEvidence evidence;
-  evidence.command_status = ReadCommandStatus(status_read.get());
+  evidence.command_status = ReadCommandStatus(status_read.get(), watched.init_ready);
   evidence.init_status = watched.init_status;
   evidence.killed_at_wall_limit = watched.wall_killed;
   evidence.killed_at_cpu_limit = watched.cpu_killed;
