@@ -54,7 +54,7 @@ std::string RandomId() {
   return std::string(buf, 12);
 }
 
-void Fatal(const std::string& message) { fprintf(stderr, "corral: %s\n", message.c_str()); }
+void PrintError(const std::string& message) { fprintf(stderr, "corral: %s\n", message.c_str()); }
 
 Status WriteOutcome(const std::optional<std::string>& target, const Outcome& outcome) {
   if (!target) return Status();
@@ -305,17 +305,19 @@ RunEnvironment DefaultRunEnvironment() {
 int RunGc(const RunEnvironment& env) {
   auto backend = cgroups::DetectBackend(env.cgroup_mount);
   if (!backend.ok()) {
-    Fatal("gc: " + backend.status().ToString());
+    PrintError("gc: " + backend.status().ToString());
     return 1;
   }
   auto report = CollectGarbage(env.run_dir, **backend, env.cgroup_parent);
   if (!report.ok()) {
-    Fatal("gc: " + report.status().ToString());
+    PrintError("gc: " + report.status().ToString());
     return 1;
   }
   printf("removed %d run records and %d cgroups\n", report->records_removed, report->cgroups_removed);
   return 0;
 }
+
+namespace {
 
 // CORRAL_TRACE_PHASES=1 prints how long each phase of a run took, for benchmarking.
 class PhaseTimer {
@@ -333,6 +335,8 @@ class PhaseTimer {
   uint64_t last_;
 };
 
+}  // namespace
+
 int RunSandbox(const RunOptions& options, const RunEnvironment& env) {
   const isolation::SandboxSpec& spec = options.spec;
   const uint64_t start_us = MonotonicMicros();
@@ -344,9 +348,9 @@ int RunSandbox(const RunOptions& options, const RunEnvironment& env) {
     evidence.setup_errno = status.error_number();
     evidence.wall_us = MonotonicMicros() - start_us;
     Outcome outcome = ClassifyOutcome(evidence);
-    Fatal("sandbox setup failed: " + status.ToString());
+    PrintError("sandbox setup failed: " + status.ToString());
     Status written = WriteOutcome(options.outcome_json, outcome);
-    if (!written.ok()) Fatal("--outcome-json: " + written.ToString());
+    if (!written.ok()) PrintError("--outcome-json: " + written.ToString());
     return ExitCodeFor(outcome);
   };
   // Signals for the sandbox arrive through a signalfd and are forwarded to its PID 1 once it
@@ -374,7 +378,7 @@ int RunSandbox(const RunOptions& options, const RunEnvironment& env) {
     ~CgroupCleanup() {
       if (!run.cgroup.empty()) {
         Status destroyed = backend.Destroy(run.cgroup);
-        if (!destroyed.ok()) Fatal("cleanup: " + destroyed.ToString());
+        if (!destroyed.ok()) PrintError("cleanup: " + destroyed.ToString());
         (void)backend.RemoveIfEmpty(env.cgroup_parent);
       }
     }
@@ -413,15 +417,15 @@ int RunSandbox(const RunOptions& options, const RunEnvironment& env) {
   evidence.wall_us = MonotonicMicros() - start_us;
   auto stats = backend.Stats(run.cgroup);
   if (stats.ok()) evidence.stats = *stats;
-  else Fatal("cgroup stats: " + stats.status().ToString());
+  else PrintError("cgroup stats: " + stats.status().ToString());
   Outcome outcome = ClassifyOutcome(evidence);
   // A limit that ended the command is worth a line even without --outcome-json.
   if (!options.outcome_json && outcome.kind != OutcomeKind::kExited &&
       outcome.kind != OutcomeKind::kSignaled) {
-    Fatal(std::string("sandbox stopped: ") + OutcomeName(outcome.kind));
+    PrintError(std::string("sandbox stopped: ") + OutcomeName(outcome.kind));
   }
   Status written = WriteOutcome(options.outcome_json, outcome);
-  if (!written.ok()) Fatal("--outcome-json: " + written.ToString());
+  if (!written.ok()) PrintError("--outcome-json: " + written.ToString());
   timer.Mark("outcome");
   return ExitCodeFor(outcome);
 }
