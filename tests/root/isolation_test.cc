@@ -97,6 +97,19 @@ TEST_F(IsolationTest, DeniedSyscallsFailWithEpermWhileOrdinaryWorkSucceeds) {
                                       HasSubstr("syscall500 errno=ENOSYS\n")));
 }
 
+TEST_F(IsolationTest, InitIsASealedMemfdNothingInsideCanOverwrite) {
+  // As root inside (the same uid as corral-init), so /proc/1/exe is reachable at all.
+  CorralResult r = RunCorral({"run", "--user", "root", "--", "sh", "-c",
+                              "readlink /proc/1/exe; head -c 4 /proc/1/exe | od -An -c | tr -d ' ';"
+                              "echo x >> /proc/1/exe && echo appended;"
+                              "echo x > /proc/1/exe && echo overwritten; echo done"});
+  EXPECT_THAT(r.out, HasSubstr("/memfd:corral-init (deleted)\n")) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("177ELF\n"));  // positive control: it is readable, and an ELF
+  EXPECT_THAT(r.out, Not(HasSubstr("appended")));
+  EXPECT_THAT(r.out, Not(HasSubstr("overwritten")));
+  EXPECT_THAT(r.out, HasSubstr("done"));
+}
+
 TEST_F(IsolationTest, ProcAndSysSecretsAreMasked) {
   CorralResult r = RunCorral({"run", "--user", "root", "--", "sh", "-c",
                               "cat /proc/kcore /proc/keys /proc/timer_list /proc/sched_debug 2>/dev/null | wc -c;"
