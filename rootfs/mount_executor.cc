@@ -225,8 +225,13 @@ bool ExecuteMountPlan(const MountPlan& plan, MountFailure* failure) {
   // The scratch tmpfs is fresh and ours: plain paths are safe in it. Everything is created with
   // the sandbox's root as fsuid (and umask 0), so only the exceptions need a chown afterwards.
   const mode_t old_umask = umask(0);
-  if (setfsgid(plan.skeleton_gid) < 0 || setfsuid(plan.skeleton_uid) < 0) {
-    return Fail(failure, MountStep::kSkeleton, -1, errno);
+  // setfsuid/setfsgid return the previous value, never an error: a call with -1 reads the
+  // current one back, which is how a refused change shows.
+  setfsgid(plan.skeleton_gid);
+  setfsuid(plan.skeleton_uid);
+  if (static_cast<uid_t>(setfsuid(static_cast<uid_t>(-1))) != plan.skeleton_uid ||
+      static_cast<gid_t>(setfsgid(static_cast<gid_t>(-1))) != plan.skeleton_gid) {
+    return Fail(failure, MountStep::kSkeleton, -1, EPERM);
   }
   int skeleton_error = 0, failed_index = -1;
   for (size_t i = 0; i < plan.skeleton.size() && skeleton_error == 0; ++i) {
