@@ -8,8 +8,11 @@ packages=(
   build-essential cmake pkg-config
   libseccomp-dev libcap-dev libnl-3-dev libnl-route-3-dev
   libboost-dev libboost-system-dev nlohmann-json3-dev libsqlite3-dev libssl-dev
+  libtomlplusplus-dev libsystemd-dev sqlite3
   # tests
   libgtest-dev libgmock-dev python3 iproute2 procps util-linux
+  # e2e tests: real WebSocket clients (Debian's python3-websockets; node's ws comes from npm)
+  python3-websockets nodejs
   # runtime: mkfs.ext4 for disk-capped workspaces (busybox-static, below, is also used by the
   # image tests)
   e2fsprogs

@@ -1,0 +1,39 @@
+#include "api/error_codes.h"
+
+namespace corral::api {
+
+std::string_view ErrorCodeName(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kBadRequest: return "bad_request";
+    case ErrorCode::kUnauthorized: return "unauthorized";
+    case ErrorCode::kForbidden: return "forbidden";
+    case ErrorCode::kNotFound: return "not_found";
+    case ErrorCode::kConflict: return "conflict";
+    case ErrorCode::kLimitExceeded: return "limit_exceeded";
+    case ErrorCode::kPayloadTooLarge: return "payload_too_large";
+    case ErrorCode::kUnsupported: return "unsupported";
+    case ErrorCode::kStreamGap: return "stream_gap";
+    case ErrorCode::kUnavailable: return "unavailable";
+    case ErrorCode::kInternal: return "internal";
+  }
+  return "internal";
+}
+
+int HttpStatusFor(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kBadRequest: return 400;
+    case ErrorCode::kUnauthorized: return 401;
+    case ErrorCode::kForbidden: return 403;
+    case ErrorCode::kNotFound: return 404;
+    case ErrorCode::kConflict: return 409;
+    case ErrorCode::kLimitExceeded: return 429;
+    case ErrorCode::kPayloadTooLarge: return 413;
+    case ErrorCode::kUnsupported: return 501;
+    case ErrorCode::kStreamGap: return 410;
+    case ErrorCode::kUnavailable: return 503;
+    case ErrorCode::kInternal: return 500;
+  }
+  return 500;
+}
+
+}  // namespace corral::api
