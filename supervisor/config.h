@@ -1,0 +1,73 @@
+// corrald's configuration: a TOML file that operators edit by hand (default
+// /etc/corral/corrald.toml; `corrald --config FILE`). Every key is optional and documented, with
+// its default, in dist/corrald.toml; the defaults below are the same values.
+//
+// Sizes are integers (bytes) or strings with a K/M/G/T suffix ("512M"); durations are integers
+// in seconds. Unknown keys and wrongly typed values are errors that name the key and line
+// ("corrald.toml:12: sandbox.max_memory: expected a size like \"8G\""), so a typo never passes
+// silently. Values are checked for sanity (a default above its maximum is an error).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace corral::supervisor {
+
+struct DaemonConfig {
+  // [daemon]
+  std::string state_dir = "/var/lib/corral";      // store, sandboxes' layers, snapshots
+  std::string run_dir = "/run/corral";            // control sockets, per-run scratch
+  std::string admin_socket = "/run/corral/admin.sock";
+  std::string cgroup_mount = "/sys/fs/cgroup";
+  std::string cgroup_parent = "corral";           // sandboxes live in <mount>/<parent>/<id>
+  std::string init_path;                          // corral-init; "" = beside corrald, then /usr/libexec/corral
+
+  // [api]
+  std::string listen_address = "127.0.0.1";       // api.listen = "127.0.0.1:7878"
+  uint16_t listen_port = 7878;
+  std::vector<std::string> allowed_origins;
+  uint64_t max_message_bytes = 1024 * 1024;
+  uint64_t max_body_bytes = 64ull << 20;
+  uint64_t max_connections = 4096;
+  uint64_t max_connections_per_user = 64;
+  uint64_t handshake_timeout_s = 10;
+  uint64_t idle_timeout_s = 300;
+
+  // [auth]
+  uint64_t max_clock_skew_s = 60;
+  uint64_t max_token_lifetime_s = 24 * 3600;
+
+  // [sandbox]: defaults for what a create request leaves out, and the daemon's own maxima
+  // (a token's limits can lower them, never raise them).
+  uint64_t default_memory_bytes = 1ull << 30;
+  uint64_t max_memory_bytes = 8ull << 30;
+  uint64_t default_cpu_millicores = 1000;
+  uint64_t max_cpu_millicores = 4000;
+  uint64_t default_pids = 512;
+  uint64_t max_pids = 4096;
+  uint64_t default_disk_bytes = 10ull << 30;
+  uint64_t max_disk_bytes = 100ull << 30;
+  uint64_t default_idle_timeout_s = 1800;
+  uint64_t max_idle_timeout_s = 7 * 24 * 3600;
+  uint64_t max_sandboxes_per_user = 10;
+  uint64_t max_sandboxes = 1000;
+  uint64_t max_commands_per_sandbox = 64;
+  uint64_t stop_grace_s = 5;                      // SIGTERM, then SIGKILL after this long
+
+  // [streams]
+  uint64_t replay_buffer_bytes = 1024 * 1024;     // per command: what a reconnecting client can replay
+  uint64_t max_file_bytes = 100ull << 20;         // file API reads and writes
+
+  // [store]
+  bool store_synchronous_full = false;            // store.synchronous = "normal" | "full"
+};
+
+// Parses TOML text; `origin` names the file in error messages.
+StatusOr<DaemonConfig> ParseConfig(const std::string& text, const std::string& origin = "config");
+// Reads and parses a file. A missing file is an error unless `missing_ok` (then: defaults).
+StatusOr<DaemonConfig> LoadConfig(const std::string& path, bool missing_ok = false);
+
+}  // namespace corral::supervisor

@@ -1,0 +1,151 @@
+// The daemon's state in SQLite: issuers, sandboxes, snapshots, commands, events.
+//
+// WAL mode, foreign keys on, versioned migrations (PRAGMA user_version; each migration runs in
+// its own transaction, forward only). Every method that returns OK has committed: an
+// acknowledged API request is a committed row. `synchronous` is NORMAL by default (a commit
+// survives a crash of the daemon; FULL also survives a power cut, at one fsync per commit).
+//
+// Thread-safe: one connection, serialized by a mutex. Calls are short (indexed lookups and
+// single-row writes), so the daemon's event loop calls them directly.
+//
+// Errors: a missing row is a Status with errno ENOENT, a duplicate key EEXIST, a busy database
+// EBUSY; anything else is the SQLite error message with the statement that failed.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+struct sqlite3;
+
+namespace corral::supervisor {
+
+struct IssuerRow {
+  std::string name;
+  std::string secret;
+  int64_t created_at = 0;  // unix seconds
+};
+
+// Lifecycle of DESIGN.md §4: created -> starting -> running <-> frozen -> stopped -> destroyed.
+// A destroyed sandbox's row is deleted; "destroying" marks one whose teardown is under way (so
+// recovery can finish it after a crash).
+struct SandboxRow {
+  std::string id;             // "sb_..."
+  std::string iss;
+  std::string sub;
+  std::string name;           // the user's label; "" when not given
+  std::string image;          // "host" or an image name from the config
+  std::string state;          // created|starting|running|frozen|stopping|stopped|destroying
+  std::string limits_json;    // the effective limits (JSON object), fixed at create time
+  int64_t idle_timeout_s = 0; // 0: never idles out
+  int64_t uid_base = 0;       // host uid of root inside; unique among sandboxes
+  int64_t created_at = 0;
+  int64_t updated_at = 0;
+  int64_t last_active_at = 0;
+  int64_t init_pid = 0;               // host pid of corral-init while running, else 0
+  int64_t init_start_time = 0;        // its start time (/proc/PID/stat field 22), against pid reuse
+  std::string source;                 // "snap_..." or "sb_..." it was forked from; "" otherwise
+};
+
+struct SnapshotRow {
+  std::string id;             // "snap_..."
+  std::string sandbox_id;     // the sandbox it was taken of (may since be destroyed)
+  std::string iss;
+  std::string sub;
+  std::string image;
+  int64_t created_at = 0;
+  int64_t bytes = 0;
+};
+
+struct CommandRow {
+  std::string id;             // "cmd_..."
+  std::string sandbox_id;
+  std::string iss;
+  std::string sub;
+  std::string argv_json;      // JSON array of strings
+  bool pty = false;
+  std::string state;          // starting|running|exited
+  std::string outcome_json;   // "" until exited
+  int64_t created_at = 0;
+  int64_t ended_at = 0;
+  int64_t init_seq = 0;       // the number corral-init knows it by, unique per sandbox
+};
+
+struct EventRow {
+  int64_t seq = 0;            // global, increasing
+  std::string sandbox_id;
+  std::string type;           // "sandbox.started", "command.exited", ...
+  std::string data_json;
+  int64_t at = 0;
+};
+
+enum class Synchronous { kNormal, kFull };
+
+class Store {
+ public:
+  // Opens (creating if needed, mode 0600) and migrates to the latest schema.
+  static StatusOr<std::unique_ptr<Store>> Open(const std::string& path,
+                                               Synchronous synchronous = Synchronous::kNormal);
+  ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  int schema_version() const;
+  static int latest_schema_version();
+
+  // Issuers. AddIssuer: EEXIST when the name is taken. RemoveIssuer: ENOENT when absent.
+  Status AddIssuer(const IssuerRow& issuer);
+  StatusOr<std::optional<IssuerRow>> GetIssuer(const std::string& name);
+  StatusOr<std::vector<IssuerRow>> ListIssuers();  // by name
+  Status RemoveIssuer(const std::string& name);
+
+  // Sandboxes. CreateSandbox picks the lowest free uid_base of
+  // {uid_first + k * uid_step : 0 <= k < slots} and inserts the row in one transaction
+  // (ENOSPC when every slot is taken), returning the row as stored.
+  StatusOr<SandboxRow> CreateSandbox(SandboxRow row, int64_t uid_first, int64_t uid_step, int64_t slots);
+  Status UpdateSandbox(const SandboxRow& row);   // every column, by id; ENOENT when absent
+  StatusOr<std::optional<SandboxRow>> GetSandbox(const std::string& id);
+  // All sandboxes of one user, or every sandbox when iss is empty; oldest first.
+  StatusOr<std::vector<SandboxRow>> ListSandboxes(const std::string& iss = "", const std::string& sub = "");
+  StatusOr<int64_t> CountSandboxes(const std::string& iss, const std::string& sub);
+  // Deletes the sandbox and its commands (its events and snapshots stay). ENOENT when absent.
+  Status DeleteSandbox(const std::string& id);
+
+  // Snapshots.
+  Status InsertSnapshot(const SnapshotRow& row);
+  StatusOr<std::optional<SnapshotRow>> GetSnapshot(const std::string& id);
+  StatusOr<std::vector<SnapshotRow>> ListSnapshots(const std::string& iss, const std::string& sub);
+  Status DeleteSnapshot(const std::string& id);
+
+  // Commands. InsertCommand assigns init_seq (1 + the sandbox's highest) and returns the row.
+  StatusOr<CommandRow> InsertCommand(CommandRow row);
+  Status UpdateCommand(const CommandRow& row);
+  StatusOr<std::optional<CommandRow>> GetCommand(const std::string& id);
+  // A sandbox's commands, newest first, at most `limit`; only those not exited when active_only.
+  StatusOr<std::vector<CommandRow>> ListCommands(const std::string& sandbox_id, bool active_only,
+                                                 int64_t limit = 1000);
+
+  // Events: an append-only log per sandbox (lifecycle and command outcomes, not output bytes).
+  StatusOr<int64_t> AppendEvent(const std::string& sandbox_id, const std::string& type,
+                                const std::string& data_json);
+  StatusOr<std::vector<EventRow>> ListEvents(const std::string& sandbox_id, int64_t after_seq,
+                                             int64_t limit = 1000);
+
+  // Runs `body` in one transaction (BEGIN IMMEDIATE ... COMMIT, ROLLBACK when it fails). The
+  // methods above may be called inside it; they join the transaction.
+  Status InTransaction(const std::function<Status()>& body);
+
+ private:
+  Store() = default;
+  sqlite3* db_ = nullptr;
+  mutable std::recursive_mutex mu_;
+  int transaction_depth_ = 0;
+};
+
+}  // namespace corral::supervisor
