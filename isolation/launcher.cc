@@ -121,7 +121,9 @@ int BringLoopbackUp() {
   const int sync_fd = args.sync_fd;
 
   // Die with the launcher. Re-armed below: a credential change clears it.
-  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) ChildFail(sync_fd, ChildStep::kParentDeath, errno);
+  if (plan.die_with_parent && prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) {
+    ChildFail(sync_fd, ChildStep::kParentDeath, errno);
+  }
   // An empty signal mask: the launcher blocks the signals it forwards (for its signalfd).
   // Dispositions need no reset: exec resets handled signals, and an ignored one (nohup) stays
   // ignored inside as it would for any child.
@@ -154,6 +156,25 @@ int BringLoopbackUp() {
 
   if (setresgid(plan.gid, plan.gid, plan.gid) != 0) ChildFail(sync_fd, ChildStep::kSetGid, errno);
   if (setgroups(0, nullptr) != 0) ChildFail(sync_fd, ChildStep::kGroups, errno);
+  struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
+  struct __user_cap_data_struct data[2] = {};
+  const uint32_t keep_low = static_cast<uint32_t>(plan.init_capabilities);
+  const uint32_t keep_high = static_cast<uint32_t>(plan.init_capabilities >> 32);
+  if (plan.init_capabilities != 0) {
+    // An ambient capability must be permitted and inheritable when raised, and raising must
+    // happen before the securebits below lock ambient raising off.
+    if (syscall(SYS_capget, &header, data) != 0) ChildFail(sync_fd, ChildStep::kCapabilities, errno);
+    data[0].inheritable = keep_low;
+    data[1].inheritable = keep_high;
+    if (syscall(SYS_capset, &header, data) != 0) ChildFail(sync_fd, ChildStep::kCapabilities, errno);
+    for (int cap = 0; cap <= args.last_cap && cap < 64; ++cap) {
+      if ((plan.init_capabilities >> cap) & 1) {
+        if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, cap, 0, 0) != 0) {
+          ChildFail(sync_fd, ChildStep::kCapabilities, errno);
+        }
+      }
+    }
+  }
   // Root inside never gains capabilities by exec, and nothing can turn that back on.
   if (prctl(PR_SET_SECUREBITS, SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP_LOCKED |
                                    SECBIT_KEEP_CAPS_LOCKED | SECBIT_NO_CAP_AMBIENT_RAISE |
@@ -166,10 +187,12 @@ int BringLoopbackUp() {
     }
   }
   if (setresuid(plan.uid, plan.uid, plan.uid) != 0) ChildFail(sync_fd, ChildStep::kSetUid, errno);
-  struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
-  struct __user_cap_data_struct data[2] = {};
+  // Everything but init_capabilities goes; the ambient set shrinks with it (an ambient
+  // capability must stay permitted and inheritable), so what remains ambient is exactly those.
+  data[0] = {keep_low, keep_low, keep_low};
+  data[1] = {keep_high, keep_high, keep_high};
   if (syscall(SYS_capset, &header, data) != 0) ChildFail(sync_fd, ChildStep::kCapabilities, errno);
-  if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0) {
+  if (plan.init_capabilities == 0 && prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0) {
     ChildFail(sync_fd, ChildStep::kCapabilities, errno);
   }
   for (const auto& [resource, value] : plan.rlimits) {
@@ -180,7 +203,9 @@ int BringLoopbackUp() {
   }
   if (chdir(plan.cwd.c_str()) != 0) ChildFail(sync_fd, ChildStep::kChdir, errno);
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ChildFail(sync_fd, ChildStep::kNoNewPrivs, errno);
-  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) ChildFail(sync_fd, ChildStep::kParentDeath, errno);
+  if (plan.die_with_parent && prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) {
+    ChildFail(sync_fd, ChildStep::kParentDeath, errno);
+  }
   // If the launcher died before the line above, nobody would kill us: its end of the socket
   // is then closed, which a peek sees as EOF.
   char peek;

@@ -54,7 +54,16 @@ struct LaunchPlan {
   std::vector<std::string> argv;  // corral-init's argv
   std::vector<std::string> env;
   int cgroup_fd = -1;       // v2: CLONE_INTO_CGROUP; -1 on v1
-  int status_fd = -1;       // becomes fd 3 inside (corral-init reports the command's status there)
+  int status_fd = -1;       // becomes fd 3 inside: corral-init's status pipe (`corral run`) or
+                            // its control socket (the daemon's persistent sandboxes)
+  // `corral run`: the sandbox dies with the launcher (PR_SET_PDEATHSIG). The daemon clears it:
+  // its sandboxes outlive a restart of the daemon, and the thread that launched them.
+  bool die_with_parent = true;
+  // Capabilities (bits, 1 << CAP_X) that PID 1 keeps, in the sandbox's own user namespace only,
+  // as ambient capabilities so they survive the exec of corral-init: the daemon's init needs
+  // CAP_SETUID, CAP_SETGID and CAP_KILL to start commands as other users and to signal them.
+  // Every command it starts drops them before exec. Requires uid 0 inside; 0 keeps none.
+  uint64_t init_capabilities = 0;
 };
 
 struct LaunchedSandbox {

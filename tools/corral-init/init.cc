@@ -1,6 +1,7 @@
 // corral-init: PID 1 of every sandbox.
 //
 //   corral-init -- CMD [ARGS...]
+//   corral-init --control        (the daemon's persistent sandboxes: see control.h)
 //
 // Starts CMD, forwards the signals a supervisor sends (TERM, INT, HUP, QUIT, USR1, USR2, WINCH,
 // CONT) to it, reaps every zombie in the sandbox (orphans are re-parented to PID 1), and exits
@@ -19,6 +20,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+
+#include "tools/corral-init/control.h"
 
 namespace {
 
@@ -43,6 +46,7 @@ void WriteAll(int fd, const char* text) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 2 && strcmp(argv[1], "--control") == 0) return corral::init::RunControl();
   int first = 1;
   if (first < argc && strcmp(argv[first], "--") == 0) ++first;
   if (first >= argc) {

@@ -1,0 +1,178 @@
+#include "supervisor/init_client.h"
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace corral::supervisor {
+namespace {
+
+using initproto::Header;
+using initproto::MsgType;
+
+Status Send(int fd, MsgType type, const void* body, size_t size, const std::vector<int>& fds = {}) {
+  if (size > initproto::kMaxMessageBytes - sizeof(Header)) {
+    return Status::Error("init message too large", E2BIG);
+  }
+  if (fds.size() > static_cast<size_t>(initproto::kMaxFds)) return Status::Error("too many fds", EINVAL);
+  Header header = {type, static_cast<uint32_t>(size)};
+  struct iovec iov[2] = {{&header, sizeof(header)}, {const_cast<void*>(body), size}};
+  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int) * initproto::kMaxFds)] = {};
+  struct msghdr msg = {};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = size > 0 ? 2 : 1;
+  if (!fds.empty()) {
+    msg.msg_control = control;
+    msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
+    struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+    memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
+  }
+  ssize_t n;
+  do {
+    n = sendmsg(fd, &msg, MSG_NOSIGNAL);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) return ErrnoError("send to corral-init");
+  if (static_cast<size_t>(n) != sizeof(header) + size) return Status::Error("short send to corral-init", EIO);
+  return Status();
+}
+
+Status MakePipe(UniqueFd& read_end, UniqueFd& write_end) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return ErrnoError("pipe");
+  read_end.reset(fds[0]);
+  write_end.reset(fds[1]);
+  return Status();
+}
+
+Status SetNonBlocking(int fd) {
+  int flags = fcntl(fd, F_GETFL);
+  if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) return ErrnoError("O_NONBLOCK");
+  return Status();
+}
+
+}  // namespace
+
+StatusOr<CommandFds> SendExec(int control, const ExecRequest& request) {
+  if (request.argv.empty()) return Status::Error("exec: empty argv", EINVAL);
+  CommandFds mine;
+  UniqueFd child_sync;
+  int pair[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) return ErrnoError("socketpair");
+  mine.sync.reset(pair[0]);
+  child_sync.reset(pair[1]);
+  // Every message the child sends then carries its pid, as seen from here.
+  int one = 1;
+  if (setsockopt(mine.sync.get(), SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)) != 0) {
+    return ErrnoError("SO_PASSCRED");
+  }
+  std::vector<int> fds = {child_sync.get()};
+  UniqueFd child_stdin, child_stdout, child_stderr;
+  if (!request.pty) {
+    RETURN_IF_ERROR(MakePipe(child_stdin, mine.stdin_w));
+    RETURN_IF_ERROR(MakePipe(mine.stdout_r, child_stdout));
+    RETURN_IF_ERROR(MakePipe(mine.stderr_r, child_stderr));
+    fds.insert(fds.end(), {child_stdin.get(), child_stdout.get(), child_stderr.get(),
+                           mine.stdin_w.get(), mine.stdout_r.get(), mine.stderr_r.get()});
+  }
+  initproto::ExecBody body = {};
+  body.seq = request.seq;
+  body.uid = request.uid;
+  body.gid = request.gid;
+  body.flags = request.pty ? initproto::kExecPty : 0;
+  body.rows = request.rows;
+  body.cols = request.cols;
+  body.argc = static_cast<uint32_t>(request.argv.size());
+  body.envc = static_cast<uint32_t>(request.env.size());
+  body.n_child_fds = request.pty ? 1 : 4;
+  body.n_keep_fds = request.pty ? 0 : 3;
+  std::string payload(reinterpret_cast<const char*>(&body), sizeof(body));
+  auto add = [&](const std::string& text) -> Status {
+    if (text.find('\0') != std::string::npos) return Status::Error("exec: NUL byte in an argument", EINVAL);
+    payload += text;
+    payload += '\0';
+    return Status();
+  };
+  RETURN_IF_ERROR(add(request.cwd));
+  for (const auto& arg : request.argv) RETURN_IF_ERROR(add(arg));
+  for (const auto& var : request.env) RETURN_IF_ERROR(add(var));
+  RETURN_IF_ERROR(Send(control, MsgType::kExec, payload.data(), payload.size(), fds));
+  for (UniqueFd* fd : {&mine.sync, &mine.stdin_w, &mine.stdout_r, &mine.stderr_r}) {
+    if (*fd) RETURN_IF_ERROR(SetNonBlocking(fd->get()));
+  }
+  return mine;
+}
+
+Status SendSignal(int control, uint64_t seq, int signal) {
+  initproto::SignalBody body = {seq, signal, 0};
+  return Send(control, MsgType::kSignal, &body, sizeof(body));
+}
+
+Status SendAck(int control, uint64_t seq) {
+  initproto::SeqBody body = {seq};
+  return Send(control, MsgType::kAck, &body, sizeof(body));
+}
+
+Status SendKeep(int control, uint64_t seq, int fd) {
+  initproto::SeqBody body = {seq};
+  return Send(control, MsgType::kKeep, &body, sizeof(body), {fd});
+}
+
+Status SendHello(int control) { return Send(control, MsgType::kHello, nullptr, 0); }
+
+Status SendChildGo(int sync) { return Send(sync, MsgType::kChildGo, nullptr, 0); }
+
+StatusOr<std::optional<InitMessage>> ReceiveMessage(int fd, bool nonblocking) {
+  static thread_local std::vector<char> buffer(initproto::kMaxMessageBytes);
+  struct iovec iov = {buffer.data(), buffer.size()};
+  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int) * initproto::kMaxFds) +
+                                       CMSG_SPACE(sizeof(struct ucred))];
+  struct msghdr msg = {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  ssize_t n;
+  do {
+    n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC | (nonblocking ? MSG_DONTWAIT : 0));
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) return ErrnoError("receive from corral-init");
+  InitMessage out;
+  for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET) continue;
+    if (c->cmsg_type == SCM_RIGHTS) {
+      size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (size_t i = 0; i < count; ++i) {
+        int received;
+        memcpy(&received, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+        out.fds.emplace_back(received);
+      }
+    } else if (c->cmsg_type == SCM_CREDENTIALS) {
+      struct ucred cred;
+      memcpy(&cred, CMSG_DATA(c), sizeof(cred));
+      out.sender_pid = cred.pid;
+    }
+  }
+  if (n == 0) return std::optional<InitMessage>();
+  if ((msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0) return Status::Error("truncated message from corral-init", EMSGSIZE);
+  if (static_cast<size_t>(n) < sizeof(Header)) return Status::Error("short message from corral-init", EPROTO);
+  Header header;
+  memcpy(&header, buffer.data(), sizeof(header));
+  if (header.body_size != static_cast<size_t>(n) - sizeof(Header)) {
+    return Status::Error("malformed message from corral-init", EPROTO);
+  }
+  out.type = header.type;
+  out.body.assign(buffer.data() + sizeof(Header), buffer.data() + n);
+  for (auto& received : out.fds) {
+    // Received fds are as blocking as the sender had them; the event loop wants them not to be.
+    (void)SetNonBlocking(received.get());
+  }
+  return std::optional<InitMessage>(std::move(out));
+}
+
+}  // namespace corral::supervisor

@@ -1,0 +1,67 @@
+// The daemon's side of supervisor/init_protocol.h: framing, file descriptors and credentials.
+//
+// Plain functions over raw fds, usable blocking (tests, recovery) and from the event loop (wait
+// for readability, then Receive with `nonblocking`).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "common/unique_fd.h"
+#include "supervisor/init_protocol.h"
+
+namespace corral::supervisor {
+
+struct ExecRequest {
+  uint64_t seq = 0;
+  uid_t uid = 1000;
+  gid_t gid = 1000;
+  bool pty = false;
+  uint16_t rows = 24;
+  uint16_t cols = 80;
+  std::string cwd = "/";
+  std::vector<std::string> argv;
+  std::vector<std::string> env;  // KEY=VALUE
+};
+
+// The daemon's ends of a command's stdio (non-blocking, close-on-exec).
+struct CommandFds {
+  UniqueFd sync;      // SEQPACKET, SO_PASSCRED: the child's handshake
+  UniqueFd stdin_w;   // not for a PTY
+  UniqueFd stdout_r;  // a PTY's master comes later, over `sync`
+  UniqueFd stderr_r;
+};
+
+// Makes the pipes (or, for a PTY, only the sync pair), sends kExec with the child's ends and
+// the daemon's ends for init to keep, and returns the daemon's ends.
+StatusOr<CommandFds> SendExec(int control, const ExecRequest& request);
+Status SendSignal(int control, uint64_t seq, int signal);
+Status SendAck(int control, uint64_t seq);
+Status SendKeep(int control, uint64_t seq, int fd);
+Status SendHello(int control);
+Status SendChildGo(int sync);
+
+struct InitMessage {
+  initproto::MsgType type{};
+  std::vector<char> body;
+  std::vector<UniqueFd> fds;
+  pid_t sender_pid = 0;  // from SCM_CREDENTIALS (translated to our pid namespace), 0 if none
+
+  template <typename T>
+  bool BodyAs(T& out) const {
+    if (body.size() < sizeof(T)) return false;
+    memcpy(&out, body.data(), sizeof(T));
+    return true;
+  }
+};
+
+// One message. nullopt on EOF. With `nonblocking`, EAGAIN when none is waiting.
+StatusOr<std::optional<InitMessage>> ReceiveMessage(int fd, bool nonblocking);
+
+}  // namespace corral::supervisor

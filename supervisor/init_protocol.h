@@ -1,0 +1,140 @@
+// The wire format between corrald and corral-init's control mode (`corral-init --control`).
+//
+// corral-init is PID 1 of a persistent sandbox. Its fd 3 is a listening SOCK_SEQPACKET unix
+// socket that the daemon bound at a host path before the launch (<run_dir>/sandboxes/<id>/ctl):
+// the path is not mounted inside the sandbox, so only the host can connect. One connection at
+// a time; a new one replaces the old (that is how a restarted daemon takes over).
+//
+// Every message is one datagram: a Header, then the body, with file descriptors as SCM_RIGHTS.
+//
+//   daemon -> init   kExec      ExecBody + strings; fds: child fds (sync, and stdin, stdout,
+//                               stderr unless PTY), then the daemon's own ends to keep
+//                    kKeep      SeqBody; fds: more to keep for the command (a PTY master)
+//                    kSignal    SignalBody: signal the command's process group
+//                    kAck       SeqBody: the daemon has the command's exit and its output;
+//                               init closes what it kept and forgets the command
+//                    kHello     (no body): init answers one kCommandState per command it holds,
+//                               with the kept fds, then kHelloDone
+//   init -> daemon   kExited    ExitedBody, when init reaps a command's main process
+//                    kCommandState, kHelloDone
+//                    kExecFailed ExecFailedBody: init could not fork
+//
+// Starting one command (the daemon holds the other end of the per-command `sync` socketpair,
+// with SO_PASSCRED set, so the kernel attaches the sender's pid, translated to the daemon's pid
+// namespace, to every message the command's process sends):
+//   init:    fork; the child sends kChildHello on sync                        -- barrier 1
+//   daemon:  reads the child's host pid from the credentials, moves it into the command's
+//            own cgroup, sends kChildGo                                        -- barrier 2
+//   child:   setsid, drops to the command's user (and every capability), opens its PTY (sends
+//            the master as kChildPty), dup2s stdio, chdir, execve. A failed step is
+//            kChildFailed {step, errno}; the sync socket is close-on-exec, so EOF means exec'd.
+//
+// The daemon's ends of the pipes (and the PTY master) are also held by init, so a daemon that
+// dies does not take a command's stdio with it: the command blocks on a full pipe until a new
+// daemon connects, says kHello and gets them back.
+#pragma once
+
+#include <cstdint>
+
+namespace corral::initproto {
+
+inline constexpr uint32_t kMaxMessageBytes = 256 * 1024;
+inline constexpr int kMaxFds = 8;
+
+enum class MsgType : uint32_t {
+  kHello = 1,
+  kExec = 2,
+  kKeep = 3,
+  kSignal = 4,
+  kAck = 5,
+  kExited = 101,
+  kCommandState = 102,
+  kHelloDone = 103,
+  kExecFailed = 104,
+  // On a command's sync socket.
+  kChildHello = 201,
+  kChildGo = 202,
+  kChildPty = 203,
+  kChildFailed = 204,
+};
+
+struct Header {
+  MsgType type;
+  uint32_t body_size;
+};
+
+inline constexpr uint32_t kExecPty = 1;
+
+// Followed by body_size - sizeof(ExecBody) bytes: cwd, argv[0..argc), env[0..envc), each
+// NUL-terminated. fds: n_child_fds for the child (sync first), then n_keep_fds to keep.
+struct ExecBody {
+  uint64_t seq;
+  uint32_t uid;
+  uint32_t gid;
+  uint32_t flags;
+  uint16_t rows;
+  uint16_t cols;
+  uint32_t argc;
+  uint32_t envc;
+  uint32_t n_child_fds;
+  uint32_t n_keep_fds;
+};
+
+struct SeqBody {
+  uint64_t seq;
+};
+
+struct SignalBody {
+  uint64_t seq;
+  int32_t signal;
+  uint32_t reserved;
+};
+
+struct ExitedBody {
+  uint64_t seq;
+  int32_t wait_status;  // as waitpid(2) returns it
+  uint32_t reserved;
+};
+
+struct ExecFailedBody {
+  uint64_t seq;
+  int32_t error;
+  uint32_t reserved;
+};
+
+// fds: the kept fds, n_fds of them, in the order the daemon gave them.
+struct CommandStateBody {
+  uint64_t seq;
+  int32_t running;      // 1 while the main process has not been reaped
+  int32_t wait_status;  // when not running
+  int32_t pid;          // inside the sandbox's pid namespace
+  uint32_t n_fds;
+};
+
+enum class ChildStep : int32_t {
+  kSetsid = 1,
+  kCredentials = 2,
+  kPty = 3,
+  kStdio = 4,
+  kChdir = 5,
+  kExec = 6,
+};
+
+struct ChildFailedBody {
+  int32_t step;
+  int32_t error;
+};
+
+inline const char* ChildStepName(int32_t step) {
+  switch (static_cast<ChildStep>(step)) {
+    case ChildStep::kSetsid: return "setsid";
+    case ChildStep::kCredentials: return "set user";
+    case ChildStep::kPty: return "open pty";
+    case ChildStep::kStdio: return "stdio";
+    case ChildStep::kChdir: return "chdir";
+    case ChildStep::kExec: return "execve";
+  }
+  return "start command";
+}
+
+}  // namespace corral::initproto

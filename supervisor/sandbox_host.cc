@@ -1,0 +1,321 @@
+#include "supervisor/sandbox_host.h"
+
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <linux/fs.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "common/file_util.h"
+#include "common/log.h"
+#include "isolation/launcher.h"
+#include "isolation/sandbox_spec.h"
+#include "isolation/seccomp_program.h"
+#include "rootfs/disk_image.h"
+#include "rootfs/mount_plan.h"
+
+namespace corral::supervisor {
+namespace {
+
+constexpr uint64_t kInitCapabilities =
+    (1ull << CAP_SETUID) | (1ull << CAP_SETGID) | (1ull << CAP_KILL);
+
+Status WaitForExit(int pidfd, int timeout_ms) {
+  struct pollfd pfd = {pidfd, POLLIN, 0};
+  int n;
+  do {
+    n = poll(&pfd, 1, timeout_ms);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) return ErrnoError("poll pidfd");
+  if (n == 0) return Status::Error("sandbox init did not exit", ETIMEDOUT);
+  return Status();
+}
+
+StatusOr<UniqueFd> ListenControl(const std::string& path) {
+  struct sockaddr_un addr = {};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(addr.sun_path)) return Status::Error("control socket path too long: " + path);
+  memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  UniqueFd fd(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+  if (!fd) return ErrnoError("control socket");
+  if (unlink(path.c_str()) != 0 && errno != ENOENT) return ErrnoError("unlink " + path);
+  if (bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) return ErrnoError("bind " + path);
+  if (chmod(path.c_str(), 0600) != 0) return ErrnoError("chmod " + path);
+  if (listen(fd.get(), 4) != 0) return ErrnoError("listen " + path);
+  return fd;
+}
+
+}  // namespace
+
+uint64_t ProcessStartTime(pid_t pid) {
+  auto stat = ReadFileToString("/proc/" + std::to_string(pid) + "/stat");
+  if (!stat.ok()) return 0;
+  // The command name (field 2) may hold spaces and parentheses: count from the last ')'.
+  size_t close = stat->rfind(')');
+  if (close == std::string::npos) return 0;
+  const char* p = stat->c_str() + close + 1;
+  // Fields 3..22: skip 19 fields, then read the 20th.
+  for (int field = 3; field < 22; ++field) {
+    p = strchr(p + 1, ' ');
+    if (p == nullptr) return 0;
+  }
+  return strtoull(p + 1, nullptr, 10);
+}
+
+StatusOr<UniqueFd> ConnectControl(const std::string& path) {
+  struct sockaddr_un addr = {};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(addr.sun_path)) return Status::Error("control socket path too long: " + path);
+  memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  UniqueFd fd(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+  if (!fd) return ErrnoError("control socket");
+  if (connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    return ErrnoError("connect " + path);
+  }
+  return fd;
+}
+
+SandboxHost::SandboxHost(const DaemonConfig& config, cgroups::CgroupBackend& backend,
+                         std::string init_path)
+    : config_(config), backend_(backend), init_path_(std::move(init_path)) {}
+
+std::string SandboxHost::SandboxCgroup(const std::string& id) const {
+  return config_.cgroup_parent + "/" + id;
+}
+
+std::string SandboxHost::CommandCgroup(const std::string& id, uint64_t seq) const {
+  return SandboxCgroup(id) + "/cmd-" + std::to_string(seq);
+}
+
+std::string SandboxHost::LayerPath(const std::string& id) const {
+  return config_.state_dir + "/sandboxes/" + id + "/disk.img";
+}
+
+std::string SandboxHost::SnapshotPath(const std::string& snapshot_id) const {
+  return config_.state_dir + "/snapshots/" + snapshot_id + ".img";
+}
+
+std::string SandboxHost::ControlPath(const std::string& id) const {
+  return config_.run_dir + "/sandboxes/" + id + "/ctl";
+}
+
+Status SandboxHost::Prepare(const SandboxShape& shape) {
+  const std::string dir = config_.state_dir + "/sandboxes/" + shape.id;
+  RETURN_IF_ERROR(MakeDirs(dir, 0700));
+  const uid_t base = static_cast<uid_t>(shape.uid_base);
+  return rootfs::EnsureDiskImage(LayerPath(shape.id), shape.disk_bytes, base, base);
+}
+
+StatusOr<SandboxProcess> SandboxHost::Start(const SandboxShape& shape) {
+  const uid_t base = static_cast<uid_t>(shape.uid_base);
+  RETURN_IF_ERROR(Prepare(shape));
+  const std::string run_dir = config_.run_dir + "/sandboxes/" + shape.id;
+  // The sandbox's child builds its skeleton as the sandbox's own host uid in a tmpfs mounted on
+  // <run_dir>/scratch (in its own mount namespace): the path must be searchable by it.
+  for (const std::string& dir : {config_.run_dir, config_.run_dir + "/scratch"}) {
+    RETURN_IF_ERROR(MakeDirs(dir, 0755));
+    if (chmod(dir.c_str(), 0755) != 0) return ErrnoError("chmod " + dir);
+  }
+  RETURN_IF_ERROR(MakeDirs(run_dir, 0700));
+
+  ASSIGN_OR_RETURN(rootfs::LoopDevice disk, rootfs::AttachLoopDevice(LayerPath(shape.id)));
+  rootfs::MountPlanInput input;
+  input.scratch_dir = config_.run_dir + "/scratch";
+  input.scratch_bytes = std::min<uint64_t>(shape.disk_bytes, 1ull << 30);
+  input.workspace_device = disk.path;
+  input.hostname = shape.hostname;
+  input.host_uid_base = base;
+  input.host_gid_base = base;
+  input.agent_uid = isolation::kAgentUid;
+
+  isolation::LaunchPlan plan;
+  ASSIGN_OR_RETURN(plan.mounts, rootfs::BuildMountPlan(input));
+  plan.seccomp = isolation::PrecompiledSeccompPolicy();
+  plan.hostname = shape.hostname;
+  plan.host_uid_base = base;
+  plan.host_gid_base = base;
+  plan.uid = 0;
+  plan.gid = 0;
+  plan.cwd = "/";
+  plan.rlimits.push_back({RLIMIT_CORE, 0});
+  plan.argv = {"corral-init", "--control"};
+  plan.env = {"PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"};
+  plan.die_with_parent = false;
+  plan.init_capabilities = kInitCapabilities;
+
+  // A cgroup left by a sandbox that died with the previous daemon goes first.
+  const std::string cgroup = SandboxCgroup(shape.id);
+  RETURN_IF_ERROR(backend_.Destroy(cgroup));
+  RETURN_IF_ERROR(backend_.Create(cgroup + "/init"));
+  cgroups::CgroupLimits limits;
+  if (shape.memory_bytes > 0) limits.memory_max_bytes = shape.memory_bytes;
+  if (shape.pids > 0) limits.pids_max = shape.pids;
+  if (shape.cpu_millicores > 0) limits.cpu_quota_us = shape.cpu_millicores * limits.cpu_period_us / 1000;
+  auto fail = [&](Status status) {
+    (void)backend_.Destroy(cgroup);
+    return status;
+  };
+  Status limited = backend_.SetLimits(cgroup, limits);
+  if (!limited.ok()) return fail(limited);
+  UniqueFd cgroup_fd;
+  if (backend_.version() == cgroups::CgroupVersion::kV2) {
+    auto opened = backend_.OpenForClone(cgroup + "/init");
+    if (!opened.ok()) return fail(opened.status());
+    cgroup_fd = std::move(*opened);
+  }
+
+  auto listener = ListenControl(ControlPath(shape.id));
+  if (!listener.ok()) return fail(listener.status());
+  auto init_fd = isolation::LoadSealedExecutable(init_path_);
+  if (!init_fd.ok()) return fail(init_fd.status());
+  plan.init_fd = init_fd->get();
+  plan.status_fd = listener->get();
+  plan.cgroup_fd = cgroup_fd ? cgroup_fd.get() : -1;
+  isolation::AttachFn attach;
+  if (backend_.version() == cgroups::CgroupVersion::kV1) {
+    attach = [&](pid_t pid) { return backend_.Attach(cgroup + "/init", pid); };
+  }
+  auto launched = isolation::Launch(plan, attach);
+  // The sandbox's mount holds the loop device now (autoclear); init holds the listener.
+  disk.fd.reset();
+  listener->reset();
+  if (!launched.ok()) return fail(launched.status());
+
+  SandboxProcess process;
+  process.pid = launched->pid;
+  process.pidfd = std::move(launched->pidfd);
+  process.child = true;
+  process.start_time = ProcessStartTime(process.pid);
+  auto control = ConnectControl(ControlPath(shape.id));
+  if (!control.ok()) {
+    (void)Stop(shape.id, &process);
+    return control.status();
+  }
+  process.control = std::move(*control);
+  return process;
+}
+
+StatusOr<std::optional<SandboxProcess>> SandboxHost::Adopt(const std::string& id, pid_t pid,
+                                                           uint64_t start_time) {
+  if (pid <= 0 || start_time == 0) return std::optional<SandboxProcess>();
+  UniqueFd pidfd(static_cast<int>(syscall(SYS_pidfd_open, pid, 0)));
+  if (!pidfd) {
+    if (errno == ESRCH) return std::optional<SandboxProcess>();
+    return ErrnoError("pidfd_open");
+  }
+  // The pidfd pins this pid: if the start time matches now, it is the same process for as long
+  // as we hold the fd.
+  if (ProcessStartTime(pid) != start_time) return std::optional<SandboxProcess>();
+  auto control = ConnectControl(ControlPath(id));
+  if (!control.ok()) return control.status();
+  SandboxProcess process;
+  process.pid = pid;
+  process.start_time = start_time;
+  process.pidfd = std::move(pidfd);
+  process.control = std::move(*control);
+  process.child = false;
+  return std::optional<SandboxProcess>(std::move(process));
+}
+
+Status SandboxHost::Stop(const std::string& id, SandboxProcess* process) {
+  const std::string cgroup = SandboxCgroup(id);
+  if (process != nullptr && process->pidfd) {
+    // SIGKILL to PID 1 takes its whole pid namespace down; the cgroup kill below catches any
+    // process on its way out.
+    syscall(SYS_pidfd_send_signal, process->pidfd.get(), SIGKILL, nullptr, 0);
+    Status waited = WaitForExit(process->pidfd.get(), 10000);
+    if (!waited.ok()) LogWarn("sandbox", "init did not exit after SIGKILL", {{"sandbox", id}});
+    if (process->child) {
+      siginfo_t info;
+      while (waitid(P_PIDFD, static_cast<id_t>(process->pidfd.get()), &info, WEXITED) != 0 &&
+             errno == EINTR) {
+      }
+    }
+    process->pidfd.reset();
+    process->control.reset();
+  }
+  RETURN_IF_ERROR(backend_.Destroy(cgroup));
+  (void)backend_.RemoveIfEmpty(config_.cgroup_parent);
+  const std::string run_dir = config_.run_dir + "/sandboxes/" + id;
+  return RemoveTree(run_dir);
+}
+
+Status SandboxHost::Destroy(const std::string& id) {
+  RETURN_IF_ERROR(Stop(id, nullptr));
+  return RemoveTree(config_.state_dir + "/sandboxes/" + id);
+}
+
+Status SandboxHost::CopyLayer(const std::string& from_image, const std::string& to_image) {
+  const size_t slash = to_image.rfind('/');
+  if (slash != std::string::npos) RETURN_IF_ERROR(MakeDirs(to_image.substr(0, slash), 0700));
+  UniqueFd from(open(from_image.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!from) return ErrnoError("open " + from_image);
+  struct stat st;
+  if (fstat(from.get(), &st) != 0) return ErrnoError("stat " + from_image);
+  const std::string partial = to_image + ".partial";
+  UniqueFd to(open(partial.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  if (!to) return ErrnoError("create " + partial);
+  auto fail = [&](Status status) {
+    unlink(partial.c_str());
+    return status;
+  };
+  if (ioctl(to.get(), FICLONE, from.get()) != 0) {
+    if (errno != EOPNOTSUPP && errno != EXDEV && errno != EINVAL && errno != ENOTTY) {
+      return fail(ErrnoError("reflink " + from_image));
+    }
+    // No reflinks here: copy the data extents only, so the copy stays as sparse as the source.
+    if (ftruncate(to.get(), st.st_size) != 0) return fail(ErrnoError("truncate " + partial));
+    off_t offset = 0;
+    while (offset < st.st_size) {
+      off_t data = lseek(from.get(), offset, SEEK_DATA);
+      if (data < 0) {
+        if (errno == ENXIO) break;  // only a hole is left
+        return fail(ErrnoError("seek " + from_image));
+      }
+      off_t hole = lseek(from.get(), data, SEEK_HOLE);
+      if (hole < 0) return fail(ErrnoError("seek " + from_image));
+      loff_t in = data, out = data;
+      size_t left = static_cast<size_t>(hole - data);
+      while (left > 0) {
+        ssize_t n = copy_file_range(from.get(), &in, to.get(), &out, left, 0);
+        if (n < 0) return fail(ErrnoError("copy " + from_image));
+        if (n == 0) break;
+        left -= static_cast<size_t>(n);
+      }
+      offset = hole;
+    }
+  }
+  if (fsync(to.get()) != 0) return fail(ErrnoError("fsync " + partial));
+  if (rename(partial.c_str(), to_image.c_str()) != 0) return fail(ErrnoError("rename " + partial));
+  return Status();
+}
+
+Status SandboxHost::CreateCommandCgroup(const std::string& id, uint64_t seq) {
+  const std::string cgroup = CommandCgroup(id, seq);
+  // A leftover from a command that a crashed daemon never finished.
+  RETURN_IF_ERROR(backend_.Destroy(cgroup));
+  return backend_.Create(cgroup);
+}
+
+StatusOr<cgroups::CgroupStats> SandboxHost::FinishCommandCgroup(const std::string& id, uint64_t seq) {
+  const std::string cgroup = CommandCgroup(id, seq);
+  // A command is its whole process tree: what its main process left running goes with it.
+  RETURN_IF_ERROR(backend_.Kill(cgroup));
+  ASSIGN_OR_RETURN(cgroups::CgroupStats stats, backend_.Stats(cgroup));
+  RETURN_IF_ERROR(backend_.Destroy(cgroup));
+  return stats;
+}
+
+}  // namespace corral::supervisor

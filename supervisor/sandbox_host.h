@@ -1,0 +1,100 @@
+// SandboxHost: the kernel side of a persistent sandbox's life, in blocking calls (the daemon
+// runs them on its worker pool, never on the event loop).
+//
+// On the host a sandbox `sb_x` is:
+//   <state_dir>/sandboxes/sb_x/disk.img   its writable layer: a sparse ext4 image of the disk
+//                                         cap (the user's files: survives stop and start)
+//   <run_dir>/sandboxes/sb_x/ctl          corral-init's control socket (only while running)
+//   <cgroup>/corral/sb_x/                 limits for the whole sandbox
+//            corral/sb_x/init             corral-init
+//            corral/sb_x/cmd-<seq>        one per command (its own CPU and memory figures)
+// and, while it runs, a loop device (autoclear: it goes when the sandbox's mounts go) and the
+// sandbox's processes. Everything else (mounts, namespaces) lives and dies with its processes.
+//
+// Host uids: root inside is kUidFirst + k * 65536 (the store hands out k), a range disjoint
+// from `corral run`'s ephemeral and workspace ranges.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "cgroups/cgroup_backend.h"
+#include "common/status.h"
+#include "common/unique_fd.h"
+#include "supervisor/config.h"
+
+namespace corral::supervisor {
+
+inline constexpr int64_t kUidFirst = 0xC0000000;
+inline constexpr int64_t kUidStep = 65536;
+inline constexpr int64_t kUidSlots = 16382;  // the last range would reach uid -1
+
+// What a sandbox is made of, fixed at create time.
+struct SandboxShape {
+  std::string id;
+  int64_t uid_base = 0;
+  uint64_t memory_bytes = 0;
+  uint64_t cpu_millicores = 0;
+  uint64_t pids = 0;
+  uint64_t disk_bytes = 0;
+  std::string hostname = "corral";
+};
+
+// A running sandbox as the host sees it.
+struct SandboxProcess {
+  pid_t pid = -1;              // corral-init, host pid
+  uint64_t start_time = 0;     // /proc/PID/stat field 22, to tell a reused pid apart
+  UniqueFd pidfd;              // readable when init exits
+  UniqueFd control;            // connected to corral-init's control socket
+  bool child = false;          // our child (reap with waitid) or adopted after a restart
+};
+
+class SandboxHost {
+ public:
+  SandboxHost(const DaemonConfig& config, cgroups::CgroupBackend& backend, std::string init_path);
+
+  // Makes the writable layer (formats the image) if it does not exist yet.
+  Status Prepare(const SandboxShape& shape);
+  // Starts corral-init in a new sandbox and connects to it.
+  StatusOr<SandboxProcess> Start(const SandboxShape& shape);
+  // Finds a sandbox that a previous daemon started: init alive with the same start time.
+  // Returns nullopt when it is gone (then call Cleanup).
+  StatusOr<std::optional<SandboxProcess>> Adopt(const std::string& id, pid_t pid, uint64_t start_time);
+  // Kills everything in the sandbox, waits for init to exit, and removes its cgroups and
+  // control socket. The writable layer stays. Safe on a sandbox that is already gone.
+  Status Stop(const std::string& id, SandboxProcess* process);
+  // Stop, then removes the writable layer too.
+  Status Destroy(const std::string& id);
+  // Copies a (stopped or frozen) sandbox's layer: reflink where the file system has it, else a
+  // sparse copy. `to` is a path made by LayerPath/SnapshotPath.
+  Status CopyLayer(const std::string& from_image, const std::string& to_image);
+
+  // Per-command cgroups.
+  std::string SandboxCgroup(const std::string& id) const;
+  std::string CommandCgroup(const std::string& id, uint64_t seq) const;
+  Status CreateCommandCgroup(const std::string& id, uint64_t seq);
+  // Kills what is left of the command's tree, returns its figures, removes the cgroup.
+  StatusOr<cgroups::CgroupStats> FinishCommandCgroup(const std::string& id, uint64_t seq);
+
+  std::string LayerPath(const std::string& id) const;      // .../sandboxes/<id>/disk.img
+  std::string SnapshotPath(const std::string& snapshot_id) const;
+  std::string ControlPath(const std::string& id) const;
+
+  cgroups::CgroupBackend& backend() { return backend_; }
+
+ private:
+  const DaemonConfig& config_;
+  cgroups::CgroupBackend& backend_;
+  std::string init_path_;
+};
+
+// /proc/PID/stat field 22 (start time in clock ticks since boot); 0 when the process is gone.
+uint64_t ProcessStartTime(pid_t pid);
+
+// Connects to a control socket (SOCK_SEQPACKET), close-on-exec.
+StatusOr<UniqueFd> ConnectControl(const std::string& path);
+
+}  // namespace corral::supervisor

@@ -1,0 +1,336 @@
+// A persistent sandbox driven by hand through corral-init's control protocol: the layer under
+// corrald, tested on the real kernel without the daemon.
+#include "supervisor/sandbox_host.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <memory>
+
+#include "cgroups/cgroup_backend.h"
+#include "common/file_util.h"
+#include "supervisor/ids.h"
+#include "supervisor/init_client.h"
+#include "tests/root/root_test_util.h"
+
+namespace corral::supervisor {
+namespace {
+
+using ::testing::HasSubstr;
+using initproto::MsgType;
+
+bool WaitReadable(int fd, int timeout_ms = 10000) {
+  struct pollfd pfd = {fd, POLLIN, 0};
+  return poll(&pfd, 1, timeout_ms) == 1;
+}
+
+// Reads messages (blocking, with a timeout) until one of `type` arrives.
+std::optional<InitMessage> Expect(int fd, MsgType type) {
+  for (;;) {
+    if (!WaitReadable(fd)) return std::nullopt;
+    auto message = ReceiveMessage(fd, true);
+    if (!message.ok() || !message->has_value()) return std::nullopt;
+    if ((*message)->type == type) return std::move(**message);
+  }
+}
+
+std::string Drain(int fd) {
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    if (!WaitReadable(fd)) break;
+    ssize_t n = read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EAGAIN) continue;
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  return out;
+}
+
+struct Finished {
+  int wait_status = -1;
+  std::string out, err;
+  int failed_step = 0;
+  int failed_errno = 0;
+  cgroups::CgroupStats stats;
+  pid_t host_pid = 0;
+};
+
+class SandboxHostTest : public testing::SandboxTest {
+ protected:
+  void SetUp() override {
+    SandboxTest::SetUp();
+    if (IsSkipped()) return;
+    config_.state_dir = testing::TestStateDir();
+    config_.run_dir = testing::TestRunDir();
+    config_.cgroup_parent = testing::TestCgroupParent();
+    auto backend = cgroups::DetectBackend(config_.cgroup_mount);
+    ASSERT_TRUE(backend.ok()) << backend.status().ToString();
+    backend_ = std::move(*backend);
+    host_ = std::make_unique<SandboxHost>(config_, *backend_, std::string(CORRAL_BIN_DIR) + "/corral-init");
+    shape_.id = NewId("sb");
+    // A uid range of our own, far from what other tests on this host use.
+    shape_.uid_base = kUidFirst + (16000 + getpid() % 300) * kUidStep;
+    shape_.memory_bytes = 256 << 20;
+    shape_.pids = 64;
+    shape_.disk_bytes = 256 << 20;
+  }
+  void TearDown() override {
+    if (host_) {
+      EXPECT_TRUE(host_->Stop(shape_.id, running_ ? &*running_ : nullptr).ok());
+      EXPECT_TRUE(host_->Destroy(shape_.id).ok());
+    }
+    SandboxTest::TearDown();
+  }
+
+  void StartSandbox() {
+    auto started = host_->Start(shape_);
+    ASSERT_TRUE(started.ok()) << started.status().ToString();
+    running_ = std::move(*started);
+  }
+
+  // Runs one command to its end the way the daemon does.
+  Finished Run(ExecRequest request) {
+    Finished result;
+    request.seq = ++seq_;
+    const int control = running_->control.get();
+    auto fds = SendExec(control, request);
+    EXPECT_TRUE(fds.ok()) << fds.status().ToString();
+    if (!fds.ok()) return result;
+    auto hello = Expect(fds->sync.get(), MsgType::kChildHello);
+    EXPECT_TRUE(hello.has_value());
+    if (!hello) return result;
+    result.host_pid = hello->sender_pid;
+    EXPECT_GT(result.host_pid, 0);
+    EXPECT_TRUE(host_->CreateCommandCgroup(shape_.id, request.seq).ok());
+    EXPECT_TRUE(host_->backend().Attach(host_->CommandCgroup(shape_.id, request.seq), result.host_pid).ok());
+    EXPECT_TRUE(SendChildGo(fds->sync.get()).ok());
+    UniqueFd master;
+    for (;;) {
+      if (!WaitReadable(fds->sync.get())) break;
+      auto message = ReceiveMessage(fds->sync.get(), true);
+      if (!message.ok() || !message->has_value()) break;  // EOF: exec'd (or died)
+      if ((*message)->type == MsgType::kChildPty && !(*message)->fds.empty()) {
+        master = std::move((*message)->fds[0]);
+      } else if ((*message)->type == MsgType::kChildFailed) {
+        initproto::ChildFailedBody body;
+        (*message)->BodyAs(body);
+        result.failed_step = body.step;
+        result.failed_errno = body.error;
+      }
+    }
+    fds->stdin_w.reset();
+    if (master) {
+      result.out = Drain(master.get());
+    } else {
+      result.out = Drain(fds->stdout_r.get());
+      result.err = Drain(fds->stderr_r.get());
+    }
+    auto exited = Expect(control, MsgType::kExited);
+    EXPECT_TRUE(exited.has_value());
+    if (exited) {
+      initproto::ExitedBody body;
+      exited->BodyAs(body);
+      EXPECT_EQ(body.seq, request.seq);
+      result.wait_status = body.wait_status;
+    }
+    auto stats = host_->FinishCommandCgroup(shape_.id, request.seq);
+    EXPECT_TRUE(stats.ok()) << stats.status().ToString();
+    if (stats.ok()) result.stats = *stats;
+    EXPECT_TRUE(SendAck(control, request.seq).ok());
+    return result;
+  }
+
+  static ExecRequest Sh(const std::string& script, uid_t uid = 1000) {
+    ExecRequest request;
+    request.argv = {"sh", "-c", script};
+    request.uid = uid;
+    request.gid = uid;
+    request.env = {"PATH=/usr/bin:/bin", "HOME=/home/agent"};
+    request.cwd = "/home/agent";
+    return request;
+  }
+
+  DaemonConfig config_;
+  std::unique_ptr<cgroups::CgroupBackend> backend_;
+  std::unique_ptr<SandboxHost> host_;
+  SandboxShape shape_;
+  std::optional<SandboxProcess> running_;
+  uint64_t seq_ = 0;
+};
+
+TEST_F(SandboxHostTest, RunsCommandsAsTheAgentWithTheirOwnStdio) {
+  StartSandbox();
+  Finished result = Run(Sh("echo out; echo err >&2; id -u; pwd; exit 3"));
+  ASSERT_TRUE(WIFEXITED(result.wait_status));
+  EXPECT_EQ(WEXITSTATUS(result.wait_status), 3);
+  EXPECT_EQ(result.out, "out\n1000\n/home/agent\n");
+  EXPECT_EQ(result.err, "err\n");
+}
+
+TEST_F(SandboxHostTest, CommandsHoldNoCapabilitiesEvenAsRootInside) {
+  StartSandbox();
+  // Positive control: init itself holds exactly SETUID, SETGID and KILL (bits 7, 6 and 5).
+  auto init_status = ReadFileToString("/proc/" + std::to_string(running_->pid) + "/status");
+  ASSERT_TRUE(init_status.ok());
+  EXPECT_THAT(*init_status, HasSubstr("CapEff:\t00000000000000e0"));
+  Finished result = Run(Sh("grep -E '^(Uid|CapEff|CapPrm|CapAmb|NoNewPrivs)' /proc/self/status", 0));
+  EXPECT_THAT(result.out, HasSubstr("CapEff:\t0000000000000000"));
+  EXPECT_THAT(result.out, HasSubstr("CapPrm:\t0000000000000000"));
+  EXPECT_THAT(result.out, HasSubstr("CapAmb:\t0000000000000000"));
+  EXPECT_THAT(result.out, HasSubstr("NoNewPrivs:\t1"));
+  EXPECT_THAT(result.out, HasSubstr("Uid:\t0\t0\t0\t0"));
+}
+
+TEST_F(SandboxHostTest, EachCommandRunsInItsOwnCgroup) {
+  StartSandbox();
+  Finished result = Run(Sh("cat /proc/self/cgroup; i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done"));
+  EXPECT_GT(result.stats.cpu_usage_usec, 0u);
+  EXPECT_THAT(result.out, HasSubstr("cmd-1"));
+  // The command's cgroup is gone once it has finished; the sandbox's stays while it runs.
+  auto children = host_->backend().ListChildren(host_->SandboxCgroup(shape_.id));
+  ASSERT_TRUE(children.ok());
+  EXPECT_THAT(*children, ::testing::ElementsAre(host_->SandboxCgroup(shape_.id) + "/init"));
+}
+
+TEST_F(SandboxHostTest, AMissingProgramIsAnExecFailureWithItsErrno) {
+  StartSandbox();
+  ExecRequest request = Sh("");
+  request.argv = {"/no/such/program"};
+  Finished result = Run(request);
+  EXPECT_EQ(result.failed_step, static_cast<int>(initproto::ChildStep::kExec));
+  EXPECT_EQ(result.failed_errno, ENOENT);
+  ASSERT_TRUE(WIFEXITED(result.wait_status));
+  EXPECT_EQ(WEXITSTATUS(result.wait_status), 127);
+  // Positive control: a program that exists runs.
+  request.argv = {"/bin/true"};
+  EXPECT_EQ(Run(request).failed_step, 0);
+}
+
+TEST_F(SandboxHostTest, APtyCommandHasAControllingTerminalOwnedByItsUser) {
+  StartSandbox();
+  ExecRequest request = Sh("tty; stat -c %u $(tty); stty size");
+  request.pty = true;
+  request.rows = 33;
+  request.cols = 101;
+  Finished result = Run(request);
+  EXPECT_THAT(result.out, HasSubstr("/dev/pts/0"));
+  EXPECT_THAT(result.out, HasSubstr("1000"));
+  EXPECT_THAT(result.out, HasSubstr("33 101"));
+}
+
+TEST_F(SandboxHostTest, ARestartedDaemonGetsTheRunningCommandAndItsPipesBack) {
+  StartSandbox();
+  ExecRequest request = Sh("echo before; read line; echo after:$line");
+  request.seq = ++seq_;
+  auto fds = SendExec(running_->control.get(), request);
+  ASSERT_TRUE(fds.ok());
+  auto hello = Expect(fds->sync.get(), MsgType::kChildHello);
+  ASSERT_TRUE(hello.has_value());
+  ASSERT_TRUE(host_->CreateCommandCgroup(shape_.id, request.seq).ok());
+  ASSERT_TRUE(host_->backend().Attach(host_->CommandCgroup(shape_.id, request.seq), hello->sender_pid).ok());
+  ASSERT_TRUE(SendChildGo(fds->sync.get()).ok());
+  // The daemon "dies": every fd it had goes.
+  fds = CommandFds();
+  running_->control.reset();
+
+  auto control = ConnectControl(host_->ControlPath(shape_.id));
+  ASSERT_TRUE(control.ok()) << control.status().ToString();
+  running_->control = std::move(*control);
+  ASSERT_TRUE(SendHello(running_->control.get()).ok());
+  auto state = Expect(running_->control.get(), MsgType::kCommandState);
+  ASSERT_TRUE(state.has_value());
+  initproto::CommandStateBody body;
+  ASSERT_TRUE(state->BodyAs(body));
+  EXPECT_EQ(body.seq, request.seq);
+  EXPECT_EQ(body.running, 1);
+  ASSERT_EQ(state->fds.size(), 3u);
+  ASSERT_TRUE(Expect(running_->control.get(), MsgType::kHelloDone).has_value());
+  // The command is still there, blocked on its stdin: the pipes survived.
+  ASSERT_EQ(write(state->fds[0].get(), "x\n", 2), 2);
+  state->fds[0].reset();
+  std::string out = Drain(state->fds[1].get());
+  EXPECT_EQ(out, "before\nafter:x\n");
+  auto exited = Expect(running_->control.get(), MsgType::kExited);
+  ASSERT_TRUE(exited.has_value());
+  ASSERT_TRUE(host_->FinishCommandCgroup(shape_.id, request.seq).ok());
+  ASSERT_TRUE(SendAck(running_->control.get(), request.seq).ok());
+}
+
+TEST_F(SandboxHostTest, SignalsReachTheCommandsProcessGroup) {
+  StartSandbox();
+  ExecRequest request = Sh("sleep 100 & sleep 100; echo never");
+  request.seq = ++seq_;
+  auto fds = SendExec(running_->control.get(), request);
+  ASSERT_TRUE(fds.ok());
+  auto hello = Expect(fds->sync.get(), MsgType::kChildHello);
+  ASSERT_TRUE(hello.has_value());
+  ASSERT_TRUE(host_->CreateCommandCgroup(shape_.id, request.seq).ok());
+  ASSERT_TRUE(host_->backend().Attach(host_->CommandCgroup(shape_.id, request.seq), hello->sender_pid).ok());
+  ASSERT_TRUE(SendChildGo(fds->sync.get()).ok());
+  // Wait until both sleeps run, then TERM the group.
+  ASSERT_TRUE(testing::WaitFor([&] {
+    auto procs = host_->backend().Procs(host_->CommandCgroup(shape_.id, request.seq));
+    return procs.ok() && procs->size() == 3;
+  }, 10));
+  ASSERT_TRUE(SendSignal(running_->control.get(), request.seq, SIGTERM).ok());
+  auto exited = Expect(running_->control.get(), MsgType::kExited);
+  ASSERT_TRUE(exited.has_value());
+  initproto::ExitedBody body;
+  exited->BodyAs(body);
+  ASSERT_TRUE(WIFSIGNALED(body.wait_status));
+  EXPECT_EQ(WTERMSIG(body.wait_status), SIGTERM);
+  EXPECT_EQ(Drain(fds->stdout_r.get()), "");
+  ASSERT_TRUE(host_->FinishCommandCgroup(shape_.id, request.seq).ok());
+  ASSERT_TRUE(SendAck(running_->control.get(), request.seq).ok());
+}
+
+TEST_F(SandboxHostTest, FilesSurviveStopAndStart) {
+  StartSandbox();
+  EXPECT_EQ(Run(Sh("echo kept > ~/note; echo gone > /tmp/scratch")).wait_status, 0);
+  ASSERT_TRUE(host_->Stop(shape_.id, &*running_).ok());
+  running_.reset();
+  EXPECT_TRUE(testing::SandboxCgroups().empty());
+  struct stat st;
+  EXPECT_NE(stat(host_->ControlPath(shape_.id).c_str(), &st), 0);
+  EXPECT_EQ(stat(host_->LayerPath(shape_.id).c_str(), &st), 0);
+
+  StartSandbox();
+  Finished result = Run(Sh("cat ~/note; cat /tmp/scratch 2>/dev/null || echo no-scratch"));
+  EXPECT_EQ(result.out, "kept\nno-scratch\n");
+}
+
+TEST_F(SandboxHostTest, TheControlSocketIsOutOfReachInside) {
+  StartSandbox();
+  const std::string path = host_->ControlPath(shape_.id);
+  // Root inside sees neither the socket's path nor init's copy of it (init is not dumpable,
+  // so its fd links need CAP_SYS_PTRACE, which nothing inside has); its own fds it can read.
+  Finished result = Run(Sh("test -e " + path + " && echo visible || echo absent; "
+                           "readlink /proc/1/fd/3 2>&1 || echo init-fd-denied; "
+                           "readlink /proc/self/fd/0 >/dev/null && echo own-fd-ok", 0));
+  EXPECT_THAT(result.out, HasSubstr("absent"));
+  EXPECT_THAT(result.out, HasSubstr("init-fd-denied"));
+  EXPECT_THAT(result.out, HasSubstr("own-fd-ok"));
+  // Positive control: the host sees the socket.
+  struct stat st;
+  EXPECT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+}
+
+TEST_F(SandboxHostTest, AdoptFindsALiveInitAndRefusesADeadOne) {
+  StartSandbox();
+  auto adopted = host_->Adopt(shape_.id, running_->pid, running_->start_time);
+  ASSERT_TRUE(adopted.ok()) << adopted.status().ToString();
+  ASSERT_TRUE(adopted->has_value());
+  EXPECT_EQ((*adopted)->pid, running_->pid);
+  // A wrong start time is another process that happens to have the pid.
+  auto wrong = host_->Adopt(shape_.id, running_->pid, running_->start_time + 1);
+  ASSERT_TRUE(wrong.ok());
+  EXPECT_FALSE(wrong->has_value());
+}
+
+}  // namespace
+}  // namespace corral::supervisor
