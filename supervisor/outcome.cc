@@ -1,4 +1,4 @@
-#include "tools/corral/outcome.h"
+#include "supervisor/outcome.h"
 
 #include <sys/wait.h>
 
@@ -6,7 +6,7 @@
 
 #include "common/status.h"
 
-namespace corral::cli {
+namespace corral::supervisor {
 
 const char* OutcomeName(OutcomeKind kind) {
   switch (kind) {
@@ -17,6 +17,8 @@ const char* OutcomeName(OutcomeKind kind) {
     case OutcomeKind::kCpuTimeLimit: return "cpu_time_limit";
     case OutcomeKind::kPidsLimit: return "pids_limit";
     case OutcomeKind::kSetupFailed: return "setup_failed";
+    case OutcomeKind::kKilledByRequest: return "killed_by_request";
+    case OutcomeKind::kLost: return "lost";
   }
   return "unknown";
 }
@@ -28,6 +30,10 @@ Outcome ClassifyOutcome(const OutcomeEvidence& e) {
     out.kind = OutcomeKind::kSetupFailed;
     out.setup_step = e.setup_step;
     out.setup_errno = e.setup_errno;
+    return out;
+  }
+  if (e.lost) {
+    out.kind = OutcomeKind::kLost;
     return out;
   }
   out.have_usage = true;
@@ -54,6 +60,8 @@ Outcome ClassifyOutcome(const OutcomeEvidence& e) {
     out.kind = OutcomeKind::kCpuTimeLimit;
   } else if (e.killed_at_wall_limit) {
     out.kind = OutcomeKind::kWallTimeout;
+  } else if (e.killed_by_request && out.signal) {
+    out.kind = OutcomeKind::kKilledByRequest;
   } else if (out.signal) {
     out.kind = OutcomeKind::kSignaled;
   } else {
@@ -63,7 +71,7 @@ Outcome ClassifyOutcome(const OutcomeEvidence& e) {
 }
 
 int ExitCodeFor(const Outcome& outcome) {
-  if (outcome.kind == OutcomeKind::kSetupFailed) return 125;
+  if (outcome.kind == OutcomeKind::kSetupFailed || outcome.kind == OutcomeKind::kLost) return 125;
   if (outcome.exit_code) return *outcome.exit_code;
   return 128 + outcome.signal.value_or(SIGKILL);
 }
@@ -86,4 +94,4 @@ nlohmann::json OutcomeToJson(const Outcome& outcome) {
   return j;
 }
 
-}  // namespace corral::cli
+}  // namespace corral::supervisor
