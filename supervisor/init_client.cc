@@ -74,11 +74,17 @@ StatusOr<CommandFds> SendExec(int control, const ExecRequest& request) {
   std::vector<int> fds = {child_sync.get()};
   UniqueFd child_stdin, child_stdout, child_stderr;
   if (!request.pty) {
-    RETURN_IF_ERROR(MakePipe(child_stdin, mine.stdin_w));
+    if (request.stdin_open) {
+      RETURN_IF_ERROR(MakePipe(child_stdin, mine.stdin_w));
+    } else {
+      child_stdin.reset(open("/dev/null", O_RDONLY | O_CLOEXEC));
+      if (!child_stdin) return ErrnoError("open /dev/null");
+    }
     RETURN_IF_ERROR(MakePipe(mine.stdout_r, child_stdout));
     RETURN_IF_ERROR(MakePipe(mine.stderr_r, child_stderr));
     fds.insert(fds.end(), {child_stdin.get(), child_stdout.get(), child_stderr.get(),
-                           mine.stdin_w.get(), mine.stdout_r.get(), mine.stderr_r.get()});
+                           mine.stdout_r.get(), mine.stderr_r.get()});
+    if (mine.stdin_w) fds.push_back(mine.stdin_w.get());
   }
   initproto::ExecBody body = {};
   body.seq = request.seq;
@@ -90,7 +96,7 @@ StatusOr<CommandFds> SendExec(int control, const ExecRequest& request) {
   body.argc = static_cast<uint32_t>(request.argv.size());
   body.envc = static_cast<uint32_t>(request.env.size());
   body.n_child_fds = request.pty ? 1 : 4;
-  body.n_keep_fds = request.pty ? 0 : 3;
+  body.n_keep_fds = request.pty ? 0 : (mine.stdin_w ? 3 : 2);
   std::string payload(reinterpret_cast<const char*>(&body), sizeof(body));
   auto add = [&](const std::string& text) -> Status {
     if (text.find('\0') != std::string::npos) return Status::Error("exec: NUL byte in an argument", EINVAL);
@@ -116,6 +122,11 @@ Status SendSignal(int control, uint64_t seq, int signal) {
 Status SendAck(int control, uint64_t seq) {
   initproto::SeqBody body = {seq};
   return Send(control, MsgType::kAck, &body, sizeof(body));
+}
+
+Status SendCloseStdin(int control, uint64_t seq) {
+  initproto::SeqBody body = {seq};
+  return Send(control, MsgType::kCloseStdin, &body, sizeof(body));
 }
 
 Status SendKeep(int control, uint64_t seq, int fd) {

@@ -28,12 +28,13 @@ struct ExecRequest {
   std::string cwd = "/";
   std::vector<std::string> argv;
   std::vector<std::string> env;  // KEY=VALUE
+  bool stdin_open = true;         // false: the command's stdin is /dev/null
 };
 
 // The daemon's ends of a command's stdio (non-blocking, close-on-exec).
 struct CommandFds {
   UniqueFd sync;      // SEQPACKET, SO_PASSCRED: the child's handshake
-  UniqueFd stdin_w;   // not for a PTY
+  UniqueFd stdin_w;   // not for a PTY, nor when stdin is not open
   UniqueFd stdout_r;  // a PTY's master comes later, over `sync`
   UniqueFd stderr_r;
 };
@@ -43,6 +44,7 @@ struct CommandFds {
 StatusOr<CommandFds> SendExec(int control, const ExecRequest& request);
 Status SendSignal(int control, uint64_t seq, int signal);
 Status SendAck(int control, uint64_t seq);
+Status SendCloseStdin(int control, uint64_t seq);
 Status SendKeep(int control, uint64_t seq, int fd);
 Status SendHello(int control);
 Status SendChildGo(int sync);

@@ -8,9 +8,12 @@
 // Every message is one datagram: a Header, then the body, with file descriptors as SCM_RIGHTS.
 //
 //   daemon -> init   kExec      ExecBody + strings; fds: child fds (sync, and stdin, stdout,
-//                               stderr unless PTY), then the daemon's own ends to keep
+//                               stderr unless PTY), then the daemon's own ends to keep:
+//                               stdout, stderr and, when the command has a stdin pipe, stdin
 //                    kKeep      SeqBody; fds: more to keep for the command (a PTY master)
 //                    kSignal    SignalBody: signal the command's process group
+//                    kCloseStdin SeqBody: init closes its copy of the command's stdin pipe
+//                               (so the daemon's close reaches the command as EOF)
 //                    kAck       SeqBody: the daemon has the command's exit and its output;
 //                               init closes what it kept and forgets the command
 //                    kHello     (no body): init answers one kCommandState per command it holds,
@@ -47,6 +50,7 @@ enum class MsgType : uint32_t {
   kKeep = 3,
   kSignal = 4,
   kAck = 5,
+  kCloseStdin = 6,
   kExited = 101,
   kCommandState = 102,
   kHelloDone = 103,
@@ -102,13 +106,20 @@ struct ExecFailedBody {
   uint32_t reserved;
 };
 
-// fds: the kept fds, n_fds of them, in the order the daemon gave them.
+// Kept fds by position: stdout, stderr, stdin for a pipe command; the master for a PTY.
+inline constexpr int kKeptStdout = 0;
+inline constexpr int kKeptStderr = 1;
+inline constexpr int kKeptStdin = 2;
+inline constexpr int kKeptPtyMaster = 0;
+
+// fds: the kept fds still open, in position order; bit i of fd_mask says position i is among
+// them (a closed stdin is not).
 struct CommandStateBody {
   uint64_t seq;
   int32_t running;      // 1 while the main process has not been reaped
   int32_t wait_status;  // when not running
   int32_t pid;          // inside the sandbox's pid namespace
-  uint32_t n_fds;
+  uint32_t fd_mask;
 };
 
 enum class ChildStep : int32_t {

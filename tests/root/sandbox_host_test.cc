@@ -122,7 +122,10 @@ class SandboxHostTest : public testing::SandboxTest {
         result.failed_errno = body.error;
       }
     }
-    fds->stdin_w.reset();
+    if (fds->stdin_w) {
+      fds->stdin_w.reset();
+      EXPECT_TRUE(SendCloseStdin(control, request.seq).ok());
+    }
     if (master) {
       result.out = Drain(master.get());
     } else {
@@ -248,11 +251,14 @@ TEST_F(SandboxHostTest, ARestartedDaemonGetsTheRunningCommandAndItsPipesBack) {
   EXPECT_EQ(body.seq, request.seq);
   EXPECT_EQ(body.running, 1);
   ASSERT_EQ(state->fds.size(), 3u);
+  EXPECT_EQ(body.fd_mask, 7u);
   ASSERT_TRUE(Expect(running_->control.get(), MsgType::kHelloDone).has_value());
-  // The command is still there, blocked on its stdin: the pipes survived.
-  ASSERT_EQ(write(state->fds[0].get(), "x\n", 2), 2);
-  state->fds[0].reset();
-  std::string out = Drain(state->fds[1].get());
+  // The command is still there, blocked on its stdin: the pipes survived. Kept fds come back
+  // as stdout, stderr, stdin.
+  ASSERT_EQ(write(state->fds[2].get(), "x\n", 2), 2);
+  state->fds[2].reset();
+  ASSERT_TRUE(SendCloseStdin(running_->control.get(), request.seq).ok());
+  std::string out = Drain(state->fds[0].get());
   EXPECT_EQ(out, "before\nafter:x\n");
   auto exited = Expect(running_->control.get(), MsgType::kExited);
   ASSERT_TRUE(exited.has_value());

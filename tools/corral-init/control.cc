@@ -44,7 +44,7 @@ struct Command {
   pid_t pid = -1;
   bool running = true;
   int wait_status = 0;
-  std::vector<int> kept;  // the daemon's ends, held across a daemon restart
+  std::vector<int> kept;  // the daemon's ends by position (-1: closed), held across a restart
 };
 
 struct Message {
@@ -56,7 +56,9 @@ struct Message {
 alignas(Header) char g_buffer[initproto::kMaxMessageBytes];
 
 void CloseAll(std::vector<int>& fds) {
-  for (int fd : fds) close(fd);
+  for (int fd : fds) {
+    if (fd >= 0) close(fd);
+  }
   fds.clear();
 }
 
@@ -143,7 +145,7 @@ bool ParseExec(Message& message, ExecRequest& request) {
     return false;
   }
   const bool pty = (b.flags & initproto::kExecPty) != 0;
-  if (b.n_child_fds != (pty ? 1u : 4u)) return false;
+  if (b.n_child_fds != (pty ? 1u : 4u) || b.n_keep_fds > (pty ? 1u : 3u)) return false;
   // The strings: cwd, argv, env, each NUL-terminated, nothing after them.
   char* p = message.body.data() + sizeof(initproto::ExecBody);
   char* end = message.body.data() + message.body.size();
@@ -319,6 +321,7 @@ void Controller::OnMessage(Message& message) {
     case MsgType::kKeep:
     case MsgType::kSignal:
     case MsgType::kAck:
+    case MsgType::kCloseStdin:
       break;
     default:
       CloseAll(message.fds);
@@ -346,6 +349,12 @@ void Controller::OnMessage(Message& message) {
     if (command->running && body.signal > 0 && body.signal < 65) {
       // The command leads its own session and process group.
       if (kill(-command->pid, body.signal) != 0) kill(command->pid, body.signal);
+    }
+  } else if (message.header.type == MsgType::kCloseStdin) {
+    const size_t stdin_slot = initproto::kKeptStdin;
+    if (command->kept.size() > stdin_slot && command->kept[stdin_slot] >= 0) {
+      close(command->kept[stdin_slot]);
+      command->kept[stdin_slot] = -1;
     }
   } else if (message.header.type == MsgType::kAck && !command->running) {
     CloseAll(command->kept);
@@ -385,10 +394,17 @@ void Controller::OnExec(Message& message) {
 
 void Controller::OnHello() {
   for (const auto& command : commands_) {
+    std::vector<int> open_fds;
+    uint32_t mask = 0;
+    for (size_t i = 0; i < command.kept.size() && i < 32; ++i) {
+      if (command.kept[i] < 0) continue;
+      open_fds.push_back(command.kept[i]);
+      mask |= 1u << i;
+    }
     initproto::CommandStateBody body = {command.seq, command.running ? 1 : 0, command.wait_status,
-                                        command.pid, static_cast<uint32_t>(command.kept.size())};
-    if (!Send(conn_, MsgType::kCommandState, &body, sizeof(body), command.kept.data(),
-              static_cast<int>(command.kept.size()))) {
+                                        command.pid, mask};
+    if (!Send(conn_, MsgType::kCommandState, &body, sizeof(body), open_fds.data(),
+              static_cast<int>(open_fds.size()))) {
       Drop();
       return;
     }
