@@ -80,6 +80,11 @@ class Family {
 
 class Metrics {
  public:
+  Metrics();
+  ~Metrics();  // out of line: Entry is complete only in metrics.cc
+  Metrics(const Metrics&) = delete;
+  Metrics& operator=(const Metrics&) = delete;
+
   Counter& AddCounter(const std::string& name, const std::string& help);
   Gauge& AddGauge(const std::string& name, const std::string& help);
   Histogram& AddHistogram(const std::string& name, const std::string& help, std::vector<double> bounds);

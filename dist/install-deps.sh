@@ -9,6 +9,8 @@ packages=(
   libseccomp-dev libcap-dev libnl-3-dev libnl-route-3-dev
   libboost-dev libboost-system-dev nlohmann-json3-dev libsqlite3-dev libssl-dev
   libtomlplusplus-dev libsystemd-dev sqlite3
+  # corral cp: tar archives for directories
+  libarchive-dev
   # tests
   libgtest-dev libgmock-dev python3 iproute2 procps util-linux
   # e2e tests: real WebSocket clients (Debian's python3-websockets; node's ws comes from npm)

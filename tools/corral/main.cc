@@ -1,10 +1,15 @@
-// corral: the command-line client. Today: `corral run` (the sandbox engine as a command) and
-// `corral gc`.
+// corral: the command-line client. `corral run` and `corral gc` drive the sandbox engine on
+// this host; `sandbox`, `exec`, `shell` and `cp` talk to corrald over its HTTP + WebSocket API;
+// `admin` and `token` talk to corrald's admin socket.
 #include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "tools/corral/cp_command.h"
+#include "tools/corral/exec_command.h"
+#include "tools/corral/remote_commands.h"
+#include "tools/corral/remote_options.h"
 #include "tools/corral/run_command.h"
 #include "tools/corral/run_options.h"
 
@@ -13,14 +18,43 @@ namespace {
 constexpr char kUsage[] =
     "usage: corral <command> [ARGS...]\n"
     "\n"
-    "commands:\n"
+    "sandboxes on this host (root):\n"
     "  run [OPTIONS] -- CMD [ARGS...]   run CMD in a fresh sandbox (corral run --help)\n"
     "  gc                               remove what killed runs left behind\n"
+    "\n"
+    "sandboxes in corrald (--url, --token; corral <command> --help):\n"
+    "  sandbox create|ls|get|rm|start|stop|snapshot|fork   manage your sandboxes\n"
+    "  exec [OPTIONS] SANDBOX -- CMD    run CMD in a sandbox, streaming its output\n"
+    "  shell SANDBOX [-- CMD]           an interactive terminal in a sandbox\n"
+    "  cp [-r] SRC DST                  copy between the host and SANDBOX:/path\n"
+    "\n"
+    "operating corrald (its admin socket, root):\n"
+    "  admin issuer add|rm|ls NAME      manage the issuers of tokens\n"
+    "  token mint --issuer NAME --user ID   mint a token\n"
+    "\n"
     "  version                          print the version\n";
+
+// Parses with `parse`; on --help prints `usage`; on an error prints it and returns
+// `usage_error`; else runs `run`.
+template <typename Parse, typename Run>
+int Dispatch(const char* name, const std::vector<std::string>& args, Parse parse, const char* usage,
+             int usage_error, Run run) {
+  auto options = parse(args, corral::cli::ProcessEnv());
+  if (!options.ok()) {
+    fprintf(stderr, "corral %s: %s\n", name, options.status().ToString().c_str());
+    return usage_error;
+  }
+  if (options->help) {
+    fputs(usage, stdout);
+    return 0;
+  }
+  return run(*options);
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  using namespace corral::cli;
   if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
     fputs(kUsage, argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
@@ -29,17 +63,24 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 2, argv + argc);
   if (command == "run") {
     if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
-      fputs(corral::cli::RunUsage(), stdout);
+      fputs(RunUsage(), stdout);
       return 0;
     }
-    auto options = corral::cli::ParseRunOptions(args);
+    auto options = ParseRunOptions(args);
     if (!options.ok()) {
       fprintf(stderr, "corral run: %s\n", options.status().ToString().c_str());
       return 125;
     }
-    return corral::cli::RunSandbox(*options, corral::cli::DefaultRunEnvironment());
+    return RunSandbox(*options, DefaultRunEnvironment());
   }
-  if (command == "gc") return corral::cli::RunGc(corral::cli::DefaultRunEnvironment());
+  if (command == "gc") return RunGc(DefaultRunEnvironment());
+  // exec and shell exit with the command's code, so their own errors are 125 (as `corral run`).
+  if (command == "sandbox") return Dispatch("sandbox", args, ParseSandboxOptions, SandboxUsage(), 2, RunSandboxCommand);
+  if (command == "exec") return Dispatch("exec", args, ParseExecOptions, ExecUsage(), 125, RunExecCommand);
+  if (command == "shell") return Dispatch("shell", args, ParseShellOptions, ShellUsage(), 125, RunExecCommand);
+  if (command == "cp") return Dispatch("cp", args, ParseCpOptions, CpUsage(), 2, RunCpCommand);
+  if (command == "admin") return Dispatch("admin", args, ParseAdminOptions, AdminUsage(), 2, RunAdminCommand);
+  if (command == "token") return Dispatch("token", args, ParseTokenOptions, AdminUsage(), 2, RunAdminCommand);
   if (command == "version" || command == "--version") {
     printf("corral 0.1.0\n");
     return 0;

@@ -1,0 +1,922 @@
+#include "api/daemon_api.h"
+
+#include <signal.h>
+#include <time.h>
+
+#include <cerrno>
+#include <map>
+#include <regex>
+
+#include <boost/asio/post.hpp>
+#include <nlohmann/json.hpp>
+
+#include "api/ws_frames.h"
+#include "common/log.h"
+#include "supervisor/ids.h"
+#include "supervisor/sandbox_files.h"
+
+namespace corral::api {
+namespace {
+
+using nlohmann::json;
+using supervisor::Caller;
+using supervisor::SandboxRow;
+
+constexpr char kAdminIssuer[] = "corral-admin";
+
+// ---- JSON helpers ----
+
+std::string ErrorJson(ErrorCode code, const std::string& message) {
+  return json{{"error", {{"code", ErrorCodeName(code)}, {"message", message}}}}.dump();
+}
+
+HttpResponse JsonResponse(int status, const json& body) {
+  HttpResponse response;
+  response.status = status;
+  response.body = body.dump();
+  return response;
+}
+
+HttpResponse ErrorResponse(const Status& status) {
+  ErrorCode code = ErrorCodeFor(status);
+  HttpResponse response;
+  response.status = HttpStatusFor(code);
+  // Internal errors keep their details in the log; the client gets the request id to quote.
+  response.body = ErrorJson(code, code == ErrorCode::kInternal ? "internal error" : status.message());
+  if (code == ErrorCode::kInternal) LogError("api", "internal error", {{"error", status.ToString()}});
+  return response;
+}
+
+HttpResponse ErrorResponse(ErrorCode code, const std::string& message) {
+  HttpResponse response;
+  response.status = HttpStatusFor(code);
+  response.body = ErrorJson(code, message);
+  return response;
+}
+
+json SandboxJson(const SandboxRow& row, bool with_owner) {
+  json limits = json::object();
+  auto parsed = supervisor::ParseLimits(row.limits_json);
+  if (parsed.ok()) {
+    limits = {{"memory_bytes", parsed->memory_bytes},
+              {"cpus", static_cast<double>(parsed->cpu_millicores) / 1000.0},
+              {"pids", parsed->pids},
+              {"disk_bytes", parsed->disk_bytes}};
+  }
+  json j = {{"id", row.id},
+            {"name", row.name},
+            {"image", row.image},
+            {"state", row.state},
+            {"limits", limits},
+            {"idle_timeout_s", row.idle_timeout_s},
+            {"created_at", row.created_at},
+            {"last_active_at", row.last_active_at},
+            {"source", row.source}};
+  if (with_owner) {
+    j["iss"] = row.iss;
+    j["sub"] = row.sub;
+  }
+  return j;
+}
+
+json CommandJson(const supervisor::CommandRow& row) {
+  json j = {{"id", row.id},
+            {"sandbox", row.sandbox_id},
+            {"argv", json::parse(row.argv_json, nullptr, false)},
+            {"pty", row.pty},
+            {"state", row.state},
+            {"created_at", row.created_at},
+            {"ended_at", row.ended_at}};
+  if (!row.outcome_json.empty()) j["outcome"] = json::parse(row.outcome_json, nullptr, false);
+  return j;
+}
+
+Caller CallerOf(const AuthContext& auth) {
+  Caller caller;
+  caller.admin = auth.admin;
+  caller.iss = auth.admin ? kAdminIssuer : auth.iss;
+  caller.sub = auth.admin ? "admin" : auth.sub;
+  return caller;
+}
+
+supervisor::UserCaps CapsOf(const AuthContext& auth) {
+  supervisor::UserCaps caps;
+  if (auth.admin) return caps;
+  const TokenLimits& l = auth.claims.limits;
+  caps.sandboxes = l.sandboxes;
+  caps.memory_bytes = l.memory_bytes;
+  caps.cpu_millicores = l.cpu_millicores;
+  caps.pids = l.pids;
+  caps.disk_bytes = l.disk_bytes;
+  caps.idle_timeout_s = l.idle_timeout_s;
+  caps.commands = l.commands;
+  return caps;
+}
+
+bool HasScope(const AuthContext& auth, const char* scope) { return auth.admin || auth.claims.HasScope(scope); }
+
+Status ScopeError(const char* scope) {
+  return Status::Error(std::string("this token lacks the \"") + scope + "\" scope", EPERM);
+}
+
+// Reads an optional unsigned integer field; a wrong type is an error naming the field.
+Status OptionalUint(const json& body, const char* key, std::optional<uint64_t>& out) {
+  if (!body.contains(key) || body[key].is_null()) return Status();
+  if (!body[key].is_number_unsigned() && !(body[key].is_number_integer() && body[key].get<int64_t>() >= 0)) {
+    return Status::Error(std::string(key) + ": expected a non-negative integer", EINVAL);
+  }
+  out = body[key].get<uint64_t>();
+  return Status();
+}
+
+StatusOr<json> ParseBody(const std::string& body) {
+  if (body.empty()) return json::object();
+  json j = json::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return Status::Error("the body must be a JSON object", EINVAL);
+  return j;
+}
+
+StatusOr<supervisor::CreateRequest> ParseCreate(const json& body) {
+  supervisor::CreateRequest request;
+  if (body.contains("name")) {
+    if (!body["name"].is_string()) return Status::Error("name: expected a string", EINVAL);
+    request.name = body["name"].get<std::string>();
+  }
+  if (body.contains("image")) {
+    if (!body["image"].is_string()) return Status::Error("image: expected a string", EINVAL);
+    request.image = body["image"].get<std::string>();
+  }
+  if (body.contains("start")) {
+    if (!body["start"].is_boolean()) return Status::Error("start: expected true or false", EINVAL);
+    request.start = body["start"].get<bool>();
+  }
+  if (body.contains("snapshot")) {
+    if (!body["snapshot"].is_string()) return Status::Error("snapshot: expected a string", EINVAL);
+    request.snapshot = body["snapshot"].get<std::string>();
+  }
+  RETURN_IF_ERROR(OptionalUint(body, "idle_timeout_s", request.idle_timeout_s));
+  if (body.contains("limits")) {
+    const json& limits = body["limits"];
+    if (!limits.is_object()) return Status::Error("limits: expected an object", EINVAL);
+    for (const auto& [key, value] : limits.items()) {
+      if (key != "memory_bytes" && key != "cpus" && key != "pids" && key != "disk_bytes") {
+        return Status::Error("limits: unknown limit \"" + key + "\"", EINVAL);
+      }
+    }
+    RETURN_IF_ERROR(OptionalUint(limits, "memory_bytes", request.memory_bytes));
+    RETURN_IF_ERROR(OptionalUint(limits, "pids", request.pids));
+    RETURN_IF_ERROR(OptionalUint(limits, "disk_bytes", request.disk_bytes));
+    if (limits.contains("cpus")) {
+      if (!limits["cpus"].is_number() || limits["cpus"].get<double>() <= 0) {
+        return Status::Error("limits.cpus: expected a positive number", EINVAL);
+      }
+      request.cpu_millicores = static_cast<uint64_t>(limits["cpus"].get<double>() * 1000 + 0.5);
+    }
+  }
+  return request;
+}
+
+// ---- Files ----
+
+json FileInfoJson(const supervisor::FileInfo& info) {
+  char mode[8];
+  snprintf(mode, sizeof(mode), "%04o", info.mode);
+  return {{"name", info.name}, {"type", info.type}, {"size", info.size}, {"mode", mode}, {"mtime", info.mtime}};
+}
+
+// Query flags: "true"/"1" or "false"/"0"; absent: the default.
+StatusOr<bool> QueryBool(const HttpRequest& request, const char* key, bool fallback) {
+  auto it = request.query.find(key);
+  if (it == request.query.end()) return fallback;
+  if (it->second == "true" || it->second == "1") return true;
+  if (it->second == "false" || it->second == "0") return false;
+  return Status::Error(std::string(key) + ": expected true or false", EINVAL);
+}
+
+StatusOr<uint32_t> QueryMode(const HttpRequest& request, uint32_t fallback) {
+  auto it = request.query.find("mode");
+  if (it == request.query.end()) return fallback;
+  char* end = nullptr;
+  unsigned long mode = strtoul(it->second.c_str(), &end, 8);
+  if (it->second.empty() || *end != '\0' || mode > 07777) return Status::Error("mode: expected octal like 0644", EINVAL);
+  return static_cast<uint32_t>(mode);
+}
+
+StatusOr<std::string> QueryPath(const HttpRequest& request, const char* key = "path") {
+  auto it = request.query.find(key);
+  if (it == request.query.end() || it->second.empty()) {
+    return Status::Error(std::string(key) + ": required (an absolute path inside the sandbox)", EINVAL);
+  }
+  return it->second;
+}
+
+// Runs one file operation on the worker pool (file I/O never blocks the event loop) with the
+// sandbox's root and the agent's ids, then answers on the loop.
+void FileOp(boost::asio::io_context& io, boost::asio::thread_pool& pool, supervisor::SandboxManager& manager,
+            const supervisor::DaemonConfig& config, HttpRequest request, Responder respond,
+            std::function<HttpResponse(const supervisor::SandboxFiles&, HttpRequest&)> op) {
+  if (!HasScope(request.auth, kScopeFiles)) return respond(ErrorResponse(ScopeError(kScopeFiles)));
+  auto access = manager.OpenFiles(CallerOf(request.auth), request.params["id"]);
+  if (!access.ok()) return respond(ErrorResponse(access.status()));
+  auto shared = std::make_shared<supervisor::FileAccess>(std::move(*access));
+  auto req = std::make_shared<HttpRequest>(std::move(request));
+  boost::asio::post(pool, [&io, shared, req, respond, op, max = config.max_file_bytes] {
+    supervisor::SandboxFiles files(shared->root.get(), shared->uid, shared->gid, max);
+    HttpResponse response = op(files, *req);
+    boost::asio::post(io, [respond, response = std::move(response)]() mutable { respond(std::move(response)); });
+  });
+}
+
+void RegisterFiles(Server& server, boost::asio::io_context& io, boost::asio::thread_pool& pool,
+                   supervisor::SandboxManager& manager, const supervisor::DaemonConfig& config) {
+  using Op = std::function<HttpResponse(const supervisor::SandboxFiles&, HttpRequest&)>;
+  auto route = [&](const char* method, const char* op_name, Op op) {
+    server.Route(method, std::string("/v1/sandboxes/{id}/fs/") + op_name, Auth::kRequired,
+                 [&io, &pool, &manager, &config, op](HttpRequest request, Responder respond) {
+                   FileOp(io, pool, manager, config, std::move(request), std::move(respond), op);
+                 });
+  };
+  route("GET", "read", [](const supervisor::SandboxFiles& files, HttpRequest& request) {
+    auto path = QueryPath(request);
+    if (!path.ok()) return ErrorResponse(path.status());
+    auto data = files.Read(*path);
+    if (!data.ok()) return ErrorResponse(data.status());
+    HttpResponse response;
+    response.content_type = "application/octet-stream";
+    response.body = std::move(*data);
+    return response;
+  });
+  route("PUT", "write", [](const supervisor::SandboxFiles& files, HttpRequest& request) {
+    auto path = QueryPath(request);
+    auto append = QueryBool(request, "append", false);
+    auto mode = QueryMode(request, 0644);
+    if (!path.ok()) return ErrorResponse(path.status());
+    if (!append.ok()) return ErrorResponse(append.status());
+    if (!mode.ok()) return ErrorResponse(mode.status());
+    auto size = files.Write(*path, request.body, *mode, *append);
+    if (!size.ok()) return ErrorResponse(size.status());
+    return JsonResponse(200, {{"path", *path}, {"size", *size}});
+  });
+  route("GET", "stat", [](const supervisor::SandboxFiles& files, HttpRequest& request) {
+    auto path = QueryPath(request);
+    if (!path.ok()) return ErrorResponse(path.status());
+    auto info = files.Stat(*path);
+    if (!info.ok()) return ErrorResponse(info.status());
+    json j = FileInfoJson(*info);
+    j["path"] = *path;
+    return JsonResponse(200, j);
+  });
+  route("GET", "list", [](const supervisor::SandboxFiles& files, HttpRequest& request) {
+    auto path = QueryPath(request);
+    if (!path.ok()) return ErrorResponse(path.status());
+    auto entries = files.List(*path);
+    if (!entries.ok()) return ErrorResponse(entries.status());
+    json list = json::array();
+    for (const auto& entry : *entries) list.push_back(FileInfoJson(entry));
+    return JsonResponse(200, {{"path", *path}, {"entries", list}});
+  });
+  route("POST", "mkdir", [](const supervisor::SandboxFiles& files, HttpRequest& request) {
+    auto path = QueryPath(request);
+    auto parents = QueryBool(request, "parents", false);
+    auto mode = QueryMode(request, 0755);
+    if (!path.ok()) return ErrorResponse(path.status());
+    if (!parents.ok()) return ErrorResponse(parents.status());
+    if (!mode.ok()) return ErrorResponse(mode.status());
+    Status made = files.Mkdir(*path, *mode, *parents);
+    if (!made.ok()) return ErrorResponse(made);
+    return JsonResponse(200, {{"path", *path}});
+  });
+  route("POST", "remove", [](const supervisor::SandboxFiles& files, HttpRequest& request) {
+    auto path = QueryPath(request);
+    auto recursive = QueryBool(request, "recursive", false);
+    if (!path.ok()) return ErrorResponse(path.status());
+    if (!recursive.ok()) return ErrorResponse(recursive.status());
+    Status removed = files.Remove(*path, *recursive);
+    if (!removed.ok()) return ErrorResponse(removed);
+    return JsonResponse(200, {{"path", *path}});
+  });
+  route("POST", "rename", [](const supervisor::SandboxFiles& files, HttpRequest& request) {
+    auto from = QueryPath(request, "from");
+    auto to = QueryPath(request, "to");
+    if (!from.ok()) return ErrorResponse(from.status());
+    if (!to.ok()) return ErrorResponse(to.status());
+    Status renamed = files.Rename(*from, *to);
+    if (!renamed.ok()) return ErrorResponse(renamed);
+    return JsonResponse(200, {{"from", *from}, {"to", *to}});
+  });
+  route("GET", "tar", [](const supervisor::SandboxFiles& files, HttpRequest& request) {
+    auto path = QueryPath(request);
+    if (!path.ok()) return ErrorResponse(path.status());
+    auto tar = files.TarDirectory(*path);
+    if (!tar.ok()) return ErrorResponse(tar.status());
+    HttpResponse response;
+    response.content_type = "application/x-tar";
+    response.body = std::move(*tar);
+    return response;
+  });
+  route("PUT", "tar", [](const supervisor::SandboxFiles& files, HttpRequest& request) {
+    auto path = QueryPath(request);
+    if (!path.ok()) return ErrorResponse(path.status());
+    auto entries = files.ExtractTar(*path, request.body);
+    if (!entries.ok()) return ErrorResponse(entries.status());
+    return JsonResponse(200, {{"path", *path}, {"entries", *entries}});
+  });
+}
+
+// ---- WebSocket session ----
+
+int SignalNumber(const json& value) {
+  if (value.is_number_integer()) {
+    int n = value.get<int>();
+    return n > 0 && n < 65 ? n : -1;
+  }
+  if (!value.is_string()) return -1;
+  std::string name = value.get<std::string>();
+  if (name.rfind("SIG", 0) == 0) name = name.substr(3);
+  static const std::map<std::string, int> kNames = {
+      {"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"KILL", SIGKILL}, {"USR1", SIGUSR1},
+      {"USR2", SIGUSR2}, {"TERM", SIGTERM}, {"CONT", SIGCONT}, {"STOP", SIGSTOP}, {"WINCH", SIGWINCH},
+      {"ALRM", SIGALRM}, {"PIPE", SIGPIPE}};
+  auto it = kNames.find(name);
+  return it == kNames.end() ? -1 : it->second;
+}
+
+std::string Base64Encode(std::string_view data) {
+  static const char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((data.size() + 2) / 3 * 4);
+  size_t i = 0;
+  for (; i + 2 < data.size(); i += 3) {
+    uint32_t v = (uint8_t(data[i]) << 16) | (uint8_t(data[i + 1]) << 8) | uint8_t(data[i + 2]);
+    out += kAlphabet[v >> 18];
+    out += kAlphabet[(v >> 12) & 63];
+    out += kAlphabet[(v >> 6) & 63];
+    out += kAlphabet[v & 63];
+  }
+  if (i < data.size()) {
+    uint32_t v = uint8_t(data[i]) << 16;
+    if (i + 1 < data.size()) v |= uint8_t(data[i + 1]) << 8;
+    out += kAlphabet[v >> 18];
+    out += kAlphabet[(v >> 12) & 63];
+    out += i + 1 < data.size() ? kAlphabet[(v >> 6) & 63] : '=';
+    out += '=';
+  }
+  return out;
+}
+
+std::optional<std::string> Base64Decode(std::string_view text) {
+  auto value = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+' || c == '-') return 62;
+    if (c == '/' || c == '_') return 63;
+    return -1;
+  };
+  std::string out;
+  uint32_t acc = 0;
+  int bits = 0;
+  for (char c : text) {
+    if (c == '=') break;
+    int v = value(c);
+    if (v < 0) return std::nullopt;
+    acc = (acc << 6) | static_cast<uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out += static_cast<char>((acc >> bits) & 0xff);
+    }
+  }
+  return out;
+}
+
+class WsApi;
+
+// One command attached to one connection.
+class Attachment : public supervisor::StreamSubscriber {
+ public:
+  Attachment(std::weak_ptr<WsConnection> ws, std::shared_ptr<supervisor::Command> command, uint32_t channel,
+             bool binary)
+      : ws_(std::move(ws)), command_(std::move(command)), channel_(channel), binary_(binary) {}
+
+  void OnStreamEvent(const supervisor::StreamEvent& event) override {
+    auto ws = ws_.lock();
+    if (!ws || ws->closed()) return;
+    if (event.kind == supervisor::StreamEvent::Kind::kOutput) {
+      if (binary_) {
+        ws->SendBinary(EncodeOutputFrame(channel_, static_cast<uint8_t>(event.fd), event.seq, event.data));
+      } else {
+        ws->SendText(json{{"event", "output"},
+                          {"command", command_->id()},
+                          {"channel", channel_},
+                          {"seq", event.seq},
+                          {"fd", event.fd},
+                          {"data", Base64Encode(event.data)}}
+                         .dump());
+      }
+      return;
+    }
+    ws->SendText(json{{"event", "exit"},
+                      {"command", command_->id()},
+                      {"channel", channel_},
+                      {"seq", event.seq},
+                      {"outcome", json::parse(event.data, nullptr, false)}}
+                     .dump());
+  }
+  bool StreamFull() const override {
+    auto ws = ws_.lock();
+    return ws && ws->full();
+  }
+  supervisor::Command& command() { return *command_; }
+  const std::shared_ptr<supervisor::Command>& command_ptr() const { return command_; }
+
+ private:
+  std::weak_ptr<WsConnection> ws_;
+  std::shared_ptr<supervisor::Command> command_;
+  uint32_t channel_;
+  bool binary_;
+};
+
+struct Session {
+  uint32_t next_channel = 1;
+  std::map<uint32_t, std::unique_ptr<Attachment>> channels;
+  std::map<std::string, uint32_t> by_command;
+};
+
+class WsApi : public WsHandler, public std::enable_shared_from_this<WsApi> {
+ public:
+  explicit WsApi(supervisor::SandboxManager& manager) : manager_(manager) {}
+
+  void OnOpen(const std::shared_ptr<WsConnection>& connection) override {
+    sessions_[connection->id()] = std::make_unique<Session>();
+    std::weak_ptr<WsConnection> weak = connection;
+    connection->SetOnDrain([this, weak] {
+      auto ws = weak.lock();
+      if (!ws) return;
+      auto it = sessions_.find(ws->id());
+      if (it == sessions_.end()) return;
+      for (auto& [channel, attachment] : it->second->channels) attachment->command().ResumeOutput();
+    });
+  }
+
+  void OnClose(const std::shared_ptr<WsConnection>& connection) override {
+    auto it = sessions_.find(connection->id());
+    if (it == sessions_.end()) return;
+    for (auto& [channel, attachment] : it->second->channels) {
+      attachment->command().stream().Unsubscribe(attachment.get());
+      // The slow subscriber is gone: its command may read again.
+      attachment->command().ResumeOutput();
+    }
+    sessions_.erase(it);
+  }
+
+  void OnBinary(const std::shared_ptr<WsConnection>& connection, std::string message) override {
+    auto frame = DecodeFrame(message);
+    if (!frame.ok() || frame->header.type != FrameType::kStdin) {
+      connection->Close(1002, "bad binary frame");
+      return;
+    }
+    Session& session = *sessions_[connection->id()];
+    auto it = session.channels.find(frame->header.channel);
+    if (it == session.channels.end()) {
+      connection->SendText(json{{"event", "error"},
+                                {"error", {{"code", "not_found"}, {"message", "no such channel"}}}}
+                               .dump());
+      return;
+    }
+    Status written = it->second->command().WriteStdin(std::string(frame->data));
+    if (!written.ok()) {
+      connection->SendText(json{{"event", "error"},
+                                {"channel", frame->header.channel},
+                                {"error", {{"code", ErrorCodeName(ErrorCodeFor(written))}, {"message", written.message()}}}}
+                               .dump());
+    }
+  }
+
+  void OnText(const std::shared_ptr<WsConnection>& connection, std::string message) override {
+    json request = json::parse(message, nullptr, false);
+    json id = nullptr;
+    if (request.is_object() && request.contains("id")) id = request["id"];
+    auto reply_error = [&](const Status& status) {
+      ErrorCode code = ErrorCodeFor(status);
+      json error = {{"code", ErrorCodeName(code)},
+                    {"message", code == ErrorCode::kInternal ? "internal error" : status.message()}};
+      if (code == ErrorCode::kInternal) LogError("api", "internal error", {{"error", status.ToString()}});
+      connection->SendText(json{{"id", id}, {"ok", false}, {"error", error}}.dump());
+    };
+    if (!request.is_object() || !request.contains("op") || !request["op"].is_string()) {
+      return reply_error(Status::Error("a request is a JSON object with an \"op\"", EINVAL));
+    }
+    auto result = Dispatch(connection, request["op"].get<std::string>(), request);
+    if (!result.ok()) {
+      if (result.status().error_number() == ERANGE) {
+        // stream_gap: say what is still held.
+        json error = {{"code", "stream_gap"}, {"message", result.status().message()}};
+        auto command = manager_.FindCommand(CallerOf(connection->auth()), request.value("command", ""));
+        if (command.ok()) error["first_seq"] = (*command)->stream().first_seq();
+        connection->SendText(json{{"id", id}, {"ok", false}, {"error", error}}.dump());
+        return;
+      }
+      return reply_error(result.status());
+    }
+    connection->SendText(json{{"id", id}, {"ok", true}, {"result", *result}}.dump());
+    // Replay and live events follow the reply.
+    if (pending_) {
+      auto pending = std::move(pending_);
+      pending();
+    }
+  }
+
+ private:
+  StatusOr<json> Dispatch(const std::shared_ptr<WsConnection>& connection, const std::string& op,
+                          const json& request) {
+    const AuthContext& auth = connection->auth();
+    Session& session = *sessions_[connection->id()];
+    if (op == "ping") return json::object();
+    if (op == "exec") return Exec(connection, session, auth, request);
+    if (op == "attach") return Attach(connection, session, auth, request);
+    // The rest name an attached command.
+    if (!request.contains("command") || !request["command"].is_string()) {
+      return Status::Error("command: expected a command id", EINVAL);
+    }
+    const std::string command_id = request["command"].get<std::string>();
+    auto found = session.by_command.find(command_id);
+    if (found == session.by_command.end()) {
+      // Not attached here: it must still be the caller's.
+      RETURN_IF_ERROR(manager_.FindCommand(CallerOf(auth), command_id).status());
+      return Status::Error("command " + command_id + " is not attached on this connection", EBUSY);
+    }
+    Attachment& attachment = *session.channels[found->second];
+    supervisor::Command& command = attachment.command();
+    if (op == "detach") {
+      command.stream().Unsubscribe(&attachment);
+      command.ResumeOutput();
+      session.channels.erase(found->second);
+      session.by_command.erase(found);
+      return json::object();
+    }
+    if (op == "stdin") {
+      if (!request.contains("data") || !request["data"].is_string()) {
+        return Status::Error("data: expected base64 text", EINVAL);
+      }
+      auto data = Base64Decode(request["data"].get<std::string>());
+      if (!data) return Status::Error("data: not valid base64", EINVAL);
+      RETURN_IF_ERROR(command.WriteStdin(std::move(*data)));
+      return json::object();
+    }
+    if (op == "close_stdin") {
+      RETURN_IF_ERROR(command.CloseStdin());
+      return json::object();
+    }
+    if (op == "signal") {
+      int signal = request.contains("signal") ? SignalNumber(request["signal"]) : -1;
+      if (signal < 0) return Status::Error("signal: expected a name like \"TERM\" or a number", EINVAL);
+      RETURN_IF_ERROR(command.Signal(signal));
+      return json::object();
+    }
+    if (op == "resize") {
+      std::optional<uint64_t> rows, cols;
+      RETURN_IF_ERROR(OptionalUint(request, "rows", rows));
+      RETURN_IF_ERROR(OptionalUint(request, "cols", cols));
+      if (!rows || !cols || *rows == 0 || *cols == 0 || *rows > 10000 || *cols > 10000) {
+        return Status::Error("resize: rows and cols between 1 and 10000", EINVAL);
+      }
+      RETURN_IF_ERROR(command.Resize(static_cast<uint16_t>(*rows), static_cast<uint16_t>(*cols)));
+      return json::object();
+    }
+    return Status::Error("unknown op \"" + op + "\"", EINVAL);
+  }
+
+  StatusOr<json> Exec(const std::shared_ptr<WsConnection>& connection, Session& session, const AuthContext& auth,
+                      const json& request) {
+    supervisor::ExecSpec spec;
+    if (!request.contains("sandbox") || !request["sandbox"].is_string()) {
+      return Status::Error("sandbox: expected a sandbox id", EINVAL);
+    }
+    spec.sandbox = request["sandbox"].get<std::string>();
+    if (!request.contains("argv") || !request["argv"].is_array() || request["argv"].empty()) {
+      return Status::Error("argv: expected a non-empty array of strings", EINVAL);
+    }
+    for (const auto& arg : request["argv"]) {
+      if (!arg.is_string()) return Status::Error("argv: expected strings", EINVAL);
+      spec.argv.push_back(arg.get<std::string>());
+    }
+    if (request.contains("env")) {
+      if (!request["env"].is_object()) return Status::Error("env: expected an object of strings", EINVAL);
+      for (const auto& [key, value] : request["env"].items()) {
+        if (!value.is_string() || key.empty() || key.find('=') != std::string::npos) {
+          return Status::Error("env: bad entry \"" + key + "\"", EINVAL);
+        }
+        spec.env.push_back(key + "=" + value.get<std::string>());
+      }
+    }
+    if (request.contains("cwd")) {
+      if (!request["cwd"].is_string()) return Status::Error("cwd: expected a string", EINVAL);
+      spec.cwd = request["cwd"].get<std::string>();
+    }
+    if (request.contains("user")) {
+      if (!request["user"].is_string()) return Status::Error("user: expected \"agent\" or \"root\"", EINVAL);
+      spec.user = request["user"].get<std::string>();
+    }
+    if (request.contains("stdin")) {
+      if (!request["stdin"].is_boolean()) return Status::Error("stdin: expected true or false", EINVAL);
+      spec.stdin_open = request["stdin"].get<bool>();
+    }
+    if (request.contains("pty") && !request["pty"].is_null() && request["pty"] != false) {
+      const json& pty = request["pty"];
+      if (!pty.is_object()) return Status::Error("pty: expected {\"rows\", \"cols\"}", EINVAL);
+      std::optional<uint64_t> rows, cols;
+      RETURN_IF_ERROR(OptionalUint(pty, "rows", rows));
+      RETURN_IF_ERROR(OptionalUint(pty, "cols", cols));
+      spec.pty = true;
+      spec.rows = static_cast<uint16_t>(std::min<uint64_t>(rows.value_or(24), 10000));
+      spec.cols = static_cast<uint16_t>(std::min<uint64_t>(cols.value_or(80), 10000));
+      if (!HasScope(auth, kScopeTerminal)) return ScopeError(kScopeTerminal);
+    } else if (!HasScope(auth, kScopeExec)) {
+      return ScopeError(kScopeExec);
+    }
+    ASSIGN_OR_RETURN(bool binary, OutputMode(request));
+    ASSIGN_OR_RETURN(auto command, manager_.Exec(CallerOf(auth), CapsOf(auth), spec));
+    uint32_t channel = AttachTo(connection, session, command, binary);
+    Attachment* attachment = session.channels[channel].get();
+    pending_ = [attachment, command] { (void)command->stream().Subscribe(attachment, 0); };
+    return json{{"command", command->id()}, {"channel", channel}};
+  }
+
+  StatusOr<json> Attach(const std::shared_ptr<WsConnection>& connection, Session& session, const AuthContext& auth,
+                        const json& request) {
+    if (!request.contains("command") || !request["command"].is_string()) {
+      return Status::Error("command: expected a command id", EINVAL);
+    }
+    std::optional<uint64_t> after;
+    RETURN_IF_ERROR(OptionalUint(request, "after_seq", after));
+    ASSIGN_OR_RETURN(bool binary, OutputMode(request));
+    ASSIGN_OR_RETURN(auto command, manager_.FindCommand(CallerOf(auth), request["command"].get<std::string>()));
+    const uint64_t after_seq = after.value_or(0);
+    if (after_seq + 1 < command->stream().first_seq() && after_seq < command->stream().last_seq()) {
+      return Status::Error("events after " + std::to_string(after_seq) + " were dropped; the oldest held is " +
+                               std::to_string(command->stream().first_seq()),
+                           ERANGE);
+    }
+    if (session.by_command.count(command->id())) {
+      return Status::Error("command " + command->id() + " is already attached on this connection", EBUSY);
+    }
+    uint32_t channel = AttachTo(connection, session, command, binary);
+    Attachment* attachment = session.channels[channel].get();
+    pending_ = [attachment, command, after_seq] { (void)command->stream().Subscribe(attachment, after_seq); };
+    return json{{"command", command->id()},
+                {"channel", channel},
+                {"first_seq", command->stream().first_seq()},
+                {"state", command->finished() ? "exited" : "running"}};
+  }
+
+  static StatusOr<bool> OutputMode(const json& request) {
+    if (!request.contains("output")) return true;
+    if (request["output"] == "binary") return true;
+    if (request["output"] == "json") return false;
+    return Status::Error("output: \"binary\" or \"json\"", EINVAL);
+  }
+
+  uint32_t AttachTo(const std::shared_ptr<WsConnection>& connection, Session& session,
+                    const std::shared_ptr<supervisor::Command>& command, bool binary) {
+    uint32_t channel = session.next_channel++;
+    session.channels[channel] = std::make_unique<Attachment>(connection, command, channel, binary);
+    session.by_command[command->id()] = channel;
+    return channel;
+  }
+
+  supervisor::SandboxManager& manager_;
+  std::map<uint64_t, std::unique_ptr<Session>> sessions_;
+  std::function<void()> pending_;
+};
+
+}  // namespace
+
+ErrorCode ErrorCodeFor(const Status& status) {
+  switch (status.error_number()) {
+    case ENOENT: return ErrorCode::kNotFound;
+    case EINVAL: return ErrorCode::kBadRequest;
+    case EBUSY:
+    case EEXIST: return ErrorCode::kConflict;
+    case EDQUOT: return ErrorCode::kLimitExceeded;
+    case ERANGE: return ErrorCode::kStreamGap;
+    case EAGAIN: return ErrorCode::kUnavailable;
+    case EPERM:
+    case EACCES: return ErrorCode::kForbidden;
+    case EFBIG:
+    case E2BIG: return ErrorCode::kPayloadTooLarge;
+    case ENOTSUP: return ErrorCode::kUnsupported;
+    case EPIPE:
+    case ESRCH:
+    case ENOTTY: return ErrorCode::kConflict;
+    case ENOTDIR:
+    case EISDIR:
+    case ELOOP:
+    case ENAMETOOLONG: return ErrorCode::kBadRequest;
+    default: return ErrorCode::kInternal;
+  }
+}
+
+Authenticator MakeAuthenticator(supervisor::Store& store, const supervisor::DaemonConfig& config) {
+  return [&store, &config](std::string_view token) -> StatusOr<AuthContext> {
+    VerifyPolicy policy;
+    policy.now = static_cast<int64_t>(time(nullptr));
+    policy.max_clock_skew_s = static_cast<int64_t>(config.max_clock_skew_s);
+    policy.max_lifetime_s = static_cast<int64_t>(config.max_token_lifetime_s);
+    auto lookup = [&store](std::string_view issuer) -> std::optional<std::string> {
+      auto row = store.GetIssuer(std::string(issuer));
+      if (!row.ok() || !row->has_value()) return std::nullopt;
+      return (*row)->secret;
+    };
+    ASSIGN_OR_RETURN(Claims claims, VerifyToken(token, lookup, policy));
+    AuthContext auth;
+    auth.iss = claims.iss;
+    auth.sub = claims.sub;
+    auth.claims = std::move(claims);
+    return auth;
+  };
+}
+
+ApiMetrics::ApiMetrics(Metrics& metrics, supervisor::SandboxManager* manager)
+    : commands_(metrics.AddCounterFamily("corral_commands_total", "Commands that ended, by outcome", {"outcome"})),
+      bytes_(metrics.AddCounterFamily("corral_stream_bytes_total",
+                                      "Bytes of command output (out) and input (in) streamed", {"direction"})),
+      manager_(manager) {
+  metrics.AddGaugeCallback("corral_sandboxes", "Sandboxes by state", {"state"}, [this] {
+    std::vector<std::pair<std::vector<std::string>, double>> values;
+    if (manager_ == nullptr) return values;
+    for (const auto& [state, count] : manager_->CountByState()) {
+      values.push_back({{state}, static_cast<double>(count)});
+    }
+    return values;
+  });
+  metrics.AddGaugeCallback("corral_commands_running", "Commands running now", {}, [this] {
+    std::vector<std::pair<std::vector<std::string>, double>> values;
+    values.push_back({{}, manager_ ? static_cast<double>(manager_->running_commands()) : 0.0});
+    return values;
+  });
+}
+
+void ApiMetrics::OnCommandFinished(const supervisor::Outcome& outcome) {
+  commands_.WithLabels({supervisor::OutcomeName(outcome.kind)}).Increment();
+}
+void ApiMetrics::OnOutputBytes(size_t bytes) { bytes_.WithLabels({"out"}).Increment(bytes); }
+void ApiMetrics::OnInputBytes(size_t bytes) { bytes_.WithLabels({"in"}).Increment(bytes); }
+
+void RegisterApi(Server& server, boost::asio::io_context& io, boost::asio::thread_pool& pool,
+                 supervisor::SandboxManager& manager, supervisor::Store& store,
+                 const supervisor::DaemonConfig& config) {
+  server.Route("GET", "/healthz", Auth::kNone, [](HttpRequest, Responder respond) {
+    respond(JsonResponse(200, {{"status", "ok"}, {"version", kVersion}, {"protocol", kProtocolVersion}}));
+  });
+
+  // Sandboxes.
+  server.Route("POST", "/v1/sandboxes", Auth::kRequired, [&manager](HttpRequest request, Responder respond) {
+    if (!HasScope(request.auth, kScopeSandboxes)) return respond(ErrorResponse(ScopeError(kScopeSandboxes)));
+    auto body = ParseBody(request.body);
+    if (!body.ok()) return respond(ErrorResponse(body.status()));
+    auto create = ParseCreate(*body);
+    if (!create.ok()) return respond(ErrorResponse(create.status()));
+    manager.Create(CallerOf(request.auth), CapsOf(request.auth), std::move(*create),
+                   [respond, admin = request.auth.admin](StatusOr<SandboxRow> row) {
+                     if (!row.ok()) return respond(ErrorResponse(row.status()));
+                     respond(JsonResponse(201, SandboxJson(*row, admin)));
+                   });
+  });
+  server.Route("GET", "/v1/sandboxes", Auth::kRequired, [&manager](HttpRequest request, Responder respond) {
+    auto rows = manager.List(CallerOf(request.auth));
+    if (!rows.ok()) return respond(ErrorResponse(rows.status()));
+    json list = json::array();
+    for (const auto& row : *rows) list.push_back(SandboxJson(row, request.auth.admin));
+    respond(JsonResponse(200, {{"sandboxes", list}}));
+  });
+  server.Route("GET", "/v1/sandboxes/{id}", Auth::kRequired, [&manager](HttpRequest request, Responder respond) {
+    auto row = manager.Get(CallerOf(request.auth), request.params["id"]);
+    if (!row.ok()) return respond(ErrorResponse(row.status()));
+    respond(JsonResponse(200, SandboxJson(*row, request.auth.admin)));
+  });
+  auto lifecycle = [&manager](const char* op) {
+    return [&manager, op = std::string(op)](HttpRequest request, Responder respond) {
+      if (!HasScope(request.auth, kScopeSandboxes)) return respond(ErrorResponse(ScopeError(kScopeSandboxes)));
+      auto done = [respond, admin = request.auth.admin](StatusOr<SandboxRow> row) {
+        if (!row.ok()) return respond(ErrorResponse(row.status()));
+        respond(JsonResponse(200, SandboxJson(*row, admin)));
+      };
+      if (op == "start") manager.Start(CallerOf(request.auth), request.params["id"], done);
+      else manager.Stop(CallerOf(request.auth), request.params["id"], done);
+    };
+  };
+  server.Route("POST", "/v1/sandboxes/{id}/start", Auth::kRequired, lifecycle("start"));
+  server.Route("POST", "/v1/sandboxes/{id}/stop", Auth::kRequired, lifecycle("stop"));
+  server.Route("DELETE", "/v1/sandboxes/{id}", Auth::kRequired, [&manager](HttpRequest request, Responder respond) {
+    if (!HasScope(request.auth, kScopeSandboxes)) return respond(ErrorResponse(ScopeError(kScopeSandboxes)));
+    std::string id = request.params["id"];
+    manager.Destroy(CallerOf(request.auth), id, [respond, id](StatusOr<bool> done) {
+      if (!done.ok()) return respond(ErrorResponse(done.status()));
+      respond(JsonResponse(200, {{"id", id}, {"state", "destroyed"}}));
+    });
+  });
+  for (const char* op : {"snapshot", "fork"}) {
+    server.Route("POST", std::string("/v1/sandboxes/{id}/") + op, Auth::kRequired,
+                 [&manager, op](HttpRequest request, Responder respond) {
+                   auto row = manager.Get(CallerOf(request.auth), request.params["id"]);
+                   if (!row.ok()) return respond(ErrorResponse(row.status()));
+                   respond(ErrorResponse(ErrorCode::kUnsupported, std::string(op) + " is not supported yet"));
+                 });
+  }
+
+  // Commands (read-only).
+  server.Route("GET", "/v1/sandboxes/{id}/commands", Auth::kRequired,
+               [&manager](HttpRequest request, Responder respond) {
+                 auto rows = manager.ListCommands(CallerOf(request.auth), request.params["id"]);
+                 if (!rows.ok()) return respond(ErrorResponse(rows.status()));
+                 json list = json::array();
+                 for (const auto& row : *rows) list.push_back(CommandJson(row));
+                 respond(JsonResponse(200, {{"commands", list}}));
+               });
+  server.Route("GET", "/v1/sandboxes/{id}/commands/{cid}", Auth::kRequired,
+               [&manager](HttpRequest request, Responder respond) {
+                 auto row = manager.GetCommand(CallerOf(request.auth), request.params["id"], request.params["cid"]);
+                 if (!row.ok()) return respond(ErrorResponse(row.status()));
+                 respond(JsonResponse(200, CommandJson(*row)));
+               });
+
+  // Admin (unix socket only).
+  server.Route("GET", "/v1/admin/issuers", Auth::kAdminOnly, [&store](HttpRequest, Responder respond) {
+    auto rows = store.ListIssuers();
+    if (!rows.ok()) return respond(ErrorResponse(rows.status()));
+    json list = json::array();
+    for (const auto& row : *rows) list.push_back({{"name", row.name}, {"created_at", row.created_at}});
+    respond(JsonResponse(200, {{"issuers", list}}));
+  });
+  server.Route("POST", "/v1/admin/issuers", Auth::kAdminOnly, [&store](HttpRequest request, Responder respond) {
+    auto body = ParseBody(request.body);
+    if (!body.ok()) return respond(ErrorResponse(body.status()));
+    std::string name = body->value("name", "");
+    static const std::regex kName("[A-Za-z0-9._-]{1,64}");
+    if (!std::regex_match(name, kName)) {
+      return respond(ErrorResponse(Status::Error("name: 1 to 64 characters of A-Z a-z 0-9 . _ -", EINVAL)));
+    }
+    supervisor::IssuerRow row{name, GenerateSecret(), static_cast<int64_t>(time(nullptr))};
+    Status added = store.AddIssuer(row);
+    if (!added.ok()) {
+      if (added.error_number() == EEXIST) {
+        return respond(ErrorResponse(Status::Error("issuer " + name + " exists", EEXIST)));
+      }
+      return respond(ErrorResponse(added));
+    }
+    LogInfo("admin", "issuer added", {{"issuer", name}});
+    respond(JsonResponse(201, {{"name", row.name}, {"secret", row.secret}, {"created_at", row.created_at}}));
+  });
+  server.Route("DELETE", "/v1/admin/issuers/{name}", Auth::kAdminOnly,
+               [&store](HttpRequest request, Responder respond) {
+                 Status removed = store.RemoveIssuer(request.params["name"]);
+                 if (!removed.ok()) {
+                   if (removed.error_number() == ENOENT) {
+                     return respond(ErrorResponse(Status::Error("no issuer " + request.params["name"], ENOENT)));
+                   }
+                   return respond(ErrorResponse(removed));
+                 }
+                 LogInfo("admin", "issuer removed", {{"issuer", request.params["name"]}});
+                 respond(JsonResponse(200, {{"name", request.params["name"]}}));
+               });
+  server.Route("POST", "/v1/admin/tokens", Auth::kAdminOnly, [&store, &config](HttpRequest request, Responder respond) {
+    auto body = ParseBody(request.body);
+    if (!body.ok()) return respond(ErrorResponse(body.status()));
+    std::string issuer = body->value("issuer", "");
+    std::string sub = body->value("sub", "");
+    if (sub.empty()) return respond(ErrorResponse(Status::Error("sub: required", EINVAL)));
+    std::optional<uint64_t> ttl;
+    Status ttl_ok = OptionalUint(*body, "ttl_s", ttl);
+    if (!ttl_ok.ok()) return respond(ErrorResponse(ttl_ok));
+    if (ttl.value_or(3600) > config.max_token_lifetime_s) {
+      return respond(ErrorResponse(Status::Error("ttl_s: above auth.max_token_lifetime_s (" +
+                                                     std::to_string(config.max_token_lifetime_s) + ")",
+                                                 EINVAL)));
+    }
+    auto row = store.GetIssuer(issuer);
+    if (!row.ok()) return respond(ErrorResponse(row.status()));
+    if (!row->has_value()) return respond(ErrorResponse(Status::Error("no issuer " + issuer, ENOENT)));
+    const int64_t now = static_cast<int64_t>(time(nullptr));
+    const int64_t exp = now + static_cast<int64_t>(ttl.value_or(3600));
+    json claims = {{"iss", issuer}, {"sub", sub}, {"iat", now}, {"exp", exp}};
+    for (const char* key : {"scope", "limits", "budget"}) {
+      if (body->contains(key)) claims[key] = (*body)[key];
+    }
+    auto token = MintToken(claims, (*row)->secret);
+    if (!token.ok()) return respond(ErrorResponse(token.status()));
+    respond(JsonResponse(200, {{"token", *token}, {"exp", exp}}));
+  });
+  server.Route("GET", "/v1/admin/sandboxes", Auth::kAdminOnly, [&manager](HttpRequest request, Responder respond) {
+    auto rows = manager.List(CallerOf(request.auth));
+    if (!rows.ok()) return respond(ErrorResponse(rows.status()));
+    json list = json::array();
+    for (const auto& row : *rows) list.push_back(SandboxJson(row, true));
+    respond(JsonResponse(200, {{"sandboxes", list}}));
+  });
+
+  RegisterFiles(server, io, pool, manager, config);
+  server.WebSocket("/v1/ws", std::make_shared<WsApi>(manager));
+}
+
+}  // namespace corral::api

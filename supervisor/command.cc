@@ -1,0 +1,360 @@
+#include "supervisor/command.h"
+
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/write.hpp>
+#include <nlohmann/json.hpp>
+
+#include "common/log.h"
+
+namespace corral::supervisor {
+namespace {
+
+namespace asio = boost::asio;
+using initproto::MsgType;
+
+constexpr size_t kMaxQueuedStdin = 4 << 20;
+
+uint64_t MonotonicMicros() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000 + static_cast<uint64_t>(ts.tv_nsec) / 1000;
+}
+
+std::unique_ptr<asio::posix::stream_descriptor> Wrap(asio::io_context& io, UniqueFd fd) {
+  if (!fd) return nullptr;
+  return std::make_unique<asio::posix::stream_descriptor>(io, fd.release());
+}
+
+}  // namespace
+
+Command::Command(Context context, CommandRow row, int control, CommandFds fds,
+                 std::function<void(Command&)> on_finished)
+    : ctx_(context),
+      row_(std::move(row)),
+      control_(control),
+      on_finished_(std::move(on_finished)),
+      stream_(context.replay_buffer_bytes),
+      pty_(row_.pty),
+      start_us_(MonotonicMicros()) {
+  sync_ = std::move(fds.sync);
+  out_[0] = Wrap(*ctx_.io, std::move(fds.stdout_r));
+  out_[1] = Wrap(*ctx_.io, std::move(fds.stderr_r));
+  in_ = Wrap(*ctx_.io, std::move(fds.stdin_w));
+}
+
+Command::Command(Context context, CommandRow row, int control,
+                 const initproto::CommandStateBody& state, std::vector<UniqueFd> kept,
+                 std::function<void(Command&)> on_finished)
+    : ctx_(context),
+      row_(std::move(row)),
+      control_(control),
+      on_finished_(std::move(on_finished)),
+      stream_(context.replay_buffer_bytes),
+      pty_(row_.pty),
+      start_us_(MonotonicMicros()) {
+  // Kept fds come back by position; the mask says which are present.
+  size_t next = 0;
+  auto take = [&](int position) -> UniqueFd {
+    if ((state.fd_mask & (1u << position)) == 0 || next >= kept.size()) return UniqueFd();
+    return std::move(kept[next++]);
+  };
+  if (pty_) {
+    UniqueFd master = take(initproto::kKeptPtyMaster);
+    if (master) {
+      UniqueFd input(fcntl(master.get(), F_DUPFD_CLOEXEC, 3));
+      out_[0] = Wrap(*ctx_.io, std::move(master));
+      in_ = Wrap(*ctx_.io, std::move(input));
+    }
+  } else {
+    out_[0] = Wrap(*ctx_.io, take(initproto::kKeptStdout));
+    out_[1] = Wrap(*ctx_.io, take(initproto::kKeptStderr));
+    in_ = Wrap(*ctx_.io, take(initproto::kKeptStdin));
+  }
+  if (!state.running) wait_status_ = state.wait_status;
+}
+
+Command::~Command() = default;
+
+void Command::Start() {
+  if (!sync_) {
+    // Adopted: already running (or exited while no daemon was there).
+    StartPumps();
+    if (wait_status_) OnExited(*wait_status_);
+    return;
+  }
+  sync_watch_ = std::make_unique<asio::posix::stream_descriptor>(*ctx_.io, sync_.release());
+  ReadSync();
+}
+
+void Command::ReadSync() {
+  auto self = shared_from_this();
+  sync_watch_->async_wait(asio::posix::stream_descriptor::wait_read, [self](boost::system::error_code ec) {
+    if (ec || !self->sync_watch_) return;
+    for (;;) {
+      auto message = ReceiveMessage(self->sync_watch_->native_handle(), true);
+      if (!message.ok() && message.status().error_number() == EAGAIN) break;
+      if (!message.ok() || !message->has_value()) {
+        // EOF: the child exec'd (or died; its exit comes from init either way).
+        self->sync_watch_.reset();
+        if (self->row_.state == "starting") {
+          self->row_.state = "running";
+          self->StoreState();
+        }
+        self->StartPumps();
+        return;
+      }
+      self->OnSyncMessage(std::move(**message));
+      if (!self->sync_watch_) return;
+    }
+    self->ReadSync();
+  });
+}
+
+void Command::OnSyncMessage(InitMessage message) {
+  switch (message.type) {
+    case MsgType::kChildHello: {
+      host_pid_ = message.sender_pid;
+      // Into its own cgroup before it runs anything of the command's.
+      Status attached = host_pid_ > 0
+                            ? ctx_.host->backend().Attach(ctx_.host->CommandCgroup(row_.sandbox_id, seq()), host_pid_)
+                            : Status::Error("no credentials on the child's hello", EPROTO);
+      if (!attached.ok()) {
+        LogError("command", "cannot attach to cgroup", {{"command", row_.id}, {"error", attached.ToString()}});
+        // Without its cgroup the command must not run: closing sync makes the child exit 125.
+        sync_watch_.reset();
+        failed_step_ = static_cast<int>(initproto::ChildStep::kCredentials);
+        failed_errno_ = attached.error_number() != 0 ? attached.error_number() : EIO;
+        return;
+      }
+      Status go = SendChildGo(sync_watch_->native_handle());
+      if (!go.ok()) sync_watch_.reset();
+      return;
+    }
+    case MsgType::kChildPty:
+      if (!message.fds.empty() && pty_) {
+        UniqueFd master = std::move(message.fds[0]);
+        // corral-init keeps a copy, so the terminal survives a daemon restart.
+        Status kept = SendKeep(control_, seq(), master.get());
+        if (!kept.ok()) LogWarn("command", "cannot hand the pty to init", {{"command", row_.id}});
+        UniqueFd input(fcntl(master.get(), F_DUPFD_CLOEXEC, 3));
+        out_[0] = Wrap(*ctx_.io, std::move(master));
+        in_ = Wrap(*ctx_.io, std::move(input));
+      }
+      return;
+    case MsgType::kChildFailed: {
+      initproto::ChildFailedBody body;
+      if (message.BodyAs(body)) {
+        failed_step_ = body.step;
+        failed_errno_ = body.error;
+      }
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+void Command::StartPumps() {
+  for (int i = 0; i < 2; ++i) {
+    if (out_[i] && !out_open_[i] && !finished_) {
+      out_open_[i] = true;
+      Pump(i);
+    }
+  }
+  if (in_ && !in_queue_.empty()) WriteNextStdin();
+}
+
+void Command::Pump(int index) {
+  if (!out_[index] || out_reading_[index]) return;
+  if (stream_.Blocked()) {
+    out_paused_[index] = true;
+    return;
+  }
+  out_paused_[index] = false;
+  out_reading_[index] = true;
+  auto self = shared_from_this();
+  out_[index]->async_read_some(
+      asio::buffer(buffer_[index]), [self, index](boost::system::error_code ec, size_t n) {
+        self->out_reading_[index] = false;
+        if (n > 0) {
+          // A PTY's output is fd 1, like stdout.
+          self->stream_.Append(StreamEvent::Kind::kOutput, index + 1, std::string(self->buffer_[index].data(), n));
+          if (self->ctx_.observer) self->ctx_.observer->OnOutputBytes(n);
+        }
+        if (ec) {
+          // EOF, or EIO from a PTY master whose terminal has no more holders.
+          if (ec != asio::error::operation_aborted) {
+            self->out_open_[index] = false;
+            self->out_[index].reset();
+            self->MaybeFinish();
+          }
+          return;
+        }
+        self->Pump(index);
+      });
+}
+
+void Command::ResumeOutput() {
+  for (int i = 0; i < 2; ++i) {
+    if (out_paused_[i] && out_open_[i]) Pump(i);
+  }
+}
+
+Status Command::WriteStdin(std::string data) {
+  if (finished_ || !in_ || in_close_after_) return Status::Error("stdin is closed", EPIPE);
+  if (in_queued_bytes_ + data.size() > kMaxQueuedStdin) {
+    return Status::Error("stdin queue full: the command is not reading its input", EAGAIN);
+  }
+  if (ctx_.observer) ctx_.observer->OnInputBytes(data.size());
+  in_queued_bytes_ += data.size();
+  in_queue_.push_back(std::move(data));
+  if (!in_writing_ && row_.state != "starting") WriteNextStdin();
+  return Status();
+}
+
+Status Command::CloseStdin() {
+  if (finished_ || !in_) return Status();
+  if (pty_) {
+    // A terminal has no close: the line discipline's EOF character does what users expect.
+    return WriteStdin(std::string(1, '\x04'));
+  }
+  in_close_after_ = true;
+  if (!in_writing_ && in_queue_.empty()) WriteNextStdin();
+  return Status();
+}
+
+void Command::WriteNextStdin() {
+  if (!in_) return;
+  if (in_queue_.empty()) {
+    if (in_close_after_) {
+      in_.reset();
+      (void)SendCloseStdin(control_, seq());
+    }
+    return;
+  }
+  in_writing_ = true;
+  auto self = shared_from_this();
+  asio::async_write(*in_, asio::buffer(in_queue_.front()), [self](boost::system::error_code ec, size_t) {
+    self->in_writing_ = false;
+    if (!self->in_queue_.empty()) {
+      self->in_queued_bytes_ -= self->in_queue_.front().size();
+      self->in_queue_.pop_front();
+    }
+    if (ec) {
+      // EPIPE: the command closed its stdin. Drop what is queued.
+      self->in_queue_.clear();
+      self->in_queued_bytes_ = 0;
+      self->in_.reset();
+      return;
+    }
+    self->WriteNextStdin();
+  });
+}
+
+Status Command::Signal(int signal) {
+  if (finished_ || wait_status_) return Status::Error("the command has exited", ESRCH);
+  if (signal == SIGKILL) killed_by_request_ = true;
+  return SendSignal(control_, seq(), signal);
+}
+
+Status Command::Resize(uint16_t rows, uint16_t cols) {
+  if (!pty_) return Status::Error("not a terminal", ENOTTY);
+  if (!out_[0]) return Status::Error("the terminal is closed", EPIPE);
+  struct winsize size = {rows, cols, 0, 0};
+  if (ioctl(out_[0]->native_handle(), TIOCSWINSZ, &size) != 0) return ErrnoError("resize");
+  return Status();
+}
+
+void Command::OnExited(int wait_status) {
+  if (finished_) return;
+  wait_status_ = wait_status;
+  CollectStats();
+}
+
+void Command::CollectStats() {
+  if (stats_pending_ || stats_ || aborted_) return;
+  stats_pending_ = true;
+  auto self = shared_from_this();
+  // Killing the rest of the tree may wait for it to die: off the event loop.
+  asio::post(*ctx_.pool, [self] {
+    auto stats = self->ctx_.host->FinishCommandCgroup(self->row_.sandbox_id, self->seq());
+    asio::post(*self->ctx_.io, [self, stats = std::move(stats)] {
+      self->stats_pending_ = false;
+      if (stats.ok()) {
+        self->stats_ = *stats;
+      } else {
+        LogWarn("command", "cannot read the command's cgroup", {{"command", self->row_.id},
+                                                                {"error", stats.status().ToString()}});
+        self->stats_ = cgroups::CgroupStats{};
+      }
+      self->MaybeFinish();
+    });
+  });
+}
+
+void Command::Abort(bool by_request) {
+  if (finished_) return;
+  aborted_ = true;
+  if (by_request) killed_by_request_ = true;
+  if (!wait_status_) wait_status_ = SIGKILL;  // a raw "killed by SIGKILL" wait status
+  if (!stats_) stats_ = cgroups::CgroupStats{};
+  stats_pending_ = false;
+  // The sandbox's processes are gone or going: the pipes reach EOF; a wedged one is closed.
+  sync_watch_.reset();
+  MaybeFinish();
+}
+
+void Command::MaybeFinish() {
+  if (finished_ || !wait_status_ || !stats_ || stats_pending_) return;
+  if (out_open_[0] || out_open_[1]) {
+    if (!aborted_) return;
+    // Aborted: do not wait for output that may never end (a daemon restart lost the pipes).
+  }
+  OutcomeEvidence evidence;
+  if (failed_step_ != 0) {
+    evidence.setup_failed = true;
+    evidence.setup_step = initproto::ChildStepName(failed_step_);
+    evidence.setup_errno = failed_errno_;
+  }
+  evidence.command_status = *wait_status_;
+  evidence.init_status = *wait_status_;
+  evidence.killed_by_request = killed_by_request_;
+  evidence.stats = *stats_;
+  evidence.wall_us = MonotonicMicros() - start_us_;
+  Finish(evidence);
+}
+
+void Command::Finish(const OutcomeEvidence& evidence) {
+  finished_ = true;
+  for (auto& out : out_) out.reset();
+  in_.reset();
+  sync_watch_.reset();
+  Outcome outcome = ClassifyOutcome(evidence);
+  row_.state = "exited";
+  row_.outcome_json = OutcomeToJson(outcome).dump();
+  row_.ended_at = time(nullptr);
+  StoreState();
+  stream_.Append(StreamEvent::Kind::kExit, 0, row_.outcome_json);
+  if (!aborted_) (void)SendAck(control_, seq());
+  if (ctx_.observer) ctx_.observer->OnCommandFinished(outcome);
+  if (on_finished_) {
+    auto done = std::move(on_finished_);
+    done(*this);
+  }
+}
+
+void Command::StoreState() {
+  Status stored = ctx_.store->UpdateCommand(row_);
+  if (!stored.ok()) {
+    LogError("command", "cannot store the command", {{"command", row_.id}, {"error", stored.ToString()}});
+  }
+}
+
+}  // namespace corral::supervisor

@@ -1,0 +1,131 @@
+// Command: one process tree started in a running sandbox, from its start-up handshake with
+// corral-init to its outcome, on the daemon's event loop.
+//
+//   starting   exec sent to init; waiting for the child's hello, moving it into its cgroup
+//   running    the program runs; its stdout/stderr (or PTY) are pumped into the EventStream,
+//              paused while a subscriber is full
+//   exited     init reported the exit, what was left of the tree was killed, every output
+//              fd reached EOF; the outcome is the stream's last event and in the store
+//
+// A command is its whole process tree: when its main process exits, whatever it left running
+// in its cgroup is killed, so its pipes reach EOF and its figures are final.
+#pragma once
+
+#include <sys/types.h>
+
+#include <array>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/thread_pool.hpp>
+
+#include "supervisor/event_stream.h"
+#include "supervisor/init_client.h"
+#include "supervisor/outcome.h"
+#include "supervisor/sandbox_host.h"
+#include "supervisor/store.h"
+
+namespace corral::supervisor {
+
+// Counters the API turns into metrics; called on the event loop.
+class CommandObserver {
+ public:
+  virtual ~CommandObserver() = default;
+  virtual void OnCommandFinished(const Outcome& outcome) = 0;
+  virtual void OnOutputBytes(size_t bytes) = 0;
+  virtual void OnInputBytes(size_t bytes) = 0;
+};
+
+class Command : public std::enable_shared_from_this<Command> {
+ public:
+  struct Context {
+    boost::asio::io_context* io = nullptr;
+    boost::asio::thread_pool* pool = nullptr;
+    SandboxHost* host = nullptr;
+    Store* store = nullptr;
+    CommandObserver* observer = nullptr;
+    size_t replay_buffer_bytes = 1 << 20;
+  };
+
+  // `control` is the sandbox's connection to corral-init (borrowed; the sandbox outlives its
+  // commands' use of it). `on_finished` runs once, after the outcome is stored.
+  Command(Context context, CommandRow row, int control, CommandFds fds,
+          std::function<void(Command&)> on_finished);
+  // An adopted command: a previous daemon started it; corral-init gave its fds back.
+  Command(Context context, CommandRow row, int control, const initproto::CommandStateBody& state,
+          std::vector<UniqueFd> kept, std::function<void(Command&)> on_finished);
+  ~Command();
+
+  void Start();
+
+  const CommandRow& row() const { return row_; }
+  const std::string& id() const { return row_.id; }
+  uint64_t seq() const { return static_cast<uint64_t>(row_.init_seq); }
+  bool finished() const { return finished_; }
+  EventStream& stream() { return stream_; }
+
+  // Client input. Write fails (EPIPE) once stdin is closed; EAGAIN when the queue is full.
+  Status WriteStdin(std::string data);
+  Status CloseStdin();
+  Status Signal(int signal);
+  Status Resize(uint16_t rows, uint16_t cols);
+  // A subscriber drained: read the pipes again.
+  void ResumeOutput();
+
+  // From the sandbox: init reaped the main process.
+  void OnExited(int wait_status);
+  // From the sandbox: it stopped or died; the command cannot report anything more.
+  void Abort(bool by_request);
+  // Marks the command as killed because a client asked (stop, destroy, KILL).
+  void MarkKilledByRequest() { killed_by_request_ = true; }
+
+ private:
+  void ReadSync();
+  void OnSyncMessage(InitMessage message);
+  void StartPumps();
+  void Pump(int index);
+  void WriteNextStdin();
+  void CollectStats();
+  void MaybeFinish();
+  void Finish(const OutcomeEvidence& evidence);
+  void StoreState();
+
+  Context ctx_;
+  CommandRow row_;
+  int control_;
+  std::function<void(Command&)> on_finished_;
+  EventStream stream_;
+  bool pty_ = false;
+  uint64_t start_us_ = 0;
+
+  UniqueFd sync_;
+  std::unique_ptr<boost::asio::posix::stream_descriptor> sync_watch_;
+  // Output: [0] stdout or the PTY master, [1] stderr.
+  std::array<std::unique_ptr<boost::asio::posix::stream_descriptor>, 2> out_;
+  std::array<bool, 2> out_open_ = {false, false};
+  std::array<bool, 2> out_paused_ = {false, false};
+  std::array<bool, 2> out_reading_ = {false, false};
+  std::unique_ptr<boost::asio::posix::stream_descriptor> in_;  // stdin pipe or the PTY master (dup)
+  std::deque<std::string> in_queue_;
+  size_t in_queued_bytes_ = 0;
+  bool in_writing_ = false;
+  bool in_close_after_ = false;
+  std::array<char, 65536> buffer_[2];
+
+  pid_t host_pid_ = 0;
+  int failed_step_ = 0;
+  int failed_errno_ = 0;
+  std::optional<int> wait_status_;
+  bool stats_pending_ = false;
+  std::optional<cgroups::CgroupStats> stats_;
+  bool killed_by_request_ = false;
+  bool aborted_ = false;
+  bool finished_ = false;
+};
+
+}  // namespace corral::supervisor

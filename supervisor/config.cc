@@ -1,0 +1,353 @@
+#include "supervisor/config.h"
+
+#include <arpa/inet.h>
+#include <sys/un.h>
+
+#include <cerrno>
+#include <exception>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string_view>
+
+#include <toml++/toml.h>
+
+#include "common/file_util.h"
+#include "common/parse.h"
+
+namespace corral::supervisor {
+namespace {
+
+// Applies one value to the config. Returns "" on success, else what was expected
+// ("expected a size like \"8G\""): the caller prefixes file, line and key.
+using Apply = std::function<std::string(const toml::node&, DaemonConfig&)>;
+
+struct KeySpec {
+  std::string_view section;
+  std::string_view name;
+  Apply apply;
+};
+
+// An integer >= 0, or nullopt (wrong type or negative).
+std::optional<uint64_t> NonNegative(const toml::node& node) {
+  const auto* integer = node.as_integer();
+  if (integer == nullptr || integer->get() < 0) return std::nullopt;
+  return static_cast<uint64_t>(integer->get());
+}
+
+Apply AbsolutePathKey(std::string DaemonConfig::*field, bool empty_ok = false) {
+  return [field, empty_ok](const toml::node& node, DaemonConfig& config) -> std::string {
+    const auto* s = node.as_string();
+    const std::string expected = empty_ok ? "expected an absolute path or \"\"" : "expected an absolute path";
+    if (s == nullptr) return expected;
+    const std::string& path = s->get();
+    if (path.empty() ? !empty_ok : path[0] != '/') return expected;
+    if (path.find('\0') != std::string::npos) return expected;
+    config.*field = path;
+    return "";
+  };
+}
+
+Apply SizeKey(uint64_t DaemonConfig::*field) {
+  return [field](const toml::node& node, DaemonConfig& config) -> std::string {
+    const std::string expected = "expected a size like \"8G\"";
+    if (node.is_integer()) {
+      auto v = NonNegative(node);
+      if (!v) return expected;
+      config.*field = *v;
+      return "";
+    }
+    const auto* s = node.as_string();
+    if (s == nullptr) return expected;
+    auto parsed = ParseSize(s->get());
+    if (!parsed.ok()) return expected;
+    config.*field = *parsed;
+    return "";
+  };
+}
+
+Apply CountKey(uint64_t DaemonConfig::*field) {
+  return [field](const toml::node& node, DaemonConfig& config) -> std::string {
+    auto v = NonNegative(node);
+    if (!v) return "expected a non-negative integer";
+    config.*field = *v;
+    return "";
+  };
+}
+
+Apply SecondsKey(uint64_t DaemonConfig::*field) {
+  return [field](const toml::node& node, DaemonConfig& config) -> std::string {
+    auto v = NonNegative(node);
+    if (!v) return "expected a whole number of seconds like 30";
+    config.*field = *v;
+    return "";
+  };
+}
+
+// "127.0.0.1:7878" or "[::1]:7878". Host names are not resolved: the daemon binds an address.
+std::string ApplyListen(const toml::node& node, DaemonConfig& config) {
+  const std::string expected = "expected \"ADDRESS:PORT\" like \"127.0.0.1:7878\" or \"[::1]:7878\"";
+  const auto* s = node.as_string();
+  if (s == nullptr) return expected;
+  std::string_view text = s->get();
+  std::string host;
+  std::string_view port;
+  if (!text.empty() && text[0] == '[') {
+    size_t close = text.find("]:");
+    if (close == std::string_view::npos) return expected;
+    host = std::string(text.substr(1, close - 1));
+    port = text.substr(close + 2);
+    in6_addr addr6;
+    if (inet_pton(AF_INET6, host.c_str(), &addr6) != 1) return expected;
+  } else {
+    size_t colon = text.rfind(':');
+    if (colon == std::string_view::npos) return expected;
+    host = std::string(text.substr(0, colon));
+    port = text.substr(colon + 1);
+    in_addr addr4;
+    if (inet_pton(AF_INET, host.c_str(), &addr4) != 1) return expected;
+  }
+  auto port_value = ParseUint(port);
+  // Port 0 picks a free port (the daemon logs the one it got): for tests and side-by-side runs.
+  if (!port_value.ok() || *port_value > 65535) return expected;
+  config.listen_address = host;
+  config.listen_port = static_cast<uint16_t>(*port_value);
+  return "";
+}
+
+// Browser origins as browsers send them: "scheme://host[:port]", no path, no trailing slash.
+bool IsOrigin(std::string_view origin) {
+  size_t scheme_end = origin.find("://");
+  if (scheme_end == std::string_view::npos) return false;
+  std::string_view scheme = origin.substr(0, scheme_end);
+  if (scheme != "http" && scheme != "https") return false;
+  std::string_view authority = origin.substr(scheme_end + 3);
+  if (authority.empty()) return false;
+  for (char c : authority) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '-' || c == ':' ||
+              c == '[' || c == ']';
+    if (!ok) return false;  // upper case too: browsers send the host lower-cased
+  }
+  return true;
+}
+
+std::string ApplyOrigins(const toml::node& node, DaemonConfig& config) {
+  const std::string expected = "expected an array of origins like [\"https://app.example.com\"]";
+  const auto* array = node.as_array();
+  if (array == nullptr) return expected;
+  std::vector<std::string> origins;
+  for (const toml::node& element : *array) {
+    const auto* s = element.as_string();
+    if (s == nullptr || !IsOrigin(s->get())) return expected;
+    origins.push_back(s->get());
+  }
+  config.allowed_origins = std::move(origins);
+  return "";
+}
+
+std::string ApplyCgroupParent(const toml::node& node, DaemonConfig& config) {
+  const std::string expected = "expected a relative cgroup path like \"corral\"";
+  const auto* s = node.as_string();
+  if (s == nullptr) return expected;
+  std::string_view path = s->get();
+  if (path.empty() || path.front() == '/' || path.back() == '/') return expected;
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find('/', start);
+    if (end == std::string_view::npos) end = path.size();
+    std::string_view part = path.substr(start, end - start);
+    if (part.empty() || part == "." || part == ".." || part.find('\0') != std::string_view::npos) return expected;
+    start = end + 1;
+  }
+  config.cgroup_parent = std::string(path);
+  return "";
+}
+
+std::string ApplySynchronous(const toml::node& node, DaemonConfig& config) {
+  const auto* s = node.as_string();
+  if (s == nullptr || (s->get() != "normal" && s->get() != "full")) return "expected \"normal\" or \"full\"";
+  config.store_synchronous_full = s->get() == "full";
+  return "";
+}
+
+const std::vector<KeySpec>& Keys() {
+  static const std::vector<KeySpec> keys = {
+      {"daemon", "state_dir", AbsolutePathKey(&DaemonConfig::state_dir)},
+      {"daemon", "run_dir", AbsolutePathKey(&DaemonConfig::run_dir)},
+      {"daemon", "admin_socket", AbsolutePathKey(&DaemonConfig::admin_socket)},
+      {"daemon", "cgroup_mount", AbsolutePathKey(&DaemonConfig::cgroup_mount)},
+      {"daemon", "cgroup_parent", ApplyCgroupParent},
+      {"daemon", "init_path", AbsolutePathKey(&DaemonConfig::init_path, /*empty_ok=*/true)},
+      {"api", "listen", ApplyListen},
+      {"api", "allowed_origins", ApplyOrigins},
+      {"api", "max_message", SizeKey(&DaemonConfig::max_message_bytes)},
+      {"api", "max_body", SizeKey(&DaemonConfig::max_body_bytes)},
+      {"api", "max_connections", CountKey(&DaemonConfig::max_connections)},
+      {"api", "max_connections_per_user", CountKey(&DaemonConfig::max_connections_per_user)},
+      {"api", "handshake_timeout", SecondsKey(&DaemonConfig::handshake_timeout_s)},
+      {"api", "idle_timeout", SecondsKey(&DaemonConfig::idle_timeout_s)},
+      {"auth", "max_clock_skew", SecondsKey(&DaemonConfig::max_clock_skew_s)},
+      {"auth", "max_token_lifetime", SecondsKey(&DaemonConfig::max_token_lifetime_s)},
+      {"sandbox", "default_memory", SizeKey(&DaemonConfig::default_memory_bytes)},
+      {"sandbox", "max_memory", SizeKey(&DaemonConfig::max_memory_bytes)},
+      {"sandbox", "default_cpu_millicores", CountKey(&DaemonConfig::default_cpu_millicores)},
+      {"sandbox", "max_cpu_millicores", CountKey(&DaemonConfig::max_cpu_millicores)},
+      {"sandbox", "default_pids", CountKey(&DaemonConfig::default_pids)},
+      {"sandbox", "max_pids", CountKey(&DaemonConfig::max_pids)},
+      {"sandbox", "default_disk", SizeKey(&DaemonConfig::default_disk_bytes)},
+      {"sandbox", "max_disk", SizeKey(&DaemonConfig::max_disk_bytes)},
+      {"sandbox", "default_idle_timeout", SecondsKey(&DaemonConfig::default_idle_timeout_s)},
+      {"sandbox", "max_idle_timeout", SecondsKey(&DaemonConfig::max_idle_timeout_s)},
+      {"sandbox", "max_sandboxes_per_user", CountKey(&DaemonConfig::max_sandboxes_per_user)},
+      {"sandbox", "max_sandboxes", CountKey(&DaemonConfig::max_sandboxes)},
+      {"sandbox", "max_commands_per_sandbox", CountKey(&DaemonConfig::max_commands_per_sandbox)},
+      {"sandbox", "stop_grace", SecondsKey(&DaemonConfig::stop_grace_s)},
+      {"streams", "replay_buffer", SizeKey(&DaemonConfig::replay_buffer_bytes)},
+      {"streams", "max_file", SizeKey(&DaemonConfig::max_file_bytes)},
+      {"store", "synchronous", ApplySynchronous},
+  };
+  return keys;
+}
+
+const KeySpec* FindKey(std::string_view section, std::string_view name) {
+  for (const KeySpec& spec : Keys()) {
+    if (spec.section == section && spec.name == name) return &spec;
+  }
+  return nullptr;
+}
+
+bool IsSection(std::string_view section) {
+  for (const KeySpec& spec : Keys()) {
+    if (spec.section == section) return true;
+  }
+  return false;
+}
+
+// Where each key was set, for the sanity checks' messages.
+using Lines = std::map<std::string, uint32_t, std::less<>>;
+
+class Checker {
+ public:
+  Checker(const std::string& origin, const Lines& lines) : origin_(origin), lines_(lines) {}
+
+  // "origin:LINE: " of the first of `keys` that the file set, or "origin: " for defaults.
+  std::string Where(std::initializer_list<std::string_view> keys) const {
+    for (std::string_view key : keys) {
+      auto it = lines_.find(key);
+      if (it != lines_.end()) return origin_ + ":" + std::to_string(it->second) + ": ";
+    }
+    return origin_ + ": ";
+  }
+
+  Status Positive(std::string_view key, uint64_t value) const {
+    if (value > 0) return Status();
+    return Status::Error(Where({key}) + std::string(key) + ": must be positive");
+  }
+
+  Status AtMost(std::string_view key, uint64_t value, std::string_view max_key, uint64_t max) const {
+    if (value <= max) return Status();
+    return Status::Error(Where({key, max_key}) + std::string(key) + " (" + std::to_string(value) +
+                         ") is above " + std::string(max_key) + " (" + std::to_string(max) + ")");
+  }
+
+ private:
+  const std::string& origin_;
+  const Lines& lines_;
+};
+
+Status Validate(const DaemonConfig& c, const std::string& origin, const Lines& lines) {
+  Checker check(origin, lines);
+  RETURN_IF_ERROR(check.Positive("api.max_message", c.max_message_bytes));
+  RETURN_IF_ERROR(check.Positive("api.max_body", c.max_body_bytes));
+  RETURN_IF_ERROR(check.Positive("api.max_connections", c.max_connections));
+  RETURN_IF_ERROR(check.Positive("api.max_connections_per_user", c.max_connections_per_user));
+  RETURN_IF_ERROR(check.Positive("api.handshake_timeout", c.handshake_timeout_s));
+  RETURN_IF_ERROR(check.Positive("api.idle_timeout", c.idle_timeout_s));
+  RETURN_IF_ERROR(check.Positive("auth.max_token_lifetime", c.max_token_lifetime_s));
+  RETURN_IF_ERROR(check.Positive("sandbox.default_memory", c.default_memory_bytes));
+  RETURN_IF_ERROR(check.Positive("sandbox.default_cpu_millicores", c.default_cpu_millicores));
+  RETURN_IF_ERROR(check.Positive("sandbox.default_pids", c.default_pids));
+  RETURN_IF_ERROR(check.Positive("sandbox.default_disk", c.default_disk_bytes));
+  RETURN_IF_ERROR(check.Positive("sandbox.default_idle_timeout", c.default_idle_timeout_s));
+  RETURN_IF_ERROR(check.Positive("sandbox.max_sandboxes_per_user", c.max_sandboxes_per_user));
+  RETURN_IF_ERROR(check.Positive("sandbox.max_commands_per_sandbox", c.max_commands_per_sandbox));
+  RETURN_IF_ERROR(check.Positive("streams.replay_buffer", c.replay_buffer_bytes));
+  RETURN_IF_ERROR(check.Positive("streams.max_file", c.max_file_bytes));
+
+  RETURN_IF_ERROR(check.AtMost("api.max_connections_per_user", c.max_connections_per_user,
+                               "api.max_connections", c.max_connections));
+  RETURN_IF_ERROR(check.AtMost("sandbox.default_memory", c.default_memory_bytes, "sandbox.max_memory",
+                               c.max_memory_bytes));
+  RETURN_IF_ERROR(check.AtMost("sandbox.default_cpu_millicores", c.default_cpu_millicores,
+                               "sandbox.max_cpu_millicores", c.max_cpu_millicores));
+  RETURN_IF_ERROR(check.AtMost("sandbox.default_pids", c.default_pids, "sandbox.max_pids", c.max_pids));
+  RETURN_IF_ERROR(check.AtMost("sandbox.default_disk", c.default_disk_bytes, "sandbox.max_disk",
+                               c.max_disk_bytes));
+  RETURN_IF_ERROR(check.AtMost("sandbox.default_idle_timeout", c.default_idle_timeout_s,
+                               "sandbox.max_idle_timeout", c.max_idle_timeout_s));
+  RETURN_IF_ERROR(check.AtMost("sandbox.max_sandboxes_per_user", c.max_sandboxes_per_user,
+                               "sandbox.max_sandboxes", c.max_sandboxes));
+
+  // sockaddr_un.sun_path holds 107 characters and the terminating NUL.
+  if (c.admin_socket.size() >= sizeof(sockaddr_un{}.sun_path)) {
+    return Status::Error(check.Where({"daemon.admin_socket"}) + "daemon.admin_socket: longer than " +
+                         std::to_string(sizeof(sockaddr_un{}.sun_path) - 1) + " characters");
+  }
+  return Status();
+}
+
+std::string Line(const toml::source_region& where) { return std::to_string(where.begin.line); }
+
+StatusOr<DaemonConfig> Parse(const std::string& text, const std::string& origin) {
+  toml::table root;
+  try {
+    root = toml::parse(text, origin);
+  } catch (const toml::parse_error& e) {
+    return Status::Error(origin + ":" + Line(e.source()) + ": " + std::string(e.description()));
+  }
+
+  DaemonConfig config;
+  Lines lines;
+  for (const auto& [section_key, section_node] : root) {
+    const std::string section(section_key.str());
+    const std::string where = origin + ":" + Line(section_key.source()) + ": " + section;
+    if (!IsSection(section)) {
+      return Status::Error(where + (section_node.is_table() ? ": unknown section" : ": unknown key"));
+    }
+    const toml::table* table = section_node.as_table();
+    if (table == nullptr) return Status::Error(where + ": expected a table ([" + section + "])");
+    for (const auto& [key, node] : *table) {
+      const std::string name = section + "." + std::string(key.str());
+      const std::string key_where = origin + ":" + Line(key.source()) + ": " + name;
+      const KeySpec* spec = FindKey(section, key.str());
+      if (spec == nullptr) return Status::Error(key_where + ": unknown key");
+      std::string error = spec->apply(node, config);
+      if (!error.empty()) return Status::Error(key_where + ": " + error);
+      lines[name] = key.source().begin.line;
+    }
+  }
+  RETURN_IF_ERROR(Validate(config, origin, lines));
+  return config;
+}
+
+}  // namespace
+
+StatusOr<DaemonConfig> ParseConfig(const std::string& text, const std::string& origin) {
+  // Nothing may escape into the daemon's start-up: allocation failures become errors too.
+  try {
+    return Parse(text, origin);
+  } catch (const std::exception& e) {
+    return Status::Error(origin + ": " + e.what());
+  }
+}
+
+StatusOr<DaemonConfig> LoadConfig(const std::string& path, bool missing_ok) {
+  auto text = ReadFileToString(path);
+  if (!text.ok()) {
+    if (missing_ok && text.status().error_number() == ENOENT) return DaemonConfig{};
+    return text.status();
+  }
+  return ParseConfig(*text, path);
+}
+
+}  // namespace corral::supervisor

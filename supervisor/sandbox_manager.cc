@@ -1,0 +1,731 @@
+#include "supervisor/sandbox_manager.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <boost/asio/post.hpp>
+#include <nlohmann/json.hpp>
+
+#include "common/log.h"
+#include "isolation/sandbox_spec.h"
+#include "supervisor/ids.h"
+
+namespace corral::supervisor {
+namespace {
+
+namespace asio = boost::asio;
+using initproto::MsgType;
+
+constexpr size_t kRecentCommands = 256;
+constexpr auto kIdleSweep = std::chrono::seconds(5);
+
+int64_t Now() { return static_cast<int64_t>(time(nullptr)); }
+
+Status NotFound(const std::string& what) { return Status::Error("no " + what + " for this user", ENOENT); }
+
+std::string LimitsJson(const SandboxLimits& limits) {
+  return nlohmann::json{{"memory_bytes", limits.memory_bytes},
+                        {"cpu_millicores", limits.cpu_millicores},
+                        {"pids", limits.pids},
+                        {"disk_bytes", limits.disk_bytes}}
+      .dump();
+}
+
+// A requested value, or the default, checked against the token's cap and the daemon's maximum.
+StatusOr<uint64_t> Pick(const char* name, std::optional<uint64_t> requested, uint64_t fallback,
+                        std::optional<uint64_t> cap, uint64_t maximum, uint64_t minimum) {
+  uint64_t limit = maximum;
+  if (cap && *cap < limit) limit = *cap;
+  uint64_t value = requested.value_or(std::min(fallback, limit));
+  if (value > limit) {
+    return Status::Error(std::string(name) + " " + std::to_string(value) + " is above the limit of " +
+                             std::to_string(limit),
+                         EDQUOT);
+  }
+  if (value < minimum) {
+    return Status::Error(std::string(name) + " must be at least " + std::to_string(minimum), EINVAL);
+  }
+  return value;
+}
+
+}  // namespace
+
+StatusOr<SandboxLimits> ParseLimits(const std::string& limits_json) {
+  auto j = nlohmann::json::parse(limits_json, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return Status::Error("bad limits in the store", EINVAL);
+  SandboxLimits limits;
+  limits.memory_bytes = j.value("memory_bytes", uint64_t{0});
+  limits.cpu_millicores = j.value("cpu_millicores", uint64_t{0});
+  limits.pids = j.value("pids", uint64_t{0});
+  limits.disk_bytes = j.value("disk_bytes", uint64_t{0});
+  return limits;
+}
+
+// A running sandbox: its init, the control connection, its live commands by seq.
+struct SandboxManager::Live {
+  std::string id;
+  SandboxProcess process;
+  std::unique_ptr<asio::posix::stream_descriptor> control;
+  std::unique_ptr<asio::posix::stream_descriptor> init_exit;
+  std::map<uint64_t, std::shared_ptr<Command>> commands;
+  bool adopting = false;
+  int control_fd() const { return control ? control->native_handle() : -1; }
+};
+
+SandboxManager::SandboxManager(asio::io_context& io, asio::thread_pool& pool, const DaemonConfig& config,
+                               Store& store, SandboxHost& host, CommandObserver* observer)
+    : io_(io), pool_(pool), config_(config), store_(store), host_(host), observer_(observer), idle_timer_(io) {}
+
+SandboxManager::~SandboxManager() { Detach(); }
+
+Command::Context SandboxManager::CommandContext() {
+  Command::Context ctx;
+  ctx.io = &io_;
+  ctx.pool = &pool_;
+  ctx.host = &host_;
+  ctx.store = &store_;
+  ctx.observer = observer_;
+  ctx.replay_buffer_bytes = config_.replay_buffer_bytes;
+  return ctx;
+}
+
+void SandboxManager::SetState(SandboxRow& row, const std::string& state) {
+  row.state = state;
+  row.updated_at = Now();
+  Status stored = store_.UpdateSandbox(row);
+  if (!stored.ok()) {
+    LogError("sandbox", "cannot store the sandbox's state", {{"sandbox", row.id}, {"error", stored.ToString()}});
+  }
+}
+
+StatusOr<SandboxRow> SandboxManager::Owned(const Caller& caller, const std::string& id) {
+  if (!IsWellFormedId(id, "sb")) return NotFound("sandbox " + id);
+  ASSIGN_OR_RETURN(std::optional<SandboxRow> row, store_.GetSandbox(id));
+  if (!row || (!caller.admin && (row->iss != caller.iss || row->sub != caller.sub))) {
+    return NotFound("sandbox " + id);
+  }
+  return *row;
+}
+
+StatusOr<SandboxLimits> SandboxManager::Resolve(const UserCaps& caps, const CreateRequest& request) const {
+  SandboxLimits limits;
+  ASSIGN_OR_RETURN(limits.memory_bytes, Pick("memory_bytes", request.memory_bytes, config_.default_memory_bytes,
+                                             caps.memory_bytes, config_.max_memory_bytes, 16ull << 20));
+  ASSIGN_OR_RETURN(limits.cpu_millicores, Pick("cpus (millicores)", request.cpu_millicores,
+                                               config_.default_cpu_millicores, caps.cpu_millicores,
+                                               config_.max_cpu_millicores, 10));
+  ASSIGN_OR_RETURN(limits.pids, Pick("pids", request.pids, config_.default_pids, caps.pids, config_.max_pids, 8));
+  ASSIGN_OR_RETURN(limits.disk_bytes, Pick("disk_bytes", request.disk_bytes, config_.default_disk_bytes,
+                                           caps.disk_bytes, config_.max_disk_bytes, 64ull << 20));
+  return limits;
+}
+
+SandboxShape SandboxManager::ShapeOf(const SandboxRow& row) const {
+  SandboxShape shape;
+  shape.id = row.id;
+  shape.uid_base = row.uid_base;
+  auto limits = ParseLimits(row.limits_json);
+  if (limits.ok()) {
+    shape.memory_bytes = limits->memory_bytes;
+    shape.cpu_millicores = limits->cpu_millicores;
+    shape.pids = limits->pids;
+    shape.disk_bytes = limits->disk_bytes;
+  }
+  return shape;
+}
+
+void SandboxManager::Create(const Caller& caller, const UserCaps& caps, CreateRequest request,
+                            Done<SandboxRow> done) {
+  if (request.image != isolation::kHostImage) {
+    return done(Status::Error("image " + request.image + " is not available (only \"host\")", EINVAL));
+  }
+  if (request.name.size() > 128) return done(Status::Error("name: at most 128 characters", EINVAL));
+  if (!request.snapshot.empty()) {
+    return done(Status::Error("creating from a snapshot is not supported yet", ENOTSUP));
+  }
+  auto limits = Resolve(caps, request);
+  if (!limits.ok()) return done(limits.status());
+  auto idle = Pick("idle_timeout_s", request.idle_timeout_s, config_.default_idle_timeout_s, caps.idle_timeout_s,
+                   config_.max_idle_timeout_s, 0);
+  if (!idle.ok()) return done(idle.status());
+
+  SandboxRow row;
+  row.id = NewId("sb");
+  row.iss = caller.iss;
+  row.sub = caller.sub;
+  row.name = request.name;
+  row.image = request.image;
+  row.state = "created";
+  row.limits_json = LimitsJson(*limits);
+  row.idle_timeout_s = static_cast<int64_t>(*idle);
+  row.created_at = row.updated_at = row.last_active_at = Now();
+  uint64_t per_user = config_.max_sandboxes_per_user;
+  if (caps.sandboxes && *caps.sandboxes < per_user) per_user = *caps.sandboxes;
+  StatusOr<SandboxRow> created = Status::Error("unreachable");
+  Status counted = store_.InTransaction([&]() -> Status {
+    ASSIGN_OR_RETURN(int64_t mine, store_.CountSandboxes(caller.iss, caller.sub));
+    if (static_cast<uint64_t>(mine) >= per_user) {
+      return Status::Error("this user already has " + std::to_string(mine) + " sandboxes (the limit)", EDQUOT);
+    }
+    ASSIGN_OR_RETURN(auto all, store_.ListSandboxes());
+    if (all.size() >= config_.max_sandboxes) {
+      return Status::Error("the daemon holds its maximum of sandboxes", EDQUOT);
+    }
+    created = store_.CreateSandbox(row, kUidFirst, kUidStep, kUidSlots);
+    return created.status();
+  });
+  if (!counted.ok()) return done(counted);
+  (void)store_.AppendEvent(created->id, "sandbox.created", "{}");
+  LogInfo("sandbox", "created", {{"sandbox", created->id}, {"iss", caller.iss}, {"sub", caller.sub}});
+  if (!request.start) return done(*created);
+  busy_[created->id] = true;
+  DoStart(*created, std::move(done));
+}
+
+StatusOr<std::vector<SandboxRow>> SandboxManager::List(const Caller& caller) {
+  if (caller.admin) return store_.ListSandboxes();
+  return store_.ListSandboxes(caller.iss, caller.sub);
+}
+
+StatusOr<SandboxRow> SandboxManager::Get(const Caller& caller, const std::string& id) { return Owned(caller, id); }
+
+void SandboxManager::Start(const Caller& caller, const std::string& id, Done<SandboxRow> done) {
+  auto row = Owned(caller, id);
+  if (!row.ok()) return done(row.status());
+  if (busy_[id]) return done(Status::Error("sandbox " + id + " is " + row->state, EBUSY));
+  if (row->state == "running") return done(*row);
+  busy_[id] = true;
+  DoStart(*row, std::move(done));
+}
+
+void SandboxManager::DoStart(SandboxRow row, Done<SandboxRow> done) {
+  SetState(row, "starting");
+  SandboxShape shape = ShapeOf(row);
+  asio::post(pool_, [this, row, shape, done = std::move(done)]() mutable {
+    auto started = host_.Start(shape);
+    asio::post(io_, [this, row = std::move(row), started = std::move(started), done = std::move(done)]() mutable {
+      busy_.erase(row.id);
+      if (!started.ok()) {
+        LogError("sandbox", "start failed", {{"sandbox", row.id}, {"error", started.status().ToString()}});
+        SetState(row, "stopped");
+        return done(Status::Error("sandbox " + row.id + " could not start: " + started.status().ToString(), EIO));
+      }
+      if (detached_) return;
+      row.init_pid = started->pid;
+      row.init_start_time = static_cast<int64_t>(started->start_time);
+      row.last_active_at = Now();
+      SetState(row, "running");
+      (void)store_.AppendEvent(row.id, "sandbox.started", "{}");
+      OnStarted(row, std::move(*started));
+      done(row);
+    });
+  });
+}
+
+void SandboxManager::OnStarted(SandboxRow row, SandboxProcess process) {
+  auto live = std::make_shared<Live>();
+  live->id = row.id;
+  live->control = std::make_unique<asio::posix::stream_descriptor>(io_, process.control.release());
+  live->init_exit = std::make_unique<asio::posix::stream_descriptor>(io_, process.pidfd.release());
+  live->process = std::move(process);
+  live_[row.id] = live;
+  WatchControl(live);
+  WatchInit(live);
+}
+
+void SandboxManager::WatchControl(const std::shared_ptr<Live>& live) {
+  std::weak_ptr<Live> weak = live;
+  live->control->async_wait(asio::posix::stream_descriptor::wait_read, [this, weak](boost::system::error_code ec) {
+    auto sandbox = weak.lock();
+    if (ec || !sandbox || !sandbox->control) return;
+    for (;;) {
+      auto message = ReceiveMessage(sandbox->control_fd(), true);
+      if (!message.ok() && message.status().error_number() == EAGAIN) break;
+      if (!message.ok() || !message->has_value()) {
+        // init closed the connection: it is exiting; the pidfd watch does the rest.
+        sandbox->control.reset();
+        return;
+      }
+      OnControlMessage(sandbox, std::move(**message));
+      if (!sandbox->control) return;
+    }
+    WatchControl(sandbox);
+  });
+}
+
+void SandboxManager::WatchInit(const std::shared_ptr<Live>& live) {
+  std::string id = live->id;
+  live->init_exit->async_wait(asio::posix::stream_descriptor::wait_read, [this, id](boost::system::error_code ec) {
+    if (ec) return;
+    OnInitGone(id);
+  });
+}
+
+void SandboxManager::OnControlMessage(const std::shared_ptr<Live>& live, InitMessage message) {
+  switch (message.type) {
+    case MsgType::kExited: {
+      initproto::ExitedBody body;
+      if (!message.BodyAs(body)) return;
+      auto it = live->commands.find(body.seq);
+      if (it != live->commands.end()) it->second->OnExited(body.wait_status);
+      return;
+    }
+    case MsgType::kExecFailed: {
+      initproto::ExecFailedBody body;
+      if (!message.BodyAs(body)) return;
+      auto it = live->commands.find(body.seq);
+      if (it != live->commands.end()) it->second->OnExited(W_EXITCODE(125, 0));
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+void SandboxManager::OnInitGone(const std::string& id) {
+  auto it = live_.find(id);
+  if (it == live_.end()) return;
+  if (busy_[id]) return;  // a stop is under way and finishes the job
+  // Nobody asked: init died (killed from the host, or the sandbox hit something fatal).
+  LogWarn("sandbox", "init exited unexpectedly", {{"sandbox", id}});
+  busy_[id] = true;
+  DoStop(id, /*by_request=*/false, [this, id](Status) { busy_.erase(id); });
+}
+
+void SandboxManager::Stop(const Caller& caller, const std::string& id, Done<SandboxRow> done) {
+  auto row = Owned(caller, id);
+  if (!row.ok()) return done(row.status());
+  if (busy_[id]) return done(Status::Error("sandbox " + id + " is " + row->state, EBUSY));
+  if (row->state != "running") return done(*row);
+  busy_[id] = true;
+  DoStop(id, /*by_request=*/true, [this, id, done = std::move(done)](Status status) {
+    busy_.erase(id);
+    if (!status.ok()) return done(status);
+    auto stopped = store_.GetSandbox(id);
+    if (!stopped.ok()) return done(stopped.status());
+    if (!stopped->has_value()) return done(NotFound("sandbox " + id));
+    done(**stopped);
+  });
+}
+
+void SandboxManager::DoStop(const std::string& id, bool by_request, std::function<void(Status)> done) {
+  auto row = store_.GetSandbox(id);
+  if (row.ok() && row->has_value()) SetState(**row, "stopping");
+  std::shared_ptr<Live> live;
+  if (auto it = live_.find(id); it != live_.end()) live = it->second;
+  auto finish = [this, id, by_request, live, done = std::move(done)]() mutable {
+    if (live) {
+      for (auto& [seq, command] : live->commands) command->Abort(by_request);
+      live->commands.clear();
+      live->control.reset();
+      live->init_exit.reset();
+      live_.erase(id);
+    }
+    auto process = std::make_shared<SandboxProcess>(live ? std::move(live->process) : SandboxProcess());
+    if (live) {
+      // The fds moved into the asio objects above; reopen the pidfd to wait for the exit.
+      process->pidfd.reset();
+    }
+    pid_t pid = process->pid;
+    uint64_t start_time = process->start_time;
+    asio::post(pool_, [this, id, pid, start_time, process, done = std::move(done)]() mutable {
+      if (pid > 0 && ProcessStartTime(pid) == start_time) {
+        process->pidfd.reset(static_cast<int>(syscall(SYS_pidfd_open, pid, 0)));
+      }
+      Status stopped = host_.Stop(id, process->pidfd ? process.get() : nullptr);
+      asio::post(io_, [this, id, stopped, done = std::move(done)]() mutable {
+        if (!stopped.ok()) LogError("sandbox", "stop failed", {{"sandbox", id}, {"error", stopped.ToString()}});
+        auto current = store_.GetSandbox(id);
+        if (current.ok() && current->has_value()) {
+          (*current)->init_pid = 0;
+          (*current)->init_start_time = 0;
+          SetState(**current, "stopped");
+          (void)store_.AppendEvent(id, "sandbox.stopped", "{}");
+        }
+        done(stopped);
+      });
+    });
+  };
+  if (!live || live->commands.empty() || !live->control) return finish();
+  // SIGTERM first; SIGKILL (with init) after the grace period or once every command ended.
+  for (auto& [seq, command] : live->commands) {
+    if (by_request) command->MarkKilledByRequest();
+    (void)command->Signal(SIGTERM);
+  }
+  auto timer = std::make_shared<asio::steady_timer>(io_, std::chrono::seconds(config_.stop_grace_s));
+  auto fired = std::make_shared<bool>(false);
+  auto once = std::make_shared<std::function<void()>>(std::move(finish));
+  auto run_once = [fired, once, timer]() {
+    if (*fired) return;
+    *fired = true;
+    timer->cancel();
+    (*once)();
+  };
+  timer->async_wait([run_once](boost::system::error_code) { run_once(); });
+  // Poll for the commands' ends: cheap, and only while a stop is in progress.
+  auto poll = std::make_shared<std::function<void()>>();
+  auto poll_timer = std::make_shared<asio::steady_timer>(io_);
+  *poll = [live, run_once, fired, poll, poll_timer]() {
+    if (*fired) return;
+    bool all_done = std::all_of(live->commands.begin(), live->commands.end(),
+                                [](const auto& entry) { return entry.second->finished(); });
+    if (all_done) return run_once();
+    poll_timer->expires_after(std::chrono::milliseconds(20));
+    poll_timer->async_wait([poll](boost::system::error_code ec) {
+      if (!ec) (*poll)();
+    });
+  };
+  (*poll)();
+}
+
+void SandboxManager::Destroy(const Caller& caller, const std::string& id, Done<bool> done) {
+  auto row = Owned(caller, id);
+  if (!row.ok()) return done(row.status());
+  if (busy_[id]) return done(Status::Error("sandbox " + id + " is " + row->state, EBUSY));
+  busy_[id] = true;
+  auto destroy = [this, id, done = std::move(done)](Status) mutable {
+    auto current = store_.GetSandbox(id);
+    if (current.ok() && current->has_value()) SetState(**current, "destroying");
+    asio::post(pool_, [this, id, done = std::move(done)]() mutable {
+      Status destroyed = host_.Destroy(id);
+      asio::post(io_, [this, id, destroyed, done = std::move(done)]() mutable {
+        busy_.erase(id);
+        if (!destroyed.ok()) {
+          LogError("sandbox", "destroy failed", {{"sandbox", id}, {"error", destroyed.ToString()}});
+          return done(destroyed);
+        }
+        Status deleted = store_.DeleteSandbox(id);
+        if (!deleted.ok() && deleted.error_number() != ENOENT) return done(deleted);
+        (void)store_.AppendEvent(id, "sandbox.destroyed", "{}");
+        LogInfo("sandbox", "destroyed", {{"sandbox", id}});
+        done(true);
+      });
+    });
+  };
+  if (row->state == "running" || live_.count(id)) return DoStop(id, /*by_request=*/true, std::move(destroy));
+  destroy(Status());
+}
+
+StatusOr<std::shared_ptr<Command>> SandboxManager::Exec(const Caller& caller, const UserCaps& caps,
+                                                        const ExecSpec& spec) {
+  ASSIGN_OR_RETURN(SandboxRow row, Owned(caller, spec.sandbox));
+  auto it = live_.find(row.id);
+  if (it == live_.end() || busy_[row.id] || !it->second->control) {
+    return Status::Error("sandbox " + row.id + " is not running (it is " + row.state + ")", EBUSY);
+  }
+  std::shared_ptr<Live> live = it->second;
+  if (spec.argv.empty()) return Status::Error("argv: must not be empty", EINVAL);
+  uint64_t max_commands = config_.max_commands_per_sandbox;
+  if (caps.commands && *caps.commands < max_commands) max_commands = *caps.commands;
+  if (live->commands.size() >= max_commands) {
+    return Status::Error("sandbox " + row.id + " already runs " + std::to_string(live->commands.size()) +
+                             " commands (the limit)",
+                         EDQUOT);
+  }
+  ExecRequest request;
+  if (spec.user == "root") {
+    request.uid = request.gid = 0;
+  } else if (spec.user == "agent" || spec.user.empty()) {
+    request.uid = isolation::kAgentUid;
+    request.gid = isolation::kAgentGid;
+  } else {
+    return Status::Error("user: must be \"agent\" or \"root\"", EINVAL);
+  }
+  const std::string home = request.uid == 0 ? "/root" : "/home/agent";
+  request.cwd = spec.cwd.empty() ? home : spec.cwd;
+  if (request.cwd[0] != '/') return Status::Error("cwd: must be an absolute path", EINVAL);
+  request.argv = spec.argv;
+  request.env = {"PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin", "HOME=" + home,
+                 std::string("USER=") + (request.uid == 0 ? "root" : "agent"), "LANG=C.UTF-8"};
+  if (spec.pty) request.env.push_back("TERM=xterm-256color");
+  for (const auto& var : spec.env) {
+    size_t eq = var.find('=');
+    if (eq == 0 || eq == std::string::npos) return Status::Error("env: bad entry " + var, EINVAL);
+    std::string key = var.substr(0, eq + 1);
+    request.env.erase(std::remove_if(request.env.begin(), request.env.end(),
+                                     [&](const std::string& e) { return e.compare(0, key.size(), key) == 0; }),
+                      request.env.end());
+    request.env.push_back(var);
+  }
+  request.pty = spec.pty;
+  request.rows = spec.rows;
+  request.cols = spec.cols;
+  request.stdin_open = spec.stdin_open || spec.pty;
+
+  CommandRow command_row;
+  command_row.id = NewId("cmd");
+  command_row.sandbox_id = row.id;
+  command_row.iss = row.iss;
+  command_row.sub = row.sub;
+  command_row.argv_json = nlohmann::json(spec.argv).dump();
+  command_row.pty = spec.pty;
+  command_row.state = "starting";
+  command_row.created_at = Now();
+  ASSIGN_OR_RETURN(command_row, store_.InsertCommand(command_row));
+  request.seq = static_cast<uint64_t>(command_row.init_seq);
+  auto fail = [&](Status status) {
+    command_row.state = "exited";
+    OutcomeEvidence evidence;
+    evidence.setup_failed = true;
+    evidence.setup_step = status.message();
+    evidence.setup_errno = status.error_number();
+    command_row.outcome_json = OutcomeToJson(ClassifyOutcome(evidence)).dump();
+    command_row.ended_at = Now();
+    (void)store_.UpdateCommand(command_row);
+    return status;
+  };
+  Status cgroup = host_.CreateCommandCgroup(row.id, request.seq);
+  if (!cgroup.ok()) return fail(cgroup);
+  auto fds = SendExec(live->control_fd(), request);
+  if (!fds.ok()) return fail(fds.status());
+  std::string sandbox_id = row.id;
+  uint64_t seq = request.seq;
+  auto command = std::make_shared<Command>(
+      CommandContext(), command_row, live->control_fd(), std::move(*fds),
+      [this, sandbox_id, seq](Command& finished) {
+        auto live_it = live_.find(sandbox_id);
+        if (live_it != live_.end()) live_it->second->commands.erase(seq);
+        auto self = commands_.find(finished.id());
+        if (self != commands_.end()) {
+          recent_[finished.id()] = self->second;
+          recent_order_.push_back(finished.id());
+          commands_.erase(self);
+          while (recent_order_.size() > kRecentCommands) {
+            recent_.erase(recent_order_.front());
+            recent_order_.pop_front();
+          }
+        }
+        Touch(sandbox_id);
+      });
+  live->commands[seq] = command;
+  commands_[command_row.id] = command;
+  command->Start();
+  Touch(row.id);
+  return command;
+}
+
+StatusOr<std::shared_ptr<Command>> SandboxManager::FindCommand(const Caller& caller, const std::string& command_id) {
+  std::shared_ptr<Command> command;
+  if (auto it = commands_.find(command_id); it != commands_.end()) command = it->second;
+  if (!command) {
+    if (auto it = recent_.find(command_id); it != recent_.end()) command = it->second;
+  }
+  if (!command || (!caller.admin && (command->row().iss != caller.iss || command->row().sub != caller.sub))) {
+    return NotFound("live command " + command_id);
+  }
+  return command;
+}
+
+StatusOr<CommandRow> SandboxManager::GetCommand(const Caller& caller, const std::string& sandbox_id,
+                                                const std::string& command_id) {
+  RETURN_IF_ERROR(Owned(caller, sandbox_id).status());
+  if (!IsWellFormedId(command_id, "cmd")) return NotFound("command " + command_id);
+  ASSIGN_OR_RETURN(std::optional<CommandRow> row, store_.GetCommand(command_id));
+  if (!row || row->sandbox_id != sandbox_id) return NotFound("command " + command_id);
+  return *row;
+}
+
+StatusOr<std::vector<CommandRow>> SandboxManager::ListCommands(const Caller& caller, const std::string& sandbox_id) {
+  RETURN_IF_ERROR(Owned(caller, sandbox_id).status());
+  return store_.ListCommands(sandbox_id, /*active_only=*/false, 1000);
+}
+
+StatusOr<FileAccess> SandboxManager::OpenFiles(const Caller& caller, const std::string& sandbox_id) {
+  ASSIGN_OR_RETURN(SandboxRow row, Owned(caller, sandbox_id));
+  auto it = live_.find(row.id);
+  if (it == live_.end() || busy_[row.id]) {
+    return Status::Error("sandbox " + row.id + " is not running (it is " + row.state + ")", EBUSY);
+  }
+  const std::string root = "/proc/" + std::to_string(it->second->process.pid) + "/root";
+  FileAccess access;
+  access.root.reset(open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!access.root) return ErrnoError("open the sandbox's root");
+  // The pid could have been reused between the lookup and the open: check it is still init.
+  if (ProcessStartTime(it->second->process.pid) != it->second->process.start_time) {
+    return Status::Error("sandbox " + row.id + " is not running", EBUSY);
+  }
+  access.uid = static_cast<uid_t>(row.uid_base + isolation::kAgentUid);
+  access.gid = static_cast<gid_t>(row.uid_base + isolation::kAgentGid);
+  Touch(row.id);
+  return access;
+}
+
+void SandboxManager::Touch(const std::string& sandbox_id) {
+  auto row = store_.GetSandbox(sandbox_id);
+  if (!row.ok() || !row->has_value()) return;
+  (*row)->last_active_at = Now();
+  (void)store_.UpdateSandbox(**row);
+}
+
+Status SandboxManager::Recover() {
+  ASSIGN_OR_RETURN(auto rows, store_.ListSandboxes());
+  int adopted = 0, cleaned = 0;
+  for (SandboxRow& row : rows) {
+    if (row.state == "destroying") {
+      RETURN_IF_ERROR(host_.Destroy(row.id));
+      (void)store_.DeleteSandbox(row.id);
+      ++cleaned;
+      continue;
+    }
+    if (row.state == "stopped" || row.state == "created") continue;
+    auto process = host_.Adopt(row.id, static_cast<pid_t>(row.init_pid), static_cast<uint64_t>(row.init_start_time));
+    if (process.ok() && process->has_value() && row.state == "running") {
+      OnStarted(row, std::move(**process));
+      AdoptCommands(live_[row.id]);
+      ++adopted;
+      continue;
+    }
+    if (!process.ok()) {
+      LogWarn("recovery", "cannot adopt; stopping it", {{"sandbox", row.id}, {"error", process.status().ToString()}});
+    }
+    // Gone (or half started, or half stopped): finish the stop.
+    SandboxProcess leftover;
+    if (process.ok() && process->has_value()) leftover = std::move(**process);
+    RETURN_IF_ERROR(host_.Stop(row.id, leftover.pidfd ? &leftover : nullptr));
+    ASSIGN_OR_RETURN(auto commands, store_.ListCommands(row.id, /*active_only=*/true));
+    for (CommandRow& command : commands) {
+      OutcomeEvidence evidence;
+      evidence.lost = true;
+      command.state = "exited";
+      command.outcome_json = OutcomeToJson(ClassifyOutcome(evidence)).dump();
+      command.ended_at = Now();
+      (void)store_.UpdateCommand(command);
+    }
+    row.init_pid = 0;
+    row.init_start_time = 0;
+    SetState(row, "stopped");
+    ++cleaned;
+  }
+  // cgroups that belong to no running sandbox (a crash between mkdir and the row, or a stop
+  // that did not finish) go too.
+  auto children = host_.backend().ListChildren(config_.cgroup_parent);
+  if (children.ok()) {
+    for (const std::string& child : *children) {
+      const std::string id = child.substr(child.rfind('/') + 1);
+      if (!live_.count(id)) (void)host_.backend().Destroy(child);
+    }
+  }
+  LogInfo("recovery", "done", {{"adopted", std::to_string(adopted)}, {"cleaned", std::to_string(cleaned)}});
+  return Status();
+}
+
+void SandboxManager::AdoptCommands(const std::shared_ptr<Live>& live) {
+  // Ask init what it still holds; the answers arrive synchronously here (init answers at once).
+  int fd = live->control_fd();
+  if (fd < 0 || !SendHello(fd).ok()) return;
+  std::map<uint64_t, std::pair<initproto::CommandStateBody, std::vector<UniqueFd>>> held;
+  for (;;) {
+    struct pollfd pfd = {fd, POLLIN, 0};
+    if (poll(&pfd, 1, 5000) != 1) break;
+    auto message = ReceiveMessage(fd, true);
+    if (!message.ok() || !message->has_value()) break;
+    if ((*message)->type == MsgType::kHelloDone) break;
+    if ((*message)->type != MsgType::kCommandState) continue;
+    initproto::CommandStateBody body;
+    if (!(*message)->BodyAs(body)) continue;
+    held[body.seq] = {body, std::move((*message)->fds)};
+  }
+  auto rows = store_.ListCommands(live->id, /*active_only=*/true);
+  if (!rows.ok()) return;
+  for (CommandRow& row : *rows) {
+    auto it = held.find(static_cast<uint64_t>(row.init_seq));
+    if (it == held.end()) {
+      OutcomeEvidence evidence;
+      evidence.lost = true;
+      row.state = "exited";
+      row.outcome_json = OutcomeToJson(ClassifyOutcome(evidence)).dump();
+      row.ended_at = Now();
+      (void)store_.UpdateCommand(row);
+      continue;
+    }
+    row.state = "running";
+    uint64_t seq = it->first;
+    std::string sandbox_id = live->id;
+    auto command = std::make_shared<Command>(
+        CommandContext(), row, fd, it->second.first, std::move(it->second.second),
+        [this, sandbox_id, seq](Command& finished) {
+          auto live_it = live_.find(sandbox_id);
+          if (live_it != live_.end()) live_it->second->commands.erase(seq);
+          auto self = commands_.find(finished.id());
+          if (self != commands_.end()) {
+            recent_[finished.id()] = self->second;
+            recent_order_.push_back(finished.id());
+            commands_.erase(self);
+          }
+        });
+    live->commands[seq] = command;
+    commands_[row.id] = command;
+    held.erase(it);
+    command->Start();
+  }
+  // What init holds that the store does not know (a crash between the exec and its row): let
+  // it go.
+  for (auto& [seq, entry] : held) {
+    if (entry.first.running) (void)SendSignal(fd, seq, SIGKILL);
+    else (void)SendAck(fd, seq);
+  }
+}
+
+void SandboxManager::StartTimers() {
+  idle_timer_.expires_after(kIdleSweep);
+  idle_timer_.async_wait([this](boost::system::error_code ec) {
+    if (ec || detached_) return;
+    SweepIdle();
+    StartTimers();
+  });
+}
+
+void SandboxManager::SweepIdle() {
+  const int64_t now = Now();
+  std::vector<std::string> idle;
+  for (const auto& [id, live] : live_) {
+    if (busy_[id] || !live->commands.empty()) continue;
+    auto row = store_.GetSandbox(id);
+    if (!row.ok() || !row->has_value()) continue;
+    const SandboxRow& r = **row;
+    if (r.idle_timeout_s > 0 && now - r.last_active_at >= r.idle_timeout_s) idle.push_back(id);
+  }
+  for (const std::string& id : idle) {
+    LogInfo("sandbox", "idle timeout: stopping", {{"sandbox", id}});
+    busy_[id] = true;
+    DoStop(id, /*by_request=*/false, [this, id](Status) {
+      busy_.erase(id);
+      (void)store_.AppendEvent(id, "sandbox.idle_stopped", "{}");
+    });
+  }
+}
+
+void SandboxManager::Detach() {
+  detached_ = true;
+  idle_timer_.cancel();
+  for (auto& [id, live] : live_) {
+    // Release without closing what init must keep: the control connection closes (init waits
+    // for the next daemon), the sandbox keeps running.
+    live->control.reset();
+    live->init_exit.reset();
+  }
+  live_.clear();
+  commands_.clear();
+  recent_.clear();
+}
+
+std::map<std::string, int64_t> SandboxManager::CountByState() {
+  std::map<std::string, int64_t> counts;
+  for (const char* state : {"created", "starting", "running", "stopping", "stopped", "destroying"}) counts[state] = 0;
+  auto rows = store_.ListSandboxes();
+  if (rows.ok()) {
+    for (const auto& row : *rows) ++counts[row.state];
+  }
+  return counts;
+}
+
+int64_t SandboxManager::running_commands() const { return static_cast<int64_t>(commands_.size()); }
+
+}  // namespace corral::supervisor

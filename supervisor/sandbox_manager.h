@@ -1,0 +1,164 @@
+// SandboxManager: every user's sandboxes and their commands, on the daemon's event loop.
+//
+// Lifecycle (DESIGN.md §4): created -> starting -> running -> stopping -> stopped, and
+// destroying -> (row deleted). Kernel work (formatting a layer, launching, killing, copying)
+// runs on the worker pool; the store is written on the loop before a request is answered, so
+// an acknowledged request is a committed row. One lifecycle operation runs per sandbox at a
+// time; another one meanwhile is a conflict (EBUSY).
+//
+// Ownership: every call takes the caller; a sandbox or command of another user answers ENOENT,
+// exactly like one that does not exist. Errors carry an errno that the API maps to its codes:
+// ENOENT not_found, EINVAL bad_request, EBUSY conflict, EDQUOT limit_exceeded, ERANGE
+// stream_gap, EAGAIN unavailable, EPERM forbidden, others internal.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
+
+#include "supervisor/command.h"
+#include "supervisor/config.h"
+#include "supervisor/sandbox_host.h"
+#include "supervisor/store.h"
+
+namespace corral::supervisor {
+
+struct Caller {
+  std::string iss;
+  std::string sub;
+  bool admin = false;  // the admin socket: every sandbox
+};
+
+// What the issuer allows this user (from the token); unset: the daemon's maxima.
+struct UserCaps {
+  std::optional<uint64_t> sandboxes;
+  std::optional<uint64_t> memory_bytes;
+  std::optional<uint64_t> cpu_millicores;
+  std::optional<uint64_t> pids;
+  std::optional<uint64_t> disk_bytes;
+  std::optional<uint64_t> idle_timeout_s;
+  std::optional<uint64_t> commands;
+};
+
+struct CreateRequest {
+  std::string name;
+  std::string image = "host";
+  std::optional<uint64_t> memory_bytes;
+  std::optional<uint64_t> cpu_millicores;
+  std::optional<uint64_t> pids;
+  std::optional<uint64_t> disk_bytes;
+  std::optional<uint64_t> idle_timeout_s;
+  bool start = true;
+  std::string snapshot;  // "snap_...": start from a copy of it
+};
+
+struct ExecSpec {
+  std::string sandbox;
+  std::vector<std::string> argv;
+  std::vector<std::string> env;  // KEY=VALUE
+  std::string cwd;               // "" = the user's home
+  std::string user = "agent";    // agent | root
+  bool stdin_open = false;
+  bool pty = false;
+  uint16_t rows = 24;
+  uint16_t cols = 80;
+};
+
+// The effective limits of a sandbox, as stored (limits_json) and shown by the API.
+struct SandboxLimits {
+  uint64_t memory_bytes = 0;
+  uint64_t cpu_millicores = 0;
+  uint64_t pids = 0;
+  uint64_t disk_bytes = 0;
+};
+StatusOr<SandboxLimits> ParseLimits(const std::string& limits_json);
+
+// For the file API: the sandbox's root as the host sees it, and the agent's host ids.
+struct FileAccess {
+  UniqueFd root;
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+
+class SandboxManager {
+ public:
+  template <typename T>
+  using Done = std::function<void(StatusOr<T>)>;
+
+  SandboxManager(boost::asio::io_context& io, boost::asio::thread_pool& pool, const DaemonConfig& config,
+                 Store& store, SandboxHost& host, CommandObserver* observer);
+  ~SandboxManager();
+
+  // At start: adopt sandboxes whose init survived the previous daemon, clean up the rest.
+  Status Recover();
+  // Starts the idle-timeout sweeper.
+  void StartTimers();
+  // Stops timers and lets go of every sandbox (they keep running for the next daemon).
+  void Detach();
+
+  void Create(const Caller& caller, const UserCaps& caps, CreateRequest request, Done<SandboxRow> done);
+  StatusOr<std::vector<SandboxRow>> List(const Caller& caller);
+  StatusOr<SandboxRow> Get(const Caller& caller, const std::string& id);
+  void Start(const Caller& caller, const std::string& id, Done<SandboxRow> done);
+  void Stop(const Caller& caller, const std::string& id, Done<SandboxRow> done);
+  void Destroy(const Caller& caller, const std::string& id, Done<bool> done);
+
+  StatusOr<std::shared_ptr<Command>> Exec(const Caller& caller, const UserCaps& caps, const ExecSpec& spec);
+  // A command that is live (or recently ended and still held), for attach/stdin/signal.
+  StatusOr<std::shared_ptr<Command>> FindCommand(const Caller& caller, const std::string& command_id);
+  StatusOr<CommandRow> GetCommand(const Caller& caller, const std::string& sandbox_id,
+                                  const std::string& command_id);
+  StatusOr<std::vector<CommandRow>> ListCommands(const Caller& caller, const std::string& sandbox_id);
+
+  StatusOr<FileAccess> OpenFiles(const Caller& caller, const std::string& sandbox_id);
+  // A request touched the sandbox: push its idle deadline back.
+  void Touch(const std::string& sandbox_id);
+
+  // For metrics.
+  std::map<std::string, int64_t> CountByState();
+  int64_t running_commands() const;
+
+ private:
+  struct Live;
+
+  StatusOr<SandboxRow> Owned(const Caller& caller, const std::string& id);
+  StatusOr<SandboxLimits> Resolve(const UserCaps& caps, const CreateRequest& request) const;
+  SandboxShape ShapeOf(const SandboxRow& row) const;
+  void DoStart(SandboxRow row, Done<SandboxRow> done);
+  void DoStop(const std::string& id, bool by_request, std::function<void(Status)> done);
+  void OnStarted(SandboxRow row, SandboxProcess process);
+  void WatchControl(const std::shared_ptr<Live>& live);
+  void WatchInit(const std::shared_ptr<Live>& live);
+  void OnControlMessage(const std::shared_ptr<Live>& live, InitMessage message);
+  void OnInitGone(const std::string& id);
+  void AdoptCommands(const std::shared_ptr<Live>& live);
+  void SweepIdle();
+  void SetState(SandboxRow& row, const std::string& state);
+  Command::Context CommandContext();
+
+  boost::asio::io_context& io_;
+  boost::asio::thread_pool& pool_;
+  const DaemonConfig& config_;
+  Store& store_;
+  SandboxHost& host_;
+  CommandObserver* observer_;
+  std::map<std::string, std::shared_ptr<Live>> live_;  // running sandboxes by id
+  std::map<std::string, bool> busy_;                   // a lifecycle operation is under way
+  std::map<std::string, std::shared_ptr<Command>> commands_;  // by command id, until they end
+  std::map<std::string, std::shared_ptr<Command>> recent_;    // ended, kept for late attaches
+  std::deque<std::string> recent_order_;
+  boost::asio::steady_timer idle_timer_;
+  bool detached_ = false;
+};
+
+}  // namespace corral::supervisor

@@ -1,0 +1,692 @@
+#include "supervisor/store.h"
+
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <concepts>
+#include <ctime>
+#include <initializer_list>
+#include <iterator>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <variant>
+
+#include "common/unique_fd.h"
+
+namespace corral::supervisor {
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Schema. kMigrations[i] takes user_version i to i + 1. Append only: a released migration is
+// never edited, since databases in the field have already run it.
+//
+// STRICT (SQLite 3.37) makes a column reject a value of the wrong type instead of storing it as
+// whatever it is. Primary keys are declared NOT NULL because, for compatibility with old
+// versions, SQLite lets a non-INTEGER PRIMARY KEY column hold NULLs.
+constexpr const char* kMigrations[] = {
+    R"sql(
+CREATE TABLE issuers (
+  name        TEXT NOT NULL PRIMARY KEY,
+  secret      TEXT NOT NULL,
+  created_at  INTEGER NOT NULL
+) STRICT;
+
+CREATE TABLE sandboxes (
+  id               TEXT NOT NULL PRIMARY KEY,
+  iss              TEXT NOT NULL,
+  sub              TEXT NOT NULL,
+  name             TEXT NOT NULL,
+  image            TEXT NOT NULL,
+  state            TEXT NOT NULL,
+  limits_json      TEXT NOT NULL,
+  idle_timeout_s   INTEGER NOT NULL,
+  uid_base         INTEGER NOT NULL UNIQUE,
+  created_at       INTEGER NOT NULL,
+  updated_at       INTEGER NOT NULL,
+  last_active_at   INTEGER NOT NULL,
+  init_pid         INTEGER NOT NULL,
+  init_start_time  INTEGER NOT NULL,
+  source           TEXT NOT NULL
+) STRICT;
+CREATE INDEX sandboxes_by_user ON sandboxes (iss, sub);
+
+-- No foreign key: a snapshot outlives the sandbox it was taken of.
+CREATE TABLE snapshots (
+  id          TEXT NOT NULL PRIMARY KEY,
+  sandbox_id  TEXT NOT NULL,
+  iss         TEXT NOT NULL,
+  sub         TEXT NOT NULL,
+  image       TEXT NOT NULL,
+  created_at  INTEGER NOT NULL,
+  bytes       INTEGER NOT NULL
+) STRICT;
+CREATE INDEX snapshots_by_user ON snapshots (iss, sub);
+
+-- The UNIQUE index starts with sandbox_id, so it also serves the ON DELETE CASCADE lookup
+-- (without an index on the child column, every sandbox delete would scan all commands).
+CREATE TABLE commands (
+  id            TEXT NOT NULL PRIMARY KEY,
+  sandbox_id    TEXT NOT NULL REFERENCES sandboxes (id) ON DELETE CASCADE,
+  iss           TEXT NOT NULL,
+  sub           TEXT NOT NULL,
+  argv_json     TEXT NOT NULL,
+  pty           INTEGER NOT NULL,
+  state         TEXT NOT NULL,
+  outcome_json  TEXT NOT NULL,
+  created_at    INTEGER NOT NULL,
+  ended_at      INTEGER NOT NULL,
+  init_seq      INTEGER NOT NULL,
+  UNIQUE (sandbox_id, init_seq)
+) STRICT;
+CREATE INDEX commands_by_state ON commands (sandbox_id, state);
+
+-- AUTOINCREMENT: a plain INTEGER PRIMARY KEY reuses the highest seq once that row is deleted,
+-- and clients resume from a seq they have seen. No foreign key: events outlive the sandbox.
+CREATE TABLE events (
+  seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+  sandbox_id  TEXT NOT NULL,
+  type        TEXT NOT NULL,
+  data_json   TEXT NOT NULL,
+  at          INTEGER NOT NULL
+) STRICT;
+CREATE INDEX events_by_sandbox ON events (sandbox_id, seq);
+)sql",
+};
+constexpr int kLatestSchemaVersion = static_cast<int>(std::size(kMigrations));
+constexpr int kMinSqliteVersion = 3037000;  // STRICT tables.
+
+// Column lists, in the order of the Fields() functions below. SQL text is only ever assembled
+// from these constants; values are always bound.
+constexpr std::string_view kIssuerColumns = "name, secret, created_at";
+constexpr std::string_view kSandboxColumns =
+    "id, iss, sub, name, image, state, limits_json, idle_timeout_s, uid_base, created_at, "
+    "updated_at, last_active_at, init_pid, init_start_time, source";
+constexpr std::string_view kSnapshotColumns = "id, sandbox_id, iss, sub, image, created_at, bytes";
+constexpr std::string_view kCommandColumns =
+    "id, sandbox_id, iss, sub, argv_json, pty, state, outcome_json, created_at, ended_at, init_seq";
+constexpr std::string_view kEventColumns = "seq, sandbox_id, type, data_json, at";
+
+std::string Sql(std::initializer_list<std::string_view> parts) {
+  std::string sql;
+  for (std::string_view part : parts) sql += part;
+  return sql;
+}
+
+// SQLite's LIMIT treats a negative count as "no limit"; a caller's negative limit means none.
+int64_t ClampLimit(int64_t limit) { return std::max<int64_t>(limit, 0); }
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+
+Status SqliteError(sqlite3* db, int rc, std::string_view what) {
+  std::string message = "store: " + std::string(what) + ": " + sqlite3_errmsg(db);
+  switch (rc) {  // Extended result codes are on (sqlite3_extended_result_codes in Open).
+    case SQLITE_CONSTRAINT_PRIMARYKEY:
+    case SQLITE_CONSTRAINT_UNIQUE:
+      return Status::Error(std::move(message), EEXIST);
+    case SQLITE_CONSTRAINT_FOREIGNKEY:  // A command for a sandbox that does not exist.
+      return Status::Error(std::move(message), ENOENT);
+    default:
+      break;
+  }
+  if ((rc & 0xff) == SQLITE_BUSY) return Status::Error(std::move(message), EBUSY);
+  return Status::Error(std::move(message));
+}
+
+Status NotFound(std::string_view what) {
+  return Status::Error("store: " + std::string(what) + ": no such row", ENOENT);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Statements: prepare, bind, step, read
+
+struct StmtDeleter {
+  void operator()(sqlite3_stmt* stmt) const { sqlite3_finalize(stmt); }
+};
+using Stmt = std::unique_ptr<sqlite3_stmt, StmtDeleter>;
+
+struct DbDeleter {
+  void operator()(sqlite3* db) const { sqlite3_close(db); }
+};
+using Db = std::unique_ptr<sqlite3, DbDeleter>;
+
+// A bound parameter, for ?1, ?2, ... in order.
+using Value = std::variant<int64_t, std::string_view>;
+
+StatusOr<Stmt> Prepare(sqlite3* db, std::string_view sql, const std::vector<Value>& values,
+                       std::string_view what) {
+  sqlite3_stmt* raw = nullptr;
+  int rc = sqlite3_prepare_v2(db, sql.data(), static_cast<int>(sql.size()), &raw, nullptr);
+  Stmt stmt(raw);
+  if (rc != SQLITE_OK) return SqliteError(db, rc, what);
+  int index = 1;
+  for (const Value& value : values) {
+    if (const int64_t* number = std::get_if<int64_t>(&value)) {
+      rc = sqlite3_bind_int64(stmt.get(), index, *number);
+    } else {
+      std::string_view text = std::get<std::string_view>(value);
+      // A null pointer binds SQL NULL, not an empty string, and an empty string_view may have
+      // one. SQLITE_TRANSIENT: SQLite copies, so the view need not outlive the statement.
+      rc = sqlite3_bind_text64(stmt.get(), index, text.data() != nullptr ? text.data() : "",
+                               text.size(), SQLITE_TRANSIENT, SQLITE_UTF8);
+    }
+    if (rc != SQLITE_OK) return SqliteError(db, rc, what);
+    ++index;
+  }
+  return stmt;
+}
+
+// Steps once: true on a row, false when done.
+StatusOr<bool> Step(sqlite3* db, sqlite3_stmt* stmt, std::string_view what) {
+  int rc = sqlite3_step(stmt);
+  if (rc == SQLITE_ROW) return true;
+  if (rc == SQLITE_DONE) return false;
+  return SqliteError(db, rc, what);
+}
+
+// Runs one statement that returns no rows (or whose rows do not matter).
+Status Run(sqlite3* db, std::string_view sql, const std::vector<Value>& values,
+           std::string_view what) {
+  ASSIGN_OR_RETURN(Stmt stmt, Prepare(db, sql, values, what));
+  ASSIGN_OR_RETURN(bool has_row, Step(db, stmt.get(), what));
+  (void)has_row;
+  return Status();
+}
+
+// Run() for an UPDATE or DELETE of one row by key: ENOENT when no row matched. sqlite3_changes
+// counts only the rows the statement itself changed, not those removed by ON DELETE CASCADE.
+Status RunOnExistingRow(sqlite3* db, std::string_view sql, const std::vector<Value>& values,
+                        std::string_view what) {
+  RETURN_IF_ERROR(Run(db, sql, values, what));
+  if (sqlite3_changes(db) == 0) return NotFound(what);
+  return Status();
+}
+
+// Constant SQL without parameters, possibly several statements (migrations, BEGIN/COMMIT).
+Status ExecScript(sqlite3* db, const char* sql, std::string_view what) {
+  int rc = sqlite3_exec(db, sql, nullptr, nullptr, nullptr);
+  if (rc != SQLITE_OK) return SqliteError(db, rc, what);
+  return Status();
+}
+
+// The fields of each row type, in the order of its k*Columns list: one definition drives both
+// binding (Values) and reading (Read). `R` is the row type, const or not.
+template <typename R, typename Row>
+concept RowOf = std::same_as<std::remove_const_t<R>, Row>;
+
+auto Fields(RowOf<IssuerRow> auto& r) { return std::tie(r.name, r.secret, r.created_at); }
+
+auto Fields(RowOf<SandboxRow> auto& r) {
+  return std::tie(r.id, r.iss, r.sub, r.name, r.image, r.state, r.limits_json, r.idle_timeout_s,
+                  r.uid_base, r.created_at, r.updated_at, r.last_active_at, r.init_pid,
+                  r.init_start_time, r.source);
+}
+
+auto Fields(RowOf<SnapshotRow> auto& r) {
+  return std::tie(r.id, r.sandbox_id, r.iss, r.sub, r.image, r.created_at, r.bytes);
+}
+
+auto Fields(RowOf<CommandRow> auto& r) {
+  return std::tie(r.id, r.sandbox_id, r.iss, r.sub, r.argv_json, r.pty, r.state, r.outcome_json,
+                  r.created_at, r.ended_at, r.init_seq);
+}
+
+auto Fields(RowOf<EventRow> auto& r) {
+  return std::tie(r.seq, r.sandbox_id, r.type, r.data_json, r.at);
+}
+
+Value ToValue(const std::string& text) { return std::string_view(text); }
+Value ToValue(int64_t number) { return number; }
+Value ToValue(bool flag) { return int64_t{flag}; }
+
+template <typename Row>
+std::vector<Value> Values(const Row& row) {
+  return std::apply([](const auto&... field) { return std::vector<Value>{ToValue(field)...}; },
+                    Fields(row));
+}
+
+// Reads the columns of the current row left to right.
+class Columns {
+ public:
+  explicit Columns(sqlite3_stmt* stmt) : stmt_(stmt) {}
+
+  bool IsNull() const { return sqlite3_column_type(stmt_, next_) == SQLITE_NULL; }
+  void Into(int64_t& number) { number = sqlite3_column_int64(stmt_, next_++); }
+  void Into(bool& flag) { flag = sqlite3_column_int64(stmt_, next_++) != 0; }
+  void Into(std::string& text) {
+    // column_text before column_bytes (the documented order): converting a non-text value to
+    // text can change its size.
+    const auto* data = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, next_));
+    auto size = static_cast<size_t>(sqlite3_column_bytes(stmt_, next_++));
+    text = data != nullptr ? std::string(data, size) : std::string();
+  }
+
+ private:
+  sqlite3_stmt* stmt_;
+  int next_ = 0;
+};
+
+void Read(Columns& c, std::string& text) { c.Into(text); }
+
+template <typename Row>
+void Read(Columns& c, Row& row) {
+  // A fold over the comma operator evaluates left to right, in column order.
+  std::apply([&c](auto&... field) { (c.Into(field), ...); }, Fields(row));
+}
+
+template <typename Row>
+StatusOr<std::vector<Row>> Query(sqlite3* db, std::string_view sql,
+                                 const std::vector<Value>& values, std::string_view what) {
+  ASSIGN_OR_RETURN(Stmt stmt, Prepare(db, sql, values, what));
+  std::vector<Row> rows;
+  while (true) {
+    ASSIGN_OR_RETURN(bool has_row, Step(db, stmt.get(), what));
+    if (!has_row) break;
+    Columns columns(stmt.get());
+    Read(columns, rows.emplace_back());
+  }
+  return rows;
+}
+
+template <typename Row>
+StatusOr<std::optional<Row>> QueryOne(sqlite3* db, std::string_view sql,
+                                      const std::vector<Value>& values, std::string_view what) {
+  ASSIGN_OR_RETURN(std::vector<Row> rows, Query<Row>(db, sql, values, what));
+  if (rows.empty()) return std::optional<Row>();
+  return std::optional<Row>(std::move(rows.front()));
+}
+
+// The first column of the first row; nullopt when there is no row or the value is NULL.
+StatusOr<std::optional<int64_t>> QueryInt(sqlite3* db, std::string_view sql,
+                                          const std::vector<Value>& values, std::string_view what) {
+  ASSIGN_OR_RETURN(Stmt stmt, Prepare(db, sql, values, what));
+  ASSIGN_OR_RETURN(bool has_row, Step(db, stmt.get(), what));
+  Columns columns(stmt.get());
+  if (!has_row || columns.IsNull()) return std::optional<int64_t>();
+  int64_t number = 0;
+  columns.Into(number);
+  return std::optional<int64_t>(number);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Opening and migrating
+
+// The file holds issuer secrets: create it 0600 ourselves (SQLite would use 0644 less the umask),
+// and tighten an existing one. SQLite gives the -wal and -shm files the database file's mode.
+Status CreatePrivateFile(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!fd) return ErrnoError("store: open " + path);
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return ErrnoError("store: stat " + path);
+  if (!S_ISREG(st.st_mode)) return Status::Error("store: " + path + " is not a regular file");
+  if ((st.st_mode & 07777) != 0600 && ::fchmod(fd.get(), 0600) != 0) {
+    return ErrnoError("store: chmod 0600 " + path);
+  }
+  return Status();
+}
+
+Status Configure(sqlite3* db, Synchronous synchronous) {
+  // journal_mode does not fail when WAL is impossible (e.g. no shared memory for the -shm file):
+  // it answers with the mode still in effect.
+  ASSIGN_OR_RETURN(std::optional<std::string> mode,
+                   QueryOne<std::string>(db, "PRAGMA journal_mode=WAL", {}, "set journal_mode"));
+  if (mode.value_or("") != "wal") {
+    return Status::Error("store: journal_mode is '" + mode.value_or("") + "', not 'wal'");
+  }
+  RETURN_IF_ERROR(ExecScript(
+      db,
+      synchronous == Synchronous::kFull ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL",
+      "set synchronous"));
+  // Foreign keys are off by default on every new connection, and the pragma is silently ignored
+  // by builds without them: read it back, since DeleteSandbox relies on ON DELETE CASCADE.
+  RETURN_IF_ERROR(ExecScript(db, "PRAGMA foreign_keys=ON", "enable foreign keys"));
+  ASSIGN_OR_RETURN(std::optional<int64_t> foreign_keys,
+                   QueryInt(db, "PRAGMA foreign_keys", {}, "read foreign_keys"));
+  if (foreign_keys != 1) return Status::Error("store: this SQLite cannot enforce foreign keys");
+  return Status();
+}
+
+StatusOr<int64_t> UserVersion(sqlite3* db) {
+  ASSIGN_OR_RETURN(std::optional<int64_t> version,
+                   QueryInt(db, "PRAGMA user_version", {}, "read user_version"));
+  return version.value_or(0);
+}
+
+Status CheckNotNewer(int64_t version) {
+  if (version <= kLatestSchemaVersion) return Status();
+  return Status::Error("store schema version " + std::to_string(version) +
+                       " is newer than this corrald supports (" +
+                       std::to_string(kLatestSchemaVersion) + ")");
+}
+
+// BEGIN IMMEDIATE takes the write lock up front. A DEFERRED transaction that reads and then
+// writes gets SQLITE_BUSY at the write, without the busy handler being called, when another
+// connection committed in between (its read snapshot is stale), which no waiting can fix.
+Status RunTransaction(sqlite3* db, const std::function<Status()>& body) {
+  RETURN_IF_ERROR(ExecScript(db, "BEGIN IMMEDIATE", "begin transaction"));
+  Status status = body();
+  if (status.ok()) {
+    // Some errors (SQLITE_FULL, SQLITE_IOERR, SQLITE_NOMEM...) roll the whole transaction back
+    // by themselves; a body that ignored one must not report its earlier writes as committed.
+    if (sqlite3_get_autocommit(db) != 0) {
+      return Status::Error("store: the transaction was rolled back by SQLite after an error");
+    }
+    status = ExecScript(db, "COMMIT", "commit");
+    if (status.ok()) return status;
+  }
+  if (sqlite3_get_autocommit(db) == 0) (void)ExecScript(db, "ROLLBACK", "rollback");
+  return status;
+}
+
+// Runs the migration from the current user_version, read again under the write lock so that two
+// processes opening the same new file do not both run it. Called inside a transaction.
+Status MigrateOneStep(sqlite3* db) {
+  ASSIGN_OR_RETURN(int64_t version, UserVersion(db));
+  RETURN_IF_ERROR(CheckNotNewer(version));
+  if (version >= kLatestSchemaVersion) return Status();
+  std::string what = "migrate to schema version " + std::to_string(version + 1);
+  RETURN_IF_ERROR(ExecScript(db, kMigrations[version], what));
+  // PRAGMA takes no bound parameters; the value is our own integer.
+  std::string set_version = "PRAGMA user_version=" + std::to_string(version + 1);
+  return ExecScript(db, set_version.c_str(), what);
+}
+
+// Each migration in its own transaction, so a failure leaves the last good version.
+Status Migrate(sqlite3* db) {
+  ASSIGN_OR_RETURN(int64_t version, UserVersion(db));
+  RETURN_IF_ERROR(CheckNotNewer(version));
+  while (version < kLatestSchemaVersion) {
+    RETURN_IF_ERROR(RunTransaction(db, [db] { return MigrateOneStep(db); }));
+    ASSIGN_OR_RETURN(int64_t migrated, UserVersion(db));
+    if (migrated <= version) {
+      return Status::Error("store: user_version stayed " + std::to_string(migrated) +
+                           " after a migration");
+    }
+    version = migrated;
+  }
+  return Status();
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Store
+
+StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path, Synchronous synchronous) {
+  if (sqlite3_libversion_number() < kMinSqliteVersion) {
+    return Status::Error(std::string("store: SQLite 3.37 or newer is required, this is ") +
+                         sqlite3_libversion());
+  }
+  RETURN_IF_ERROR(CreatePrivateFile(path));
+  sqlite3* raw = nullptr;
+  // The class mutex serializes every use of the connection, so SQLite's own is not needed.
+  // No SQLITE_OPEN_CREATE: the file was just created with the right mode.
+  int rc =
+      sqlite3_open_v2(path.c_str(), &raw,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW, nullptr);
+  Db db(raw);  // open_v2 returns a handle to close even when it fails.
+  if (raw == nullptr) return Status::Error("store: open " + path + ": out of memory", ENOMEM);
+  if (rc != SQLITE_OK) return SqliteError(raw, rc, "open " + path);
+  sqlite3_extended_result_codes(raw, 1);
+  sqlite3_busy_timeout(raw, 5000);
+  RETURN_IF_ERROR(Configure(raw, synchronous));
+  RETURN_IF_ERROR(Migrate(raw));
+
+  std::unique_ptr<Store> store(new Store());
+  store->db_ = db.release();
+  return store;
+}
+
+Store::~Store() {
+  // Every statement is finalized by its Stmt, so this close cannot be refused with SQLITE_BUSY.
+  // Closing the last connection checkpoints the WAL and removes the -wal and -shm files.
+  sqlite3_close(db_);
+}
+
+int Store::schema_version() const {
+  std::lock_guard lock(mu_);
+  StatusOr<int64_t> version = UserVersion(db_);
+  return version.ok() ? static_cast<int>(*version) : -1;
+}
+
+int Store::latest_schema_version() { return kLatestSchemaVersion; }
+
+Status Store::InTransaction(const std::function<Status()>& body) {
+  std::lock_guard lock(mu_);
+  if (transaction_depth_ > 0) return body();  // Joins the outer transaction.
+  ++transaction_depth_;
+  Status status = RunTransaction(db_, body);
+  --transaction_depth_;
+  return status;
+}
+
+// Issuers ------------------------------------------------------------------------------------
+
+Status Store::AddIssuer(const IssuerRow& issuer) {
+  std::lock_guard lock(mu_);
+  return Run(db_, Sql({"INSERT INTO issuers (", kIssuerColumns, ") VALUES (?1, ?2, ?3)"}),
+             Values(issuer), "add issuer " + issuer.name);
+}
+
+StatusOr<std::optional<IssuerRow>> Store::GetIssuer(const std::string& name) {
+  std::lock_guard lock(mu_);
+  return QueryOne<IssuerRow>(db_, Sql({"SELECT ", kIssuerColumns, " FROM issuers WHERE name = ?1"}),
+                             {name}, "get issuer " + name);
+}
+
+StatusOr<std::vector<IssuerRow>> Store::ListIssuers() {
+  std::lock_guard lock(mu_);
+  return Query<IssuerRow>(db_, Sql({"SELECT ", kIssuerColumns, " FROM issuers ORDER BY name"}), {},
+                          "list issuers");
+}
+
+Status Store::RemoveIssuer(const std::string& name) {
+  std::lock_guard lock(mu_);
+  return RunOnExistingRow(db_, "DELETE FROM issuers WHERE name = ?1", {name},
+                          "remove issuer " + name);
+}
+
+// Sandboxes ----------------------------------------------------------------------------------
+
+StatusOr<SandboxRow> Store::CreateSandbox(SandboxRow row, int64_t uid_first, int64_t uid_step,
+                                          int64_t slots) {
+  // Every range must lie below (uid_t)-1, which is no uid. That also keeps the arithmetic below
+  // far from int64 overflow, where SQLite would silently switch to floating point.
+  constexpr int64_t kUidLimit = 0xFFFFFFFF;
+  if (uid_first < 0 || uid_step <= 0 || slots < 0 || uid_first >= kUidLimit ||
+      uid_step >= kUidLimit || slots > (kUidLimit - uid_first) / uid_step) {
+    return Status::Error("store: create sandbox: invalid uid range", EINVAL);
+  }
+  const int64_t uid_end = uid_first + slots * uid_step;
+  // The lowest free slot is either the first one or the one right after a taken slot, so the
+  // candidates are uid_first and every on-grid uid_base + uid_step. NOT IN is safe here only
+  // because uid_base is NOT NULL (one NULL in the list would make NOT IN never true).
+  static constexpr std::string_view kLowestFreeUidBase = R"sql(
+    SELECT MIN(candidate) FROM (
+      SELECT ?1 AS candidate
+      UNION ALL
+      SELECT uid_base + ?2 FROM sandboxes
+       WHERE uid_base >= ?1 AND uid_base < ?3 AND (uid_base - ?1) % ?2 = 0)
+    WHERE candidate < ?3 AND candidate NOT IN (SELECT uid_base FROM sandboxes))sql";
+
+  std::lock_guard lock(mu_);
+  Status status = InTransaction([&]() -> Status {
+    ASSIGN_OR_RETURN(
+        std::optional<int64_t> uid_base,
+        QueryInt(db_, kLowestFreeUidBase, {uid_first, uid_step, uid_end}, "find a free uid range"));
+    if (!uid_base) {
+      return Status::Error(
+          "store: create sandbox: all " + std::to_string(slots) + " uid ranges are in use", ENOSPC);
+    }
+    row.uid_base = *uid_base;
+    return Run(db_,
+               Sql({"INSERT INTO sandboxes (", kSandboxColumns,
+                    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"}),
+               Values(row), "insert sandbox " + row.id);
+  });
+  if (!status.ok()) return status;
+  return row;
+}
+
+Status Store::UpdateSandbox(const SandboxRow& row) {
+  std::lock_guard lock(mu_);
+  return RunOnExistingRow(
+      db_,
+      "UPDATE sandboxes SET iss = ?2, sub = ?3, name = ?4, image = ?5, state = ?6, "
+      "limits_json = ?7, idle_timeout_s = ?8, uid_base = ?9, created_at = ?10, updated_at = ?11, "
+      "last_active_at = ?12, init_pid = ?13, init_start_time = ?14, source = ?15 WHERE id = ?1",
+      Values(row), "update sandbox " + row.id);
+}
+
+StatusOr<std::optional<SandboxRow>> Store::GetSandbox(const std::string& id) {
+  std::lock_guard lock(mu_);
+  return QueryOne<SandboxRow>(db_,
+                              Sql({"SELECT ", kSandboxColumns, " FROM sandboxes WHERE id = ?1"}),
+                              {id}, "get sandbox " + id);
+}
+
+// Oldest first; rowid (insertion order) breaks ties between sandboxes created in one second.
+StatusOr<std::vector<SandboxRow>> Store::ListSandboxes(const std::string& iss,
+                                                       const std::string& sub) {
+  std::lock_guard lock(mu_);
+  if (iss.empty()) {
+    return Query<SandboxRow>(
+        db_, Sql({"SELECT ", kSandboxColumns, " FROM sandboxes ORDER BY created_at, rowid"}), {},
+        "list sandboxes");
+  }
+  return Query<SandboxRow>(db_,
+                           Sql({"SELECT ", kSandboxColumns,
+                                " FROM sandboxes WHERE iss = ?1 AND sub = ?2 "
+                                "ORDER BY created_at, rowid"}),
+                           {iss, sub}, "list sandboxes of " + iss + " " + sub);
+}
+
+StatusOr<int64_t> Store::CountSandboxes(const std::string& iss, const std::string& sub) {
+  std::lock_guard lock(mu_);
+  ASSIGN_OR_RETURN(std::optional<int64_t> count,
+                   QueryInt(db_, "SELECT COUNT(*) FROM sandboxes WHERE iss = ?1 AND sub = ?2",
+                            {iss, sub}, "count sandboxes"));
+  return count.value_or(0);
+}
+
+Status Store::DeleteSandbox(const std::string& id) {
+  std::lock_guard lock(mu_);
+  return RunOnExistingRow(db_, "DELETE FROM sandboxes WHERE id = ?1", {id}, "delete sandbox " + id);
+}
+
+// Snapshots ----------------------------------------------------------------------------------
+
+Status Store::InsertSnapshot(const SnapshotRow& row) {
+  std::lock_guard lock(mu_);
+  return Run(
+      db_,
+      Sql({"INSERT INTO snapshots (", kSnapshotColumns, ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"}),
+      Values(row), "insert snapshot " + row.id);
+}
+
+StatusOr<std::optional<SnapshotRow>> Store::GetSnapshot(const std::string& id) {
+  std::lock_guard lock(mu_);
+  return QueryOne<SnapshotRow>(db_,
+                               Sql({"SELECT ", kSnapshotColumns, " FROM snapshots WHERE id = ?1"}),
+                               {id}, "get snapshot " + id);
+}
+
+StatusOr<std::vector<SnapshotRow>> Store::ListSnapshots(const std::string& iss,
+                                                        const std::string& sub) {
+  std::lock_guard lock(mu_);
+  return Query<SnapshotRow>(db_,
+                            Sql({"SELECT ", kSnapshotColumns,
+                                 " FROM snapshots WHERE iss = ?1 AND sub = ?2 "
+                                 "ORDER BY created_at, rowid"}),
+                            {iss, sub}, "list snapshots of " + iss + " " + sub);
+}
+
+Status Store::DeleteSnapshot(const std::string& id) {
+  std::lock_guard lock(mu_);
+  return RunOnExistingRow(db_, "DELETE FROM snapshots WHERE id = ?1", {id},
+                          "delete snapshot " + id);
+}
+
+// Commands -----------------------------------------------------------------------------------
+
+StatusOr<CommandRow> Store::InsertCommand(CommandRow row) {
+  std::lock_guard lock(mu_);
+  Status status = InTransaction([&]() -> Status {
+    ASSIGN_OR_RETURN(std::optional<int64_t> next_seq,
+                     QueryInt(db_,
+                              "SELECT COALESCE(MAX(init_seq), 0) + 1 FROM commands "
+                              "WHERE sandbox_id = ?1",
+                              {row.sandbox_id}, "next init_seq of " + row.sandbox_id));
+    row.init_seq = next_seq.value_or(1);
+    return Run(db_,
+               Sql({"INSERT INTO commands (", kCommandColumns,
+                    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"}),
+               Values(row), "insert command " + row.id);
+  });
+  if (!status.ok()) return status;
+  return row;
+}
+
+Status Store::UpdateCommand(const CommandRow& row) {
+  std::lock_guard lock(mu_);
+  return RunOnExistingRow(
+      db_,
+      "UPDATE commands SET sandbox_id = ?2, iss = ?3, sub = ?4, argv_json = ?5, pty = ?6, "
+      "state = ?7, outcome_json = ?8, created_at = ?9, ended_at = ?10, init_seq = ?11 "
+      "WHERE id = ?1",
+      Values(row), "update command " + row.id);
+}
+
+StatusOr<std::optional<CommandRow>> Store::GetCommand(const std::string& id) {
+  std::lock_guard lock(mu_);
+  return QueryOne<CommandRow>(db_,
+                              Sql({"SELECT ", kCommandColumns, " FROM commands WHERE id = ?1"}),
+                              {id}, "get command " + id);
+}
+
+// Newest first by init_seq, which only grows within a sandbox (UNIQUE (sandbox_id, init_seq)
+// is the index for both the filter and the order).
+StatusOr<std::vector<CommandRow>> Store::ListCommands(const std::string& sandbox_id,
+                                                      bool active_only, int64_t limit) {
+  std::lock_guard lock(mu_);
+  return Query<CommandRow>(db_,
+                           Sql({"SELECT ", kCommandColumns,
+                                " FROM commands WHERE sandbox_id = ?1 "
+                                "AND (?2 = 0 OR state <> 'exited') "
+                                "ORDER BY init_seq DESC LIMIT ?3"}),
+                           {sandbox_id, int64_t{active_only}, ClampLimit(limit)},
+                           "list commands of " + sandbox_id);
+}
+
+// Events -------------------------------------------------------------------------------------
+
+StatusOr<int64_t> Store::AppendEvent(const std::string& sandbox_id, const std::string& type,
+                                     const std::string& data_json) {
+  std::lock_guard lock(mu_);
+  RETURN_IF_ERROR(Run(db_,
+                      "INSERT INTO events (sandbox_id, type, data_json, at) "
+                      "VALUES (?1, ?2, ?3, ?4)",
+                      {sandbox_id, type, data_json, static_cast<int64_t>(time(nullptr))},
+                      "append event " + type + " of " + sandbox_id));
+  // Per connection, and the mutex keeps other inserts on this connection out until we read it.
+  return static_cast<int64_t>(sqlite3_last_insert_rowid(db_));
+}
+
+StatusOr<std::vector<EventRow>> Store::ListEvents(const std::string& sandbox_id, int64_t after_seq,
+                                                  int64_t limit) {
+  std::lock_guard lock(mu_);
+  return Query<EventRow>(db_,
+                         Sql({"SELECT ", kEventColumns,
+                              " FROM events WHERE sandbox_id = ?1 AND seq > ?2 "
+                              "ORDER BY seq LIMIT ?3"}),
+                         {sandbox_id, after_seq, ClampLimit(limit)},
+                         "list events of " + sandbox_id);
+}
+
+}  // namespace corral::supervisor

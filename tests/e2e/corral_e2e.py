@@ -1,0 +1,320 @@
+"""Shared fixture for the end-to-end tests: a real corrald, started the way an operator starts
+it, with a private state dir, run dir, admin socket and cgroup parent, on a free loopback port.
+
+Clients are real ones: HTTP (http.client), the admin unix socket, Python `websockets` (Debian's
+python3-websockets) and the built `corral` CLI.
+"""
+import asyncio
+import base64
+import hashlib
+import hmac
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import tempfile
+import time
+import unittest
+
+import websockets
+
+BUILD_DIR = os.environ.get("CORRAL_BUILD_DIR", os.path.join(os.path.dirname(__file__), "../../build"))
+CORRALD = os.path.join(BUILD_DIR, "tools", "corrald")
+CORRAL = os.path.join(BUILD_DIR, "tools", "corral")
+CGROUP_ROOT = "/sys/fs/cgroup"
+
+
+def b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def mint(issuer, secret, sub, ttl=3600, header=None, **claims):
+    """The operator's side, as docs/PROTOCOL.md shows it (standard library only)."""
+    now = int(time.time())
+    head = b64url(json.dumps(header or {"alg": "HS256", "typ": "JWT"}).encode())
+    payload = {"iss": issuer, "sub": sub, "iat": now, "exp": now + ttl}
+    payload.update(claims)
+    body = b64url(json.dumps(payload).encode())
+    sig = hmac.new(secret.encode(), f"{head}.{body}".encode(), hashlib.sha256).digest()
+    return f"{head}.{body}.{b64url(sig)}"
+
+
+class UnixHTTPConnection(http.client.HTTPConnection):
+    def __init__(self, path, timeout=30):
+        super().__init__("localhost", timeout=timeout)
+        self.path = path
+
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect(self.path)
+
+
+class Daemon:
+    """One corrald process and everything it owns."""
+
+    def __init__(self):
+        self.tmp = tempfile.mkdtemp(prefix="corral-e2e-")
+        tag = f"e2e-{os.getpid()}-{os.path.basename(self.tmp)[-6:]}"
+        self.cgroup_parent = f"corral/{tag}"
+        self.state_dir = os.path.join(self.tmp, "state")
+        self.run_dir = f"/run/corral-{tag}"
+        self.admin_socket = os.path.join(self.run_dir, "admin.sock")
+        self.config_path = os.path.join(self.tmp, "corrald.toml")
+        self.log_path = os.path.join(self.tmp, "corrald.log")
+        self.port = None
+        self.proc = None
+        self.extra_config = ""
+
+    def write_config(self, port=0):
+        with open(self.config_path, "w") as f:
+            f.write(f"""
+[daemon]
+state_dir = "{self.state_dir}"
+run_dir = "{self.run_dir}"
+admin_socket = "{self.admin_socket}"
+cgroup_parent = "{self.cgroup_parent}"
+
+[api]
+listen = "127.0.0.1:{port}"
+
+[sandbox]
+default_disk = "256M"
+default_memory = "512M"
+stop_grace = 2
+{self.extra_config}
+""")
+
+    def start(self, port=None):
+        self.write_config(port if port is not None else (self.port or 0))
+        offset = len(self.log())
+        log = open(self.log_path, "a")
+        self.proc = subprocess.Popen([CORRALD, "--config", self.config_path, "--foreground"],
+                                     stdout=log, stderr=log, start_new_session=True)
+        log.close()
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("corrald exited: " + self.log())
+            for line in self.log()[offset:].splitlines():
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    continue
+                if entry.get("msg") == "listening" and entry.get("component") == "corrald":
+                    self.port = int(entry["address"].rsplit(":", 1)[1])
+                    return
+            time.sleep(0.05)
+        raise RuntimeError("corrald did not start: " + self.log())
+
+    def log(self):
+        try:
+            with open(self.log_path) as f:
+                return f.read()
+        except FileNotFoundError:
+            return ""
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def kill9(self):
+        self.stop(signal.SIGKILL)
+
+    # ---- clients ----
+
+    def admin(self, method, path, body=None):
+        conn = UnixHTTPConnection(self.admin_socket)
+        conn.request(method, path, body=json.dumps(body) if body is not None else None,
+                     headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        data = resp.read()
+        conn.close()
+        return resp.status, json.loads(data) if data else None
+
+    def http(self, method, path, token=None, body=None, raw=None, headers=None):
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        hdrs = dict(headers or {})
+        if token:
+            hdrs["Authorization"] = "Bearer " + token
+        payload = raw if raw is not None else (json.dumps(body) if body is not None else None)
+        conn.request(method, path, body=payload, headers=hdrs)
+        resp = conn.getresponse()
+        data = resp.read()
+        conn.close()
+        ctype = resp.getheader("Content-Type", "")
+        if "json" in ctype and data:
+            return resp.status, json.loads(data)
+        return resp.status, data
+
+    def add_issuer(self, name):
+        status, body = self.admin("POST", "/v1/admin/issuers", {"name": name})
+        assert status == 201, (status, body)
+        return body["secret"]
+
+    def ws_url(self):
+        return f"ws://127.0.0.1:{self.port}/v1/ws"
+
+    # ---- cleanup ----
+
+    def cgroups(self):
+        """Directories under our cgroup parent in any hierarchy."""
+        found = []
+        for root, dirs, _ in os.walk(CGROUP_ROOT):
+            rel = os.path.relpath(root, CGROUP_ROOT)
+            parts = rel.split(os.sep)
+            if self.cgroup_parent in rel and (parts[0] == "corral" or (len(parts) > 1 and parts[1] == "corral")):
+                found.append(rel)
+        return found
+
+    def cleanup(self):
+        self.stop()
+        # Whatever a failed test left: kill and remove our cgroups, deepest first.
+        for rel in sorted(self.cgroups(), key=len, reverse=True):
+            path = os.path.join(CGROUP_ROOT, rel)
+            try:
+                kill = os.path.join(path, "cgroup.kill")
+                if os.path.exists(kill):
+                    with open(kill, "w") as f:
+                        f.write("1")
+                else:
+                    with open(os.path.join(path, "cgroup.procs")) as f:
+                        for pid in f.read().split():
+                            try:
+                                os.kill(int(pid), signal.SIGKILL)
+                            except ProcessLookupError:
+                                pass
+            except OSError:
+                pass
+        for rel in sorted(self.cgroups(), key=len, reverse=True):
+            for _ in range(50):
+                try:
+                    os.rmdir(os.path.join(CGROUP_ROOT, rel))
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.05)
+        shutil.rmtree(self.run_dir, ignore_errors=True)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+class WsClient:
+    """A protocol client over Python's websockets: requests by id, events in order."""
+
+    def __init__(self, ws):
+        self.ws = ws
+        self.next_id = 0
+        self.events = []
+        self.channels = {}
+
+    @classmethod
+    async def connect(cls, url, token, how="header", **kwargs):
+        if how == "header":
+            ws = await websockets.connect(url, subprotocols=["corral.v1"],
+                                          extra_headers={"Authorization": "Bearer " + token},
+                                          max_size=None, **kwargs)
+        elif how == "subprotocol":
+            ws = await websockets.connect(url, subprotocols=["corral.v1", "bearer." + token], max_size=None, **kwargs)
+        else:
+            ws = await websockets.connect(url + "?token=" + token, max_size=None, **kwargs)
+        return cls(ws)
+
+    async def request(self, op, **fields):
+        self.next_id += 1
+        rid = self.next_id
+        await self.ws.send(json.dumps({"id": rid, "op": op, **fields}))
+        while True:
+            message = await asyncio.wait_for(self.ws.recv(), 30)
+            if isinstance(message, bytes):
+                self.events.append(decode_frame(message))
+                continue
+            data = json.loads(message)
+            if data.get("id") == rid:
+                return data
+            self.events.append(data)
+
+    async def next_event(self, timeout=30):
+        if self.events:
+            return self.events.pop(0)
+        message = await asyncio.wait_for(self.ws.recv(), timeout)
+        if isinstance(message, bytes):
+            return decode_frame(message)
+        return json.loads(message)
+
+    async def run(self, sandbox, argv, stdin=None, **fields):
+        """exec, collect output until exit; returns (stdout, stderr, outcome, command id)."""
+        reply = await self.request("exec", sandbox=sandbox, argv=argv, stdin=stdin is not None, **fields)
+        assert reply["ok"], reply
+        command = reply["result"]["command"]
+        if stdin is not None:
+            if stdin:
+                await self.request("stdin", command=command, data=base64.b64encode(stdin).decode())
+            await self.request("close_stdin", command=command)
+        out, err = b"", b""
+        while True:
+            event = await self.next_event()
+            if event.get("event") == "output":
+                data = event["data"] if isinstance(event["data"], bytes) else base64.b64decode(event["data"])
+                if event["fd"] == 1:
+                    out += data
+                else:
+                    err += data
+            elif event.get("event") == "exit":
+                return out, err, event["outcome"], command
+
+    async def close(self):
+        await self.ws.close()
+
+
+def decode_frame(message: bytes):
+    kind, fd, channel, seq = struct.unpack(">BBIQ", message[:14])
+    assert kind == 1, kind
+    return {"event": "output", "fd": fd, "channel": channel, "seq": seq, "data": message[14:]}
+
+
+class DaemonTestCase(unittest.TestCase):
+    """Starts a daemon per test class; each test gets a fresh issuer and users."""
+
+    @classmethod
+    def setUpClass(cls):
+        if os.geteuid() != 0:
+            raise unittest.SkipTest("corrald needs root (namespaces, cgroups, mounts)")
+        if not os.path.exists(CORRALD):
+            raise unittest.SkipTest(f"{CORRALD} is not built")
+        cls.daemon = Daemon()
+        try:
+            cls.daemon.start()
+            cls.secret = cls.daemon.add_issuer("acme")
+        except Exception:
+            cls.daemon.cleanup()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        daemon = cls.daemon
+        log = daemon.log()
+        daemon.cleanup()
+        leaked = daemon.cgroups()
+        assert not leaked, f"leaked cgroups: {leaked}"
+        cls.daemon_log = log
+
+    def token(self, sub="alice", **claims):
+        return mint("acme", self.secret, sub, **claims)
+
+    def create_sandbox(self, token, **body):
+        status, sandbox = self.daemon.http("POST", "/v1/sandboxes", token, body)
+        self.assertEqual(status, 201, sandbox)
+        return sandbox
+
+    def run_async(self, coro):
+        return asyncio.run(coro)

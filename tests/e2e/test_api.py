@@ -1,0 +1,357 @@
+"""corrald end to end: auth, sandboxes, commands over the WebSocket, isolation between users."""
+import asyncio
+import base64
+import json
+import os
+import time
+import unittest
+
+import websockets
+import websockets.exceptions
+
+from corral_e2e import DaemonTestCase, WsClient, mint
+
+
+class HealthAndMetrics(DaemonTestCase):
+    def test_healthz_needs_no_token(self):
+        status, body = self.daemon.http("GET", "/healthz")
+        self.assertEqual(status, 200)
+        self.assertEqual(body["status"], "ok")
+        self.assertEqual(body["protocol"], 1)
+
+    def test_metrics_are_prometheus_text(self):
+        status, body = self.daemon.http("GET", "/metrics")
+        self.assertEqual(status, 200)
+        text = body.decode()
+        self.assertIn("# TYPE corral_auth_failures_total counter", text)
+        self.assertIn('corral_sandboxes{state="running"}', text)
+        self.assertIn("corral_http_request_duration_seconds_bucket", text)
+
+
+class Auth(DaemonTestCase):
+    def assert_unauthorized(self, token):
+        status, body = self.daemon.http("GET", "/v1/sandboxes", token)
+        self.assertEqual(status, 401)
+        self.assertEqual(body, {"error": {"code": "unauthorized", "message": "unauthorized"}})
+
+    def test_a_good_token_is_accepted(self):
+        status, body = self.daemon.http("GET", "/v1/sandboxes", self.token())
+        self.assertEqual(status, 200, body)
+        self.assertEqual(body, {"sandboxes": []})
+
+    def test_every_bad_token_gets_the_same_401(self):
+        good = self.token()
+        head, payload, sig = good.split(".")
+        cases = {
+            "missing": None,
+            "alg none": mint("acme", self.secret, "alice", header={"alg": "none"}).rsplit(".", 1)[0] + ".",
+            "alg HS512": mint("acme", self.secret, "alice", header={"alg": "HS512"}),
+            "wrong issuer": mint("other", self.secret, "alice"),
+            "wrong secret": mint("acme", "x" * 43, "alice"),
+            "expired": mint("acme", self.secret, "alice", ttl=-3600),
+            "too long lived": mint("acme", self.secret, "alice", ttl=30 * 24 * 3600),
+            "tampered": head + "." + payload[:-2] + ("A" if payload[-2] != "A" else "B") + payload[-1] + "." + sig,
+            "garbage": "not.a.token",
+        }
+        for name, token in cases.items():
+            with self.subTest(name):
+                self.assert_unauthorized(token)
+        status, metrics = self.daemon.http("GET", "/metrics")
+        failures = [l for l in metrics.decode().splitlines() if l.startswith("corral_auth_failures_total ")]
+        self.assertGreaterEqual(int(failures[0].split()[1]), len(cases))
+
+    def test_websocket_refuses_a_bad_token_before_the_upgrade(self):
+        async def go():
+            with self.assertRaises(websockets.exceptions.InvalidStatusCode) as caught:
+                await WsClient.connect(self.daemon.ws_url(), "bad", how="subprotocol")
+            self.assertEqual(caught.exception.status_code, 401)
+            # Positive control: the same route with a good token, by each of the three ways.
+            for how in ("header", "subprotocol", "query"):
+                client = await WsClient.connect(self.daemon.ws_url(), self.token(), how=how)
+                reply = await client.request("ping")
+                self.assertTrue(reply["ok"], reply)
+                await client.close()
+        self.run_async(go())
+
+    def test_a_removed_issuer_stops_working_at_once(self):
+        secret = self.daemon.add_issuer("temp")
+        token = mint("temp", secret, "bob")
+        self.assertEqual(self.daemon.http("GET", "/v1/sandboxes", token)[0], 200)
+        status, _ = self.daemon.admin("DELETE", "/v1/admin/issuers/temp")
+        self.assertEqual(status, 200)
+        self.assertEqual(self.daemon.http("GET", "/v1/sandboxes", token)[0], 401)
+
+    def test_admin_routes_are_not_on_tcp(self):
+        status, _ = self.daemon.http("GET", "/v1/admin/issuers", self.token())
+        self.assertEqual(status, 404)
+        status, body = self.daemon.admin("GET", "/v1/admin/issuers")
+        self.assertEqual(status, 200)
+        self.assertIn("acme", [i["name"] for i in body["issuers"]])
+        self.assertNotIn("secret", json.dumps(body))
+
+
+class Sandboxes(DaemonTestCase):
+    def test_create_exec_stop_start_destroy(self):
+        token = self.token("carol")
+        sandbox = self.create_sandbox(token, name="dev", limits={"memory_bytes": 268435456, "cpus": 0.5})
+        self.assertEqual(sandbox["state"], "running")
+        self.assertEqual(sandbox["limits"]["memory_bytes"], 268435456)
+        self.assertEqual(sandbox["limits"]["cpus"], 0.5)
+        sid = sandbox["id"]
+
+        async def run(argv, **kw):
+            client = await WsClient.connect(self.daemon.ws_url(), token)
+            try:
+                return await client.run(sid, argv, **kw)
+            finally:
+                await client.close()
+
+        out, err, outcome, _ = self.run_async(run(["sh", "-c", "echo hi; echo oops >&2; id -un; exit 7"]))
+        self.assertEqual(out, b"hi\nagent\n")
+        self.assertEqual(err, b"oops\n")
+        self.assertEqual(outcome["outcome"], "exited")
+        self.assertEqual(outcome["exit_code"], 7)
+
+        out, _, _, _ = self.run_async(run(["sh", "-c", "echo persisted > ~/file"]))
+        status, stopped = self.daemon.http("POST", f"/v1/sandboxes/{sid}/stop", token)
+        self.assertEqual((status, stopped["state"]), (200, "stopped"))
+        status, started = self.daemon.http("POST", f"/v1/sandboxes/{sid}/start", token)
+        self.assertEqual((status, started["state"]), (200, "running"))
+        out, _, outcome, _ = self.run_async(run(["cat", "/home/agent/file"]))
+        self.assertEqual(out, b"persisted\n")
+
+        status, body = self.daemon.http("DELETE", f"/v1/sandboxes/{sid}", token)
+        self.assertEqual((status, body["state"]), (200, "destroyed"))
+        self.assertEqual(self.daemon.http("GET", f"/v1/sandboxes/{sid}", token)[0], 404)
+        self.assertFalse(os.path.exists(os.path.join(self.daemon.state_dir, "sandboxes", sid)))
+
+    def test_another_users_sandbox_is_not_found(self):
+        alice, mallory = self.token("alice2"), self.token("mallory")
+        sid = self.create_sandbox(alice)["id"]
+        for method, path in [("GET", f"/v1/sandboxes/{sid}"), ("POST", f"/v1/sandboxes/{sid}/stop"),
+                             ("DELETE", f"/v1/sandboxes/{sid}"), ("GET", f"/v1/sandboxes/{sid}/commands")]:
+            with self.subTest(path=path, method=method):
+                status, body = self.daemon.http(method, path, mallory)
+                self.assertEqual(status, 404)
+                self.assertEqual(body["error"]["code"], "not_found")
+        # The same id from another issuer with the same sub is another user too.
+        other_secret = self.daemon.add_issuer("globex")
+        status, _ = self.daemon.http("GET", f"/v1/sandboxes/{sid}", mint("globex", other_secret, "alice2"))
+        self.assertEqual(status, 404)
+
+        async def exec_as(token):
+            client = await WsClient.connect(self.daemon.ws_url(), token)
+            reply = await client.request("exec", sandbox=sid, argv=["true"])
+            await client.close()
+            return reply
+        reply = self.run_async(exec_as(mallory))
+        self.assertFalse(reply["ok"])
+        self.assertEqual(reply["error"]["code"], "not_found")
+        # Positive control: the owner can.
+        self.assertTrue(self.run_async(exec_as(alice))["ok"])
+        self.daemon.http("DELETE", f"/v1/sandboxes/{sid}", alice)
+
+    def test_limits_above_the_tokens_caps_are_refused(self):
+        token = self.token("dave", limits={"memory_bytes": 300 << 20, "sandboxes": 1})
+        status, body = self.daemon.http("POST", "/v1/sandboxes", token, {"limits": {"memory_bytes": 400 << 20}})
+        self.assertEqual(status, 429)
+        self.assertEqual(body["error"]["code"], "limit_exceeded")
+        self.assertIn("memory_bytes", body["error"]["message"])
+        sid = self.create_sandbox(token, limits={"memory_bytes": 200 << 20})["id"]
+        status, body = self.daemon.http("POST", "/v1/sandboxes", token, {"start": False})
+        self.assertEqual((status, body["error"]["code"]), (429, "limit_exceeded"))
+        self.daemon.http("DELETE", f"/v1/sandboxes/{sid}", token)
+
+    def test_bad_requests_name_the_field(self):
+        token = self.token("erin")
+        for body, field in [({"limits": {"memory_bytes": "lots"}}, "memory_bytes"),
+                            ({"limits": {"bogus": 1}}, "bogus"), ({"image": "debian"}, "image")]:
+            with self.subTest(field=field):
+                status, reply = self.daemon.http("POST", "/v1/sandboxes", token, body)
+                self.assertEqual(status, 400, reply)
+                self.assertIn(field, reply["error"]["message"])
+        status, reply = self.daemon.http("POST", "/v1/sandboxes", token, raw="{not json")
+        self.assertEqual((status, reply["error"]["code"]), (400, "bad_request"))
+
+    def test_scopes_limit_what_a_token_may_do(self):
+        reader = self.token("frank", scope="exec")
+        status, body = self.daemon.http("POST", "/v1/sandboxes", reader, {})
+        self.assertEqual((status, body["error"]["code"]), (403, "forbidden"))
+
+
+class Commands(DaemonTestCase):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.owner = mint("acme", cls.secret, "grace")
+        status, sandbox = cls.daemon.http("POST", "/v1/sandboxes", cls.owner, {})
+        assert status == 201, sandbox
+        cls.sid = sandbox["id"]
+
+    async def client(self):
+        return await WsClient.connect(self.daemon.ws_url(), self.owner)
+
+    def test_stdin_reaches_the_command(self):
+        async def go():
+            c = await self.client()
+            out, _, outcome, _ = await c.run(self.sid, ["sh", "-c", "tr a-z A-Z"], stdin=b"hello\n")
+            await c.close()
+            return out, outcome
+        out, outcome = self.run_async(go())
+        self.assertEqual(out, b"HELLO\n")
+        self.assertEqual(outcome["outcome"], "exited")
+
+    def test_a_signal_ends_the_command_with_its_outcome(self):
+        async def go():
+            c = await self.client()
+            reply = await c.request("exec", sandbox=self.sid, argv=["sleep", "30"])
+            command = reply["result"]["command"]
+            await asyncio.sleep(0.3)
+            self.assertTrue((await c.request("signal", command=command, signal="TERM"))["ok"])
+            while True:
+                event = await c.next_event()
+                if event.get("event") == "exit":
+                    await c.close()
+                    return event["outcome"]
+        outcome = self.run_async(go())
+        self.assertEqual(outcome["outcome"], "signaled")
+        self.assertEqual(outcome["signal"], 15)
+
+    def test_a_missing_program_is_a_setup_failure(self):
+        async def go():
+            c = await self.client()
+            result = await c.run(self.sid, ["/no/such/program"])
+            await c.close()
+            return result
+        _, err, outcome, _ = self.run_async(go())
+        self.assertEqual(outcome["outcome"], "setup_failed")
+        self.assertEqual(outcome["errno"], "ENOENT")
+
+    def test_json_output_mode_and_the_command_record(self):
+        async def go():
+            c = await self.client()
+            result = await c.run(self.sid, ["printf", "\\x00\\xff"], output="json")
+            await c.close()
+            return result
+        out, _, outcome, command = self.run_async(go())
+        self.assertEqual(out, b"\x00\xff")
+        status, record = self.daemon.http("GET", f"/v1/sandboxes/{self.sid}/commands/{command}", self.owner)
+        self.assertEqual(status, 200)
+        self.assertEqual(record["state"], "exited")
+        self.assertEqual(record["outcome"]["outcome"], "exited")
+        self.assertEqual(record["argv"], ["printf", "\\x00\\xff"])
+
+    def test_a_pty_command_sees_a_terminal_of_the_asked_size(self):
+        async def go():
+            c = await self.client()
+            result = await c.run(self.sid, ["sh", "-c", "tty; stty size"], pty={"rows": 40, "cols": 120})
+            await c.close()
+            return result
+        out, _, outcome, _ = self.run_async(go())
+        self.assertIn(b"/dev/pts/", out)
+        self.assertIn(b"40 120", out)
+
+    def test_resume_after_reconnect_replays_what_was_missed(self):
+        async def go():
+            c = await self.client()
+            reply = await c.request("exec", sandbox=self.sid, argv=["sh", "-c", "for i in 1 2 3 4 5; do echo $i; sleep 0.2; done"])
+            command = reply["result"]["command"]
+            first = await c.next_event()
+            self.assertEqual(first["seq"], 1)
+            await c.close()  # the client goes away mid-stream
+            await asyncio.sleep(1.5)
+            c2 = await self.client()
+            reply = await c2.request("attach", command=command, after_seq=first["seq"])
+            self.assertTrue(reply["ok"], reply)
+            out, seqs = first["data"], [first["seq"]]
+            while True:
+                event = await c2.next_event()
+                if event.get("event") == "exit":
+                    seqs.append(event["seq"])
+                    break
+                out += event["data"]
+                seqs.append(event["seq"])
+            await c2.close()
+            return out, seqs
+        out, seqs = self.run_async(go())
+        self.assertEqual(out, b"1\n2\n3\n4\n5\n")
+        self.assertEqual(seqs, list(range(1, len(seqs) + 1)))
+
+    def test_a_slow_reader_slows_the_command_not_the_daemon(self):
+        async def go():
+            c = await WsClient.connect(self.daemon.ws_url(), self.owner, max_queue=1, read_limit=2 ** 16)
+            reply = await c.request("exec", sandbox=self.sid, argv=["yes"])
+            command = reply["result"]["command"]
+            await asyncio.sleep(3)  # read nothing
+            rss_before = daemon_rss(self.daemon.proc.pid)
+            await asyncio.sleep(2)
+            rss_after = daemon_rss(self.daemon.proc.pid)
+            c2 = await self.client()
+            await c2.request("attach", command=command, after_seq=10 ** 9)
+            self.assertTrue((await c2.request("signal", command=command, signal="KILL"))["ok"])
+            await c.ws.close()
+            await c2.close()
+            return rss_before, rss_after
+        before, after = self.run_async(go())
+        # The daemon stopped reading `yes`: its memory did not grow with the output.
+        self.assertLess(after - before, 16 << 20, (before, after))
+
+
+class Files(DaemonTestCase):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.owner = mint("acme", cls.secret, "heidi")
+        status, sandbox = cls.daemon.http("POST", "/v1/sandboxes", cls.owner, {})
+        assert status == 201, sandbox
+        cls.sid = sandbox["id"]
+
+    def fs(self, method, op, token=None, body=None, **query):
+        from urllib.parse import urlencode
+        return self.daemon.http(method, f"/v1/sandboxes/{self.sid}/fs/{op}?{urlencode(query)}",
+                                token or self.owner, raw=body)
+
+    def test_write_read_list_and_the_owner_inside(self):
+        status, reply = self.fs("PUT", "write", body=b"data\x00\x01", path="/home/agent/f.bin")
+        self.assertEqual((status, reply["size"]), (200, 6))
+        status, data = self.fs("GET", "read", path="/home/agent/f.bin")
+        self.assertEqual((status, data), (200, b"data\x00\x01"))
+        status, listing = self.fs("GET", "list", path="/home/agent")
+        self.assertIn("f.bin", [e["name"] for e in listing["entries"]])
+
+        async def owner():
+            c = await WsClient.connect(self.daemon.ws_url(), self.owner)
+            out, _, _, _ = await c.run(self.sid, ["stat", "-c", "%U", "/home/agent/f.bin"])
+            await c.close()
+            return out
+        self.assertEqual(self.run_async(owner()), b"agent\n")
+
+    def test_paths_never_leave_the_sandbox(self):
+        with open("/etc/hostname", "rb") as f:
+            host_hostname = f.read()
+        status, data = self.fs("GET", "read", path="/../../../etc/hostname")
+        self.assertEqual(status, 200)
+        self.assertEqual(data.strip(), b"corral")
+        self.assertNotEqual(data, host_hostname)
+        for path in ["/proc/1/environ", "/proc/self/status", "/sys/kernel/notes", "/dev/zero"]:
+            with self.subTest(path=path):
+                status, reply = self.fs("GET", "read", path=path)
+                self.assertIn(status, (400, 403, 404), reply)
+        status, reply = self.fs("GET", "read", path="relative/path")
+        self.assertEqual(status, 400)
+
+    def test_another_user_cannot_touch_the_files(self):
+        status, reply = self.fs("GET", "read", token=self.token("ivan"), path="/etc/hostname")
+        self.assertEqual((status, reply["error"]["code"]), (404, "not_found"))
+
+
+def daemon_rss(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+if __name__ == "__main__":
+    unittest.main()

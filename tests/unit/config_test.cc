@@ -1,0 +1,318 @@
+#include "supervisor/config.h"
+
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <sstream>
+
+#include "common/file_util.h"
+
+namespace corral::supervisor {
+namespace {
+
+// Every field, one per line, so that a mismatch shows which one differs.
+std::string Dump(const DaemonConfig& c) {
+  std::ostringstream out;
+  out << "state_dir=" << c.state_dir << "\nrun_dir=" << c.run_dir << "\nadmin_socket=" << c.admin_socket
+      << "\ncgroup_mount=" << c.cgroup_mount << "\ncgroup_parent=" << c.cgroup_parent
+      << "\ninit_path=" << c.init_path << "\nlisten_address=" << c.listen_address
+      << "\nlisten_port=" << c.listen_port << "\nallowed_origins=";
+  for (const auto& o : c.allowed_origins) out << o << ",";
+  out << "\nmax_message_bytes=" << c.max_message_bytes << "\nmax_body_bytes=" << c.max_body_bytes
+      << "\nmax_connections=" << c.max_connections << "\nmax_connections_per_user=" << c.max_connections_per_user
+      << "\nhandshake_timeout_s=" << c.handshake_timeout_s << "\nidle_timeout_s=" << c.idle_timeout_s
+      << "\nmax_clock_skew_s=" << c.max_clock_skew_s << "\nmax_token_lifetime_s=" << c.max_token_lifetime_s
+      << "\ndefault_memory_bytes=" << c.default_memory_bytes << "\nmax_memory_bytes=" << c.max_memory_bytes
+      << "\ndefault_cpu_millicores=" << c.default_cpu_millicores << "\nmax_cpu_millicores=" << c.max_cpu_millicores
+      << "\ndefault_pids=" << c.default_pids << "\nmax_pids=" << c.max_pids
+      << "\ndefault_disk_bytes=" << c.default_disk_bytes << "\nmax_disk_bytes=" << c.max_disk_bytes
+      << "\ndefault_idle_timeout_s=" << c.default_idle_timeout_s << "\nmax_idle_timeout_s=" << c.max_idle_timeout_s
+      << "\nmax_sandboxes_per_user=" << c.max_sandboxes_per_user << "\nmax_sandboxes=" << c.max_sandboxes
+      << "\nmax_commands_per_sandbox=" << c.max_commands_per_sandbox << "\nstop_grace_s=" << c.stop_grace_s
+      << "\nreplay_buffer_bytes=" << c.replay_buffer_bytes << "\nmax_file_bytes=" << c.max_file_bytes
+      << "\nstore_synchronous_full=" << c.store_synchronous_full << "\n";
+  return out.str();
+}
+
+// The error message of a config that must not parse.
+std::string ErrorOf(const std::string& text) {
+  auto parsed = ParseConfig(text, "corrald.toml");
+  EXPECT_FALSE(parsed.ok()) << "parsed:\n" << text;
+  return parsed.ok() ? "" : parsed.status().message();
+}
+
+std::string DistConfigPath() {
+  std::string file = __FILE__;
+  const std::string suffix = "tests/unit/config_test.cc";
+  return file.substr(0, file.size() - suffix.size()) + "dist/corrald.toml";
+}
+
+TEST(ConfigTest, EmptyTextGivesDefaults) {
+  auto parsed = ParseConfig("");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(Dump(*parsed), Dump(DaemonConfig{}));
+  // Comments and empty sections change nothing either.
+  parsed = ParseConfig("# nothing\n[daemon]\n[api]\n[sandbox]\n");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(Dump(*parsed), Dump(DaemonConfig{}));
+}
+
+TEST(ConfigTest, EveryKeyParses) {
+  auto parsed = ParseConfig(R"(
+[daemon]
+state_dir = "/srv/corral"
+run_dir = "/run/c2"
+admin_socket = "/run/c2/admin.sock"
+cgroup_mount = "/mnt/cg"
+cgroup_parent = "system.slice/corral"
+init_path = "/opt/corral/corral-init"
+
+[api]
+listen = "0.0.0.0:9000"
+allowed_origins = ["https://app.example.com", "http://localhost:3000"]
+max_message = "2M"
+max_body = 1000
+max_connections = 100
+max_connections_per_user = 5
+handshake_timeout = 3
+idle_timeout = 60
+
+[auth]
+max_clock_skew = 0
+max_token_lifetime = 3600
+
+[sandbox]
+default_memory = "256M"
+max_memory = "2G"
+default_cpu_millicores = 500
+max_cpu_millicores = 2000
+default_pids = 64
+max_pids = 128
+default_disk = "1G"
+max_disk = "5G"
+default_idle_timeout = 60
+max_idle_timeout = 120
+max_sandboxes_per_user = 2
+max_sandboxes = 20
+max_commands_per_sandbox = 8
+stop_grace = 0
+
+[streams]
+replay_buffer = "64K"
+max_file = "10M"
+
+[store]
+synchronous = "full"
+)");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  const DaemonConfig& c = *parsed;
+  EXPECT_EQ(c.state_dir, "/srv/corral");
+  EXPECT_EQ(c.run_dir, "/run/c2");
+  EXPECT_EQ(c.admin_socket, "/run/c2/admin.sock");
+  EXPECT_EQ(c.cgroup_mount, "/mnt/cg");
+  EXPECT_EQ(c.cgroup_parent, "system.slice/corral");
+  EXPECT_EQ(c.init_path, "/opt/corral/corral-init");
+  EXPECT_EQ(c.listen_address, "0.0.0.0");
+  EXPECT_EQ(c.listen_port, 9000);
+  EXPECT_EQ(c.allowed_origins, (std::vector<std::string>{"https://app.example.com", "http://localhost:3000"}));
+  EXPECT_EQ(c.max_message_bytes, 2u << 20);
+  EXPECT_EQ(c.max_body_bytes, 1000u);
+  EXPECT_EQ(c.max_connections, 100u);
+  EXPECT_EQ(c.max_connections_per_user, 5u);
+  EXPECT_EQ(c.handshake_timeout_s, 3u);
+  EXPECT_EQ(c.idle_timeout_s, 60u);
+  EXPECT_EQ(c.max_clock_skew_s, 0u);
+  EXPECT_EQ(c.max_token_lifetime_s, 3600u);
+  EXPECT_EQ(c.default_memory_bytes, 256u << 20);
+  EXPECT_EQ(c.max_memory_bytes, 2ull << 30);
+  EXPECT_EQ(c.default_cpu_millicores, 500u);
+  EXPECT_EQ(c.max_cpu_millicores, 2000u);
+  EXPECT_EQ(c.default_pids, 64u);
+  EXPECT_EQ(c.max_pids, 128u);
+  EXPECT_EQ(c.default_disk_bytes, 1ull << 30);
+  EXPECT_EQ(c.max_disk_bytes, 5ull << 30);
+  EXPECT_EQ(c.default_idle_timeout_s, 60u);
+  EXPECT_EQ(c.max_idle_timeout_s, 120u);
+  EXPECT_EQ(c.max_sandboxes_per_user, 2u);
+  EXPECT_EQ(c.max_sandboxes, 20u);
+  EXPECT_EQ(c.max_commands_per_sandbox, 8u);
+  EXPECT_EQ(c.stop_grace_s, 0u);
+  EXPECT_EQ(c.replay_buffer_bytes, 64u << 10);
+  EXPECT_EQ(c.max_file_bytes, 10u << 20);
+  EXPECT_TRUE(c.store_synchronous_full);
+}
+
+TEST(ConfigTest, SizesTakeIntegersAndSuffixes) {
+  struct Case {
+    const char* value;
+    uint64_t bytes;
+  } cases[] = {{"4096", 4096},           {"\"4096\"", 4096},       {"\"512M\"", 512ull << 20},
+               {"\"512m\"", 512ull << 20}, {"\"64K\"", 64 << 10}, {"\"2G\"", 2ull << 30},
+               {"\"1T\"", 1ull << 40},     {"\"1.5G\"", 3ull << 29}, {"\"64MiB\"", 64ull << 20}};
+  for (const auto& c : cases) {
+    auto parsed = ParseConfig(std::string("[streams]\nmax_file = ") + c.value + "\n");
+    ASSERT_TRUE(parsed.ok()) << c.value << ": " << parsed.status().ToString();
+    EXPECT_EQ(parsed->max_file_bytes, c.bytes) << c.value;
+  }
+  for (const char* bad : {"\"8X\"", "\"\"", "-1", "\"-1G\"", "1.5", "true", "[1]"}) {
+    EXPECT_EQ(ErrorOf(std::string("[sandbox]\nmax_memory = ") + bad + "\n"),
+              "corrald.toml:2: sandbox.max_memory: expected a size like \"8G\"")
+        << bad;
+  }
+}
+
+TEST(ConfigTest, Listen) {
+  auto v4 = ParseConfig("api.listen = \"10.0.0.1:80\"");
+  ASSERT_TRUE(v4.ok()) << v4.status().ToString();
+  EXPECT_EQ(v4->listen_address, "10.0.0.1");
+  EXPECT_EQ(v4->listen_port, 80);
+  auto v6 = ParseConfig("[api]\nlisten = \"[::1]:7879\"\n");
+  ASSERT_TRUE(v6.ok()) << v6.status().ToString();
+  EXPECT_EQ(v6->listen_address, "::1");
+  EXPECT_EQ(v6->listen_port, 7879);
+  // Port 0: the kernel picks a free one (tests; the daemon logs the port it got).
+  auto any_port = ParseConfig("api.listen = \"127.0.0.1:0\"");
+  ASSERT_TRUE(any_port.ok()) << any_port.status().ToString();
+  EXPECT_EQ(any_port->listen_port, 0);
+  for (const char* bad : {"\"localhost:7878\"", "\"127.0.0.1\"", "\"127.0.0.1:\"",
+                          "\"127.0.0.1:65536\"", "\"::1:7878\"", "\"[::1]\"", "\"[nope]:1\"", "\"1.2.3:4\"",
+                          "7878"}) {
+    std::string error = ErrorOf(std::string("[api]\nlisten = ") + bad + "\n");
+    EXPECT_NE(error.find("corrald.toml:2: api.listen: expected \"ADDRESS:PORT\""), std::string::npos)
+        << bad << ": " << error;
+  }
+}
+
+TEST(ConfigTest, OriginsAndPaths) {
+  EXPECT_NE(ErrorOf("[api]\nallowed_origins = [\"https://a.example/\"]\n").find("api.allowed_origins"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("[api]\nallowed_origins = \"https://a.example\"\n").find("api.allowed_origins"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("[api]\nallowed_origins = [\"*\"]\n").find("api.allowed_origins"), std::string::npos);
+  EXPECT_TRUE(ParseConfig("[api]\nallowed_origins = [\"https://a.example:8443\"]\n").ok());
+
+  EXPECT_EQ(ErrorOf("[daemon]\nstate_dir = \"var/lib\"\n"),
+            "corrald.toml:2: daemon.state_dir: expected an absolute path");
+  EXPECT_NE(ErrorOf("[daemon]\ncgroup_parent = \"../escape\"\n").find("daemon.cgroup_parent"), std::string::npos);
+  EXPECT_NE(ErrorOf("[daemon]\ncgroup_parent = \"/corral\"\n").find("daemon.cgroup_parent"), std::string::npos);
+  EXPECT_NE(ErrorOf("[daemon]\nadmin_socket = \"/" + std::string(120, 'a') + "\"\n").find("longer than 107"),
+            std::string::npos);
+  auto empty_init = ParseConfig("[daemon]\ninit_path = \"\"\n");
+  ASSERT_TRUE(empty_init.ok());
+  EXPECT_EQ(empty_init->init_path, "");
+}
+
+TEST(ConfigTest, UnknownKeyNamesKeyAndLine) {
+  EXPECT_EQ(ErrorOf("[sandbox]\nmax_memory = \"1G\"\nmax_memroy = \"2G\"\n"),
+            "corrald.toml:3: sandbox.max_memroy: unknown key");
+  EXPECT_EQ(ErrorOf("\n\n[sandbx]\nmax_memory = 1\n"), "corrald.toml:3: sandbx: unknown section");
+  EXPECT_EQ(ErrorOf("listen = \"127.0.0.1:1\"\n"), "corrald.toml:1: listen: unknown key");
+  // The same key in its section parses.
+  EXPECT_TRUE(ParseConfig("[sandbox]\nmax_memory = \"1G\"\n").ok());
+}
+
+TEST(ConfigTest, WrongTypeNamesKeyAndLine) {
+  EXPECT_EQ(ErrorOf("[api]\n\nidle_timeout = \"30\"\n"),
+            "corrald.toml:3: api.idle_timeout: expected a whole number of seconds like 30");
+  EXPECT_EQ(ErrorOf("[api]\nmax_connections = 1.5\n"),
+            "corrald.toml:2: api.max_connections: expected a non-negative integer");
+  EXPECT_EQ(ErrorOf("[sandbox]\nmax_pids = -5\n"), "corrald.toml:2: sandbox.max_pids: expected a non-negative integer");
+  EXPECT_EQ(ErrorOf("[daemon]\nstate_dir = 5\n"), "corrald.toml:2: daemon.state_dir: expected an absolute path");
+  EXPECT_EQ(ErrorOf("[store]\nsynchronous = \"off\"\n"),
+            "corrald.toml:2: store.synchronous: expected \"normal\" or \"full\"");
+  EXPECT_EQ(ErrorOf("api = 5\n"), "corrald.toml:1: api: expected a table ([api])");
+  EXPECT_EQ(ErrorOf("[[api]]\n"), "corrald.toml:1: api: expected a table ([api])");
+  // Positive control: the right types.
+  auto ok = ParseConfig("[api]\nidle_timeout = 30\nmax_connections = 200\n[store]\nsynchronous = \"normal\"\n");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->idle_timeout_s, 30u);
+  EXPECT_FALSE(ok->store_synchronous_full);
+}
+
+TEST(ConfigTest, SyntaxErrorNamesLine) {
+  std::string error = ErrorOf("[api]\nlisten = \n");
+  EXPECT_EQ(error.rfind("corrald.toml:2: ", 0), 0u) << error;
+}
+
+TEST(ConfigTest, DefaultAboveMaximumIsAnError) {
+  EXPECT_EQ(ErrorOf("[sandbox]\ndefault_memory = \"16G\"\n"),
+            "corrald.toml:2: sandbox.default_memory (17179869184) is above sandbox.max_memory (8589934592)");
+  // Lowering the maximum below the default names the maximum's line.
+  EXPECT_EQ(ErrorOf("[sandbox]\n\nmax_pids = 10\n"),
+            "corrald.toml:3: sandbox.default_pids (512) is above sandbox.max_pids (10)");
+  EXPECT_NE(ErrorOf("[sandbox]\ndefault_cpu_millicores = 5000\n").find("max_cpu_millicores"), std::string::npos);
+  EXPECT_NE(ErrorOf("[sandbox]\ndefault_idle_timeout = 999999999\n").find("max_idle_timeout"), std::string::npos);
+  EXPECT_NE(ErrorOf("[sandbox]\nmax_disk = \"1G\"\n").find("default_disk"), std::string::npos);
+  EXPECT_NE(ErrorOf("[sandbox]\nmax_sandboxes = 5\n").find("max_sandboxes_per_user"), std::string::npos);
+  // Equal is fine, and raising both together is fine.
+  EXPECT_TRUE(ParseConfig("[sandbox]\ndefault_memory = \"8G\"\n").ok());
+  EXPECT_TRUE(ParseConfig("[sandbox]\ndefault_memory = \"16G\"\nmax_memory = \"32G\"\n").ok());
+}
+
+TEST(ConfigTest, ZeroWhereAPositiveValueIsNeeded) {
+  EXPECT_EQ(ErrorOf("[api]\nmax_connections = 0\n"), "corrald.toml:2: api.max_connections: must be positive");
+  EXPECT_EQ(ErrorOf("[api]\nidle_timeout = 0\n"), "corrald.toml:2: api.idle_timeout: must be positive");
+  EXPECT_EQ(ErrorOf("[streams]\nmax_file = \"0\"\n"), "corrald.toml:2: streams.max_file: must be positive");
+  // Zero is meaningful for these.
+  EXPECT_TRUE(ParseConfig("[sandbox]\nstop_grace = 0\n[auth]\nmax_clock_skew = 0\n").ok());
+}
+
+TEST(ConfigTest, DistConfigGivesTheDefaults) {
+  auto text = ReadFileToString(DistConfigPath());
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  auto parsed = ParseConfig(*text, "dist/corrald.toml");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(Dump(*parsed), Dump(DaemonConfig{}));
+}
+
+// The documented values are the real defaults: uncommenting every key changes nothing.
+TEST(ConfigTest, DistConfigDocumentsEveryKeyWithItsDefault) {
+  auto text = ReadFileToString(DistConfigPath());
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  std::regex key_line("^# ([a-z_]+ = .*)$");
+  std::istringstream in(*text);
+  std::string line, uncommented;
+  int keys = 0;
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (std::regex_match(line, m, key_line)) {
+      uncommented += m[1].str() + "\n";
+      ++keys;
+    } else {
+      uncommented += line + "\n";
+    }
+  }
+  EXPECT_EQ(keys, 33);  // every field of DaemonConfig; listen sets two
+  auto parsed = ParseConfig(uncommented, "uncommented");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(Dump(*parsed), Dump(DaemonConfig{}));
+  // The check has teeth: a changed value is seen.
+  auto changed = ParseConfig(std::regex_replace(uncommented, std::regex("max_pids = 4096"), "max_pids = 4095"));
+  ASSERT_TRUE(changed.ok());
+  EXPECT_NE(Dump(*changed), Dump(DaemonConfig{}));
+}
+
+TEST(ConfigTest, LoadConfig) {
+  auto missing = LoadConfig("/nonexistent/corrald.toml");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().error_number(), ENOENT);
+  auto defaults = LoadConfig("/nonexistent/corrald.toml", /*missing_ok=*/true);
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_EQ(Dump(*defaults), Dump(DaemonConfig{}));
+
+  char dir_template[] = "/tmp/config_test.XXXXXX";
+  ASSERT_NE(mkdtemp(dir_template), nullptr);
+  std::string path = std::string(dir_template) + "/c.toml";
+  ASSERT_TRUE(WriteNewFile(path, "[api]\nmax_body = 7\nbogus = 1\n").ok());
+  auto bad = LoadConfig(path, /*missing_ok=*/true);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), path + ":3: api.bogus: unknown key");
+  ASSERT_TRUE(WriteNewFile(path, "[api]\nmax_body = 7\n").ok());
+  auto good = LoadConfig(path);
+  ASSERT_TRUE(good.ok()) << good.status().ToString();
+  EXPECT_EQ(good->max_body_bytes, 7u);
+  EXPECT_TRUE(RemoveTree(dir_template).ok());
+}
+
+}  // namespace
+}  // namespace corral::supervisor

@@ -1,0 +1,927 @@
+// A real Server on 127.0.0.1 (port 0) with its io_context on a background thread, driven by
+// Beast's synchronous client.
+#include "api/server.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <future>
+#include <mutex>
+#include <regex>
+#include <thread>
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/websocket.hpp>
+
+#include "common/file_util.h"
+
+namespace corral::api {
+namespace {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace websocket = beast::websocket;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+using Headers = std::vector<std::pair<std::string, std::string>>;
+using HttpResult = http::response<http::string_body>;
+
+const std::string kUnauthorizedBody = R"({"error":{"code":"unauthorized","message":"unauthorized"}})";
+
+std::string S(beast::string_view s) { return std::string(s.data(), s.size()); }
+
+// Accepts "good-<user>" as user <user> of issuer "test"; anything else is refused.
+StatusOr<AuthContext> FakeAuthenticate(std::string_view token) {
+  if (token.substr(0, 5) != "good-") return Status::Error("bad token");
+  AuthContext auth;
+  auth.iss = "test";
+  auth.sub = std::string(token.substr(5));
+  return auth;
+}
+
+// Polls `condition` for up to 5 seconds.
+bool Eventually(const std::function<bool()>& condition) {
+  for (int i = 0; i < 500; ++i) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return condition();
+}
+
+// A test that hangs (a client waiting for a reply that never comes) fails instead of blocking
+// the suite: after 60 s the process exits with a message.
+class Watchdog {
+ public:
+  Watchdog() {
+    thread_ = std::thread([this] {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (!cv_.wait_for(lock, std::chrono::seconds(60), [this] { return done_; })) {
+        fprintf(stderr, "watchdog: test hung for 60 s\n");
+        _exit(3);
+      }
+    });
+  }
+  ~Watchdog() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
+// The WebSocket handler of the tests. Text commands:
+//   "whoami"            -> "<iss>/<sub>/<admin>"
+//   "flood <n> <bytes>" -> n binary messages; records full() and waits for the drain callback
+//   "close <code>"      -> Close(code, "bye")
+//   anything else       -> echoed; binary messages are echoed too.
+class TestWsHandler : public WsHandler {
+ public:
+  explicit TestWsHandler(net::io_context& io) : io_(io) {}
+
+  void OnOpen(const std::shared_ptr<WsConnection>& connection) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    opens_[connection->id()]++;
+    last_id_ = connection->id();
+  }
+  void OnText(const std::shared_ptr<WsConnection>& c, std::string message) override {
+    if (message == "whoami") {
+      c->SendText(c->auth().iss + "/" + c->auth().sub + "/" + (c->auth().admin ? "admin" : "user"));
+    } else if (message.rfind("flood ", 0) == 0) {
+      Flood(c, message);
+    } else if (message.rfind("close ", 0) == 0) {
+      c->Close(static_cast<uint16_t>(std::stoi(message.substr(6))), "bye");
+    } else {
+      c->SendText(std::move(message));
+    }
+  }
+  void OnBinary(const std::shared_ptr<WsConnection>& c, std::string message) override {
+    c->SendBinary(std::move(message));
+  }
+  void OnClose(const std::shared_ptr<WsConnection>& connection) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    closes_[connection->id()]++;
+    if (connection->closed()) closed_flag_seen_++;
+  }
+
+  size_t opens() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return opens_.size();
+  }
+  size_t closes() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return closes_.size();
+  }
+  // Every opened connection was closed exactly once, and nothing else was.
+  bool EachClosedOnce() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closes_.size() != opens_.size()) return false;
+    for (const auto& [id, n] : closes_) {
+      if (n != 1 || opens_.count(id) == 0) return false;
+    }
+    return closed_flag_seen_ == closes_.size();
+  }
+  uint64_t last_id() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return last_id_;
+  }
+
+  std::atomic<bool> full_after_send{false};
+  std::atomic<bool> full_later{false};
+  std::atomic<size_t> queued_later{0};
+  std::atomic<bool> checked_later{false};
+  std::atomic<int> drains{0};
+  std::atomic<size_t> queued_at_drain{SIZE_MAX};
+
+ private:
+  void Flood(const std::shared_ptr<WsConnection>& c, const std::string& command) {
+    int n = 0;
+    size_t bytes = 0;
+    sscanf(command.c_str(), "flood %d %zu", &n, &bytes);
+    for (int i = 0; i < n; ++i) c->SendBinary(std::string(bytes, static_cast<char>('a' + i % 26)));
+    full_after_send = c->full();
+    std::weak_ptr<WsConnection> weak = c;
+    c->SetOnDrain([this, weak] {
+      auto connection = weak.lock();
+      if (!connection) return;
+      queued_at_drain = connection->queued_bytes();
+      drains++;
+      connection->SendText("drained");
+    });
+    // Later, while the client still reads nothing, the queue is still above high water.
+    auto timer = std::make_shared<net::steady_timer>(io_, std::chrono::milliseconds(300));
+    timer->async_wait([this, timer, weak](const boost::system::error_code&) {
+      if (auto connection = weak.lock()) {
+        full_later = connection->full();
+        queued_later = connection->queued_bytes();
+      }
+      checked_later = true;
+    });
+  }
+
+  net::io_context& io_;
+  std::mutex mu_;
+  std::map<uint64_t, int> opens_;
+  std::map<uint64_t, int> closes_;
+  size_t closed_flag_seen_ = 0;
+  uint64_t last_id_ = 0;
+};
+
+struct WsClient {
+  net::io_context io;
+  websocket::stream<tcp::socket> ws{io};
+  websocket::response_type response;
+  beast::error_code ec;  // of the handshake
+};
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    limits_.allowed_origins = {"https://app.example"};
+  }
+
+  void TearDown() override {
+    if (thread_.joinable()) {
+      server_->Stop();
+      // After Stop the io_context runs out of work: every connection and timer is gone.
+      auto finished = std::async(std::launch::async, [this] { thread_.join(); });
+      if (finished.wait_for(std::chrono::seconds(15)) != std::future_status::ready) {
+        ADD_FAILURE() << "the io_context still had work 15 s after Stop()";
+        io_.stop();
+      }
+      finished.wait();
+    }
+    if (ws_handler_) {
+      EXPECT_TRUE(ws_handler_->EachClosedOnce()) << "OnClose must be called once per connection";
+    }
+    server_.reset();
+  }
+
+  // Creates the server with limits_ and the routes every test uses.
+  Server& MakeServer() {
+    server_ = std::make_unique<Server>(io_, limits_, FakeAuthenticate, metrics_);
+    server_->Route("GET", "/healthz", Auth::kNone, [](HttpRequest, Responder respond) {
+      respond(HttpResponse{200, "text/plain", "ok", {}});
+    });
+    server_->Route("GET", "/v1/whoami", Auth::kRequired, [](HttpRequest r, Responder respond) {
+      respond(HttpResponse{200, "text/plain", r.auth.iss + "/" + r.auth.sub + (r.auth.admin ? "/admin" : ""), {}});
+    });
+    server_->Route("POST", "/v1/echo", Auth::kNone, [](HttpRequest r, Responder respond) {
+      respond(HttpResponse{200, "application/octet-stream", r.body, {{"X-Echo-Header", r.headers["x-custom"]}}});
+    });
+    server_->Route("GET", "/v1/items/{id}/files/{name}", Auth::kNone, [](HttpRequest r, Responder respond) {
+      std::string body = "path=" + r.path + "\nid=" + r.params["id"] + "\nname=" + r.params["name"] + "\n";
+      for (const auto& [k, v] : r.query) body += "q:" + k + "=" + v + "\n";
+      respond(HttpResponse{200, "text/plain", body, {}});
+    });
+    server_->Route("GET", "/v1/things/{id}", Auth::kNone, [](HttpRequest r, Responder respond) {
+      respond(HttpResponse{200, "text/plain", "thing " + r.params["id"], {}});
+    });
+    server_->Route("GET", "/v1/things/special", Auth::kNone, [](HttpRequest, Responder respond) {
+      respond(HttpResponse{200, "text/plain", "special", {}});
+    });
+    server_->Route("GET", "/v1/admin/ping", Auth::kAdminOnly, [](HttpRequest r, Responder respond) {
+      respond(HttpResponse{200, "text/plain", r.auth.admin ? "pong admin" : "pong ?", {}});
+    });
+    ws_handler_ = std::make_shared<TestWsHandler>(io_);
+    server_->WebSocket("/v1/ws", ws_handler_);
+    return *server_;
+  }
+
+  void Start() {
+    if (!server_) MakeServer();
+    Status listening = server_->ListenTcp("127.0.0.1", 0);
+    ASSERT_TRUE(listening.ok()) << listening.ToString();
+    ASSERT_NE(server_->tcp_port(), 0);
+    thread_ = std::thread([this] { io_.run(); });
+  }
+
+  tcp::socket Connect() {
+    tcp::socket socket(client_io_);
+    socket.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), server_->tcp_port()));
+    return socket;
+  }
+
+  static http::request<http::string_body> MakeRequest(http::verb method, const std::string& target,
+                                                      const Headers& headers, std::string body) {
+    http::request<http::string_body> req(method, target, 11);
+    req.set(http::field::host, "127.0.0.1");
+    for (const auto& [name, value] : headers) req.set(name, value);
+    req.body() = std::move(body);
+    req.prepare_payload();
+    return req;
+  }
+
+  // One request on a new connection.
+  HttpResult Http(http::verb method, const std::string& target, const Headers& headers = {},
+                  std::string body = "") {
+    tcp::socket socket = Connect();
+    return RoundTrip(socket, MakeRequest(method, target, headers, std::move(body)));
+  }
+
+  template <typename SyncStream>
+  static HttpResult RoundTrip(SyncStream& stream, const http::request<http::string_body>& req) {
+    http::write(stream, req);
+    beast::flat_buffer buffer;
+    HttpResult res;
+    http::read(stream, buffer, res);
+    return res;
+  }
+
+  std::unique_ptr<WsClient> Ws(const std::string& target, const Headers& headers = {}) {
+    auto client = std::make_unique<WsClient>();
+    client->ws.next_layer().connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), server_->tcp_port()));
+    client->ws.set_option(websocket::stream_base::decorator([headers](websocket::request_type& req) {
+      for (const auto& [name, value] : headers) req.set(name, value);
+    }));
+    client->ws.handshake(client->response, "127.0.0.1", target, client->ec);
+    return client;
+  }
+
+  // A WebSocket upgrade request as plain HTTP, to see the reply of a refused handshake (Beast's
+  // client does not hand out the response when it declines).
+  HttpResult RawUpgrade(const std::string& target, const Headers& headers) {
+    Headers all = {{"Connection", "Upgrade"},
+                   {"Upgrade", "websocket"},
+                   {"Sec-WebSocket-Version", "13"},
+                   {"Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="}};
+    all.insert(all.end(), headers.begin(), headers.end());
+    return Http(http::verb::get, target, all);
+  }
+
+  static std::string ReadText(WsClient& c) {
+    beast::flat_buffer buffer;
+    c.ws.read(buffer);
+    return beast::buffers_to_string(buffer.data());
+  }
+
+  // Reads until the server closes; returns the close code (0 if the connection broke instead).
+  static int ReadUntilClosed(WsClient& c, size_t* messages = nullptr) {
+    for (;;) {
+      beast::flat_buffer buffer;
+      beast::error_code ec;
+      c.ws.read(buffer, ec);
+      if (ec == websocket::error::closed) return c.ws.reason().code;
+      if (ec) return 0;
+      if (messages) ++*messages;
+    }
+  }
+
+  std::string Metric(const std::string& line_prefix) {
+    std::string text = metrics_.Render();
+    size_t pos = text.find("\n" + line_prefix + " ");
+    if (pos == std::string::npos) return "";
+    size_t start = pos + 1 + line_prefix.size() + 1;
+    return text.substr(start, text.find('\n', start) - start);
+  }
+
+  Watchdog watchdog_;
+  ServerLimits limits_;
+  Metrics metrics_;
+  net::io_context io_;
+  net::io_context client_io_;
+  std::unique_ptr<Server> server_;
+  std::shared_ptr<TestWsHandler> ws_handler_;
+  std::thread thread_;
+};
+
+// --- HTTP -----------------------------------------------------------------------------------
+
+TEST_F(ServerTest, UnauthorizedReplyIsTheSameForMissingAndBadTokens) {
+  Start();
+  HttpResult missing = Http(http::verb::get, "/v1/whoami");
+  HttpResult bad = Http(http::verb::get, "/v1/whoami", {{"Authorization", "Bearer nope"}});
+  HttpResult basic = Http(http::verb::get, "/v1/whoami", {{"Authorization", "Basic Z29vZC11Og=="}});
+  // A token in the URL is for WebSocket handshakes only.
+  HttpResult in_url = Http(http::verb::get, "/v1/whoami?token=good-alice");
+  for (const HttpResult* r : {&missing, &bad, &basic, &in_url}) {
+    EXPECT_EQ(r->result_int(), 401);
+    EXPECT_EQ(r->body(), kUnauthorizedBody);
+    EXPECT_EQ(S((*r)[http::field::www_authenticate]), "Bearer");
+    EXPECT_EQ(S((*r)[http::field::content_type]), "application/json");
+  }
+  // Positive control: a good token, with any case of the scheme.
+  HttpResult good = Http(http::verb::get, "/v1/whoami", {{"Authorization", "bearer good-alice"}});
+  EXPECT_EQ(good.result_int(), 200);
+  EXPECT_EQ(good.body(), "test/alice");
+  EXPECT_EQ(Metric("corral_auth_failures_total"), "4");
+  EXPECT_EQ(Metric("corral_http_requests_total{code=\"401\"}"), "4");
+  EXPECT_EQ(Metric("corral_http_requests_total{code=\"200\"}"), "1");
+}
+
+TEST_F(ServerTest, NoAuthRouteNeedsNoToken) {
+  Start();
+  HttpResult r = Http(http::verb::get, "/healthz");
+  EXPECT_EQ(r.result_int(), 200);
+  EXPECT_EQ(r.body(), "ok");
+  EXPECT_EQ(S(r[http::field::content_type]), "text/plain");
+  EXPECT_EQ(Metric("corral_auth_failures_total"), "0");
+}
+
+TEST_F(ServerTest, RequestIdIsSixteenHexDigitsAndKeepAliveServesSeveralRequests) {
+  Start();
+  tcp::socket socket = Connect();
+  HttpResult first = RoundTrip(socket, MakeRequest(http::verb::get, "/healthz", {}, ""));
+  HttpResult second = RoundTrip(socket, MakeRequest(http::verb::get, "/healthz", {}, ""));
+  EXPECT_EQ(first.result_int(), 200);
+  EXPECT_EQ(second.result_int(), 200);
+  std::regex hex16("[0-9a-f]{16}");
+  EXPECT_TRUE(std::regex_match(S(first["X-Request-Id"]), hex16)) << S(first["X-Request-Id"]);
+  EXPECT_TRUE(std::regex_match(S(second["X-Request-Id"]), hex16));
+  EXPECT_NE(S(first["X-Request-Id"]), S(second["X-Request-Id"]));
+  EXPECT_TRUE(first.keep_alive());
+  EXPECT_EQ(server_->connection_count(), 1u);
+}
+
+TEST_F(ServerTest, RouteParamsAndQueryArePercentDecoded) {
+  Start();
+  HttpResult r = Http(http::verb::get, "/v1/items/a%20b/files/x%2Fy?q=1%2B1&s=caf%C3%A9&flag&plus=a+b");
+  ASSERT_EQ(r.result_int(), 200);
+  EXPECT_EQ(r.body(),
+            "path=/v1/items/a b/files/x/y\nid=a b\nname=x/y\n"
+            "q:flag=\nq:plus=a b\nq:q=1+1\nq:s=caf\xC3\xA9\n");
+  EXPECT_EQ(Http(http::verb::get, "/v1/items/%zz/files/x").result_int(), 400);
+  EXPECT_EQ(Http(http::verb::get, "/v1/items/a/files/x?bad=%4").result_int(), 400);
+  EXPECT_EQ(Http(http::verb::get, "/v1/items/a%00b/files/x").result_int(), 400);
+}
+
+TEST_F(ServerTest, LiteralSegmentsWinOverCaptures) {
+  Start();
+  EXPECT_EQ(Http(http::verb::get, "/v1/things/special").body(), "special");
+  EXPECT_EQ(Http(http::verb::get, "/v1/things/other").body(), "thing other");
+}
+
+TEST_F(ServerTest, NotFoundAndMethodNotAllowed) {
+  Start();
+  HttpResult missing = Http(http::verb::get, "/nope", {{"Authorization", "Bearer good-a"}});
+  EXPECT_EQ(missing.result_int(), 404);
+  EXPECT_EQ(missing.body(), R"({"error":{"code":"not_found","message":"no such endpoint"}})");
+  EXPECT_EQ(Http(http::verb::get, "/v1/whoami/extra").result_int(), 404);
+  HttpResult wrong_method = Http(http::verb::delete_, "/v1/whoami", {{"Authorization", "Bearer good-a"}});
+  EXPECT_EQ(wrong_method.result_int(), 405);
+  EXPECT_EQ(S(wrong_method[http::field::allow]), "GET");
+  // Positive control: the right method on the same path.
+  EXPECT_EQ(Http(http::verb::get, "/v1/whoami", {{"Authorization", "Bearer good-a"}}).result_int(), 200);
+}
+
+TEST_F(ServerTest, HeaderTooLargeIs431) {
+  limits_.max_header_bytes = 1024;
+  Start();
+  HttpResult big = Http(http::verb::get, "/healthz", {{"X-Big", std::string(2000, 'x')}});
+  EXPECT_EQ(big.result_int(), 431);
+  EXPECT_NE(big.body().find("\"code\":\"bad_request\""), std::string::npos) << big.body();
+  EXPECT_FALSE(big.keep_alive());
+  EXPECT_EQ(Http(http::verb::get, "/healthz", {{"X-Small", std::string(100, 'x')}}).result_int(), 200);
+}
+
+TEST_F(ServerTest, BodyTooLargeIs413) {
+  limits_.max_body_bytes = 1000;
+  Start();
+  HttpResult big = Http(http::verb::post, "/v1/echo", {}, std::string(1001, 'b'));
+  EXPECT_EQ(big.result_int(), 413);
+  EXPECT_EQ(big.body(), R"({"error":{"code":"payload_too_large","message":"request body too large"}})");
+  EXPECT_FALSE(big.keep_alive());
+  // Chunked, so that the limit is found while reading rather than from Content-Length.
+  {
+    tcp::socket socket = Connect();
+    std::string head = "POST /v1/echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+    std::string chunk = "258\r\n" + std::string(600, 'c') + "\r\n";
+    net::write(socket, net::buffer(head + chunk + chunk + "0\r\n\r\n"));
+    beast::flat_buffer buffer;
+    HttpResult res;
+    http::read(socket, buffer, res);
+    EXPECT_EQ(res.result_int(), 413);
+  }
+  HttpResult fits = Http(http::verb::post, "/v1/echo", {{"X-Custom", "hi"}}, std::string(1000, 'b'));
+  EXPECT_EQ(fits.result_int(), 200);
+  EXPECT_EQ(fits.body(), std::string(1000, 'b'));
+  EXPECT_EQ(S(fits["X-Echo-Header"]), "hi");  // handlers see lower-case header names
+}
+
+TEST_F(ServerTest, ExpectContinueIsAnswered) {
+  Start();
+  tcp::socket socket = Connect();
+  net::write(socket, net::buffer(std::string("POST /v1/echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+                                             "Expect: 100-continue\r\n\r\n")));
+  beast::flat_buffer buffer;
+  http::response<http::empty_body> interim;
+  http::read(socket, buffer, interim);
+  EXPECT_EQ(interim.result_int(), 100);
+  net::write(socket, net::buffer(std::string("hello")));
+  HttpResult res;
+  http::read(socket, buffer, res);
+  EXPECT_EQ(res.result_int(), 200);
+  EXPECT_EQ(res.body(), "hello");
+}
+
+TEST_F(ServerTest, AsyncResponder) {
+  MakeServer().Route("GET", "/slow", Auth::kNone, [this](HttpRequest, Responder respond) {
+    auto timer = std::make_shared<net::steady_timer>(io_, std::chrono::milliseconds(100));
+    timer->async_wait([timer, respond](const boost::system::error_code&) {
+      respond(HttpResponse{202, "text/plain", "later", {}});
+    });
+  });
+  Start();
+  auto started = std::chrono::steady_clock::now();
+  HttpResult r = Http(http::verb::get, "/slow");
+  EXPECT_GE(std::chrono::steady_clock::now() - started, std::chrono::milliseconds(90));
+  EXPECT_EQ(r.result_int(), 202);
+  EXPECT_EQ(r.body(), "later");
+}
+
+TEST_F(ServerTest, DroppedResponderAnswers500) {
+  Server& server = MakeServer();
+  server.Route("GET", "/drop", Auth::kNone, [](HttpRequest, Responder) {});
+  server.Route("GET", "/throw", Auth::kNone, [](HttpRequest, Responder) { throw std::runtime_error("boom"); });
+  server.Route("GET", "/twice", Auth::kNone, [](HttpRequest, Responder respond) {
+    respond(HttpResponse{200, "text/plain", "first", {}});
+    respond(HttpResponse{201, "text/plain", "second", {}});
+  });
+  Start();
+  HttpResult dropped = Http(http::verb::get, "/drop");
+  EXPECT_EQ(dropped.result_int(), 500);
+  EXPECT_EQ(dropped.body(), R"({"error":{"code":"internal","message":"the handler did not answer"}})");
+  EXPECT_EQ(Http(http::verb::get, "/throw").result_int(), 500);
+  // Positive control, and the second answer is ignored: the connection carries one response.
+  tcp::socket socket = Connect();
+  HttpResult twice = RoundTrip(socket, MakeRequest(http::verb::get, "/twice", {}, ""));
+  EXPECT_EQ(twice.result_int(), 200);
+  EXPECT_EQ(twice.body(), "first");
+  EXPECT_EQ(RoundTrip(socket, MakeRequest(http::verb::get, "/healthz", {}, "")).body(), "ok");
+}
+
+TEST_F(ServerTest, OriginCheckAndCors) {
+  Start();
+  HttpResult evil = Http(http::verb::get, "/v1/whoami",
+                         {{"Origin", "https://evil.example"}, {"Authorization", "Bearer good-a"}});
+  EXPECT_EQ(evil.result_int(), 403);
+  EXPECT_EQ(S(evil[http::field::access_control_allow_origin]), "");
+  HttpResult allowed = Http(http::verb::get, "/v1/whoami",
+                            {{"Origin", "https://app.example"}, {"Authorization", "Bearer good-a"}});
+  EXPECT_EQ(allowed.result_int(), 200);
+  EXPECT_EQ(S(allowed[http::field::access_control_allow_origin]), "https://app.example");
+  EXPECT_EQ(S(allowed[http::field::vary]), "Origin");
+  // No Origin: not a browser, no CORS headers.
+  HttpResult cli = Http(http::verb::get, "/v1/whoami", {{"Authorization", "Bearer good-a"}});
+  EXPECT_EQ(cli.result_int(), 200);
+  EXPECT_EQ(S(cli[http::field::access_control_allow_origin]), "");
+
+  Headers preflight = {{"Origin", "https://app.example"},
+                       {"Access-Control-Request-Method", "GET"},
+                       {"Access-Control-Request-Headers", "authorization"}};
+  HttpResult ok = Http(http::verb::options, "/v1/whoami", preflight);
+  EXPECT_EQ(ok.result_int(), 204);
+  EXPECT_EQ(S(ok[http::field::access_control_allow_origin]), "https://app.example");
+  EXPECT_EQ(S(ok[http::field::access_control_allow_methods]), "GET");
+  EXPECT_NE(S(ok[http::field::access_control_allow_headers]).find("Authorization"), std::string::npos);
+  preflight[0].second = "https://evil.example";
+  EXPECT_EQ(Http(http::verb::options, "/v1/whoami", preflight).result_int(), 403);
+  EXPECT_EQ(Metric("corral_auth_failures_total"), "0");  // the origin is checked before the token
+}
+
+TEST_F(ServerTest, ConnectionLimitAnswers503) {
+  limits_.max_connections = 2;
+  Start();
+  tcp::socket a = Connect();
+  tcp::socket b = Connect();
+  ASSERT_TRUE(Eventually([&] { return server_->connection_count() == 2; }));
+  HttpResult refused = Http(http::verb::get, "/healthz");
+  EXPECT_EQ(refused.result_int(), 503);
+  EXPECT_NE(refused.body().find("\"code\":\"unavailable\""), std::string::npos);
+  a.close();
+  ASSERT_TRUE(Eventually([&] { return server_->connection_count() == 1; }));
+  EXPECT_EQ(Http(http::verb::get, "/healthz").result_int(), 200);
+  EXPECT_TRUE(Eventually([&] { return Metric("corral_connections") == "1"; })) << Metric("corral_connections");
+}
+
+TEST_F(ServerTest, SilentClientIsDroppedAfterHandshakeTimeout) {
+  limits_.handshake_timeout = std::chrono::seconds(1);
+  Start();
+  tcp::socket silent = Connect();
+  auto started = std::chrono::steady_clock::now();
+  char byte;
+  boost::system::error_code ec;
+  silent.read_some(net::buffer(&byte, 1), ec);
+  EXPECT_EQ(ec, net::error::eof);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(5));
+  EXPECT_EQ(Http(http::verb::get, "/healthz").result_int(), 200);
+}
+
+// --- WebSocket ------------------------------------------------------------------------------
+
+TEST_F(ServerTest, WebSocketWithBearerHeaderEchoesTextAndBinary) {
+  Start();
+  auto c = Ws("/v1/ws", {{"Authorization", "Bearer good-alice"}});
+  ASSERT_FALSE(c->ec) << c->ec.message();
+  EXPECT_EQ(c->response.result_int(), 101);
+  EXPECT_EQ(S(c->response[http::field::sec_websocket_protocol]), "");  // none offered, none selected
+  c->ws.write(net::buffer(std::string("whoami")));
+  EXPECT_EQ(ReadText(*c), "test/alice/user");
+  c->ws.text(true);
+  c->ws.write(net::buffer(std::string("hello")));
+  beast::flat_buffer buffer;
+  c->ws.read(buffer);
+  EXPECT_TRUE(c->ws.got_text());
+  EXPECT_EQ(beast::buffers_to_string(buffer.data()), "hello");
+  c->ws.binary(true);
+  std::string blob("\x00\x01\xff\xfe", 4);
+  c->ws.write(net::buffer(blob));
+  buffer.consume(buffer.size());
+  c->ws.read(buffer);
+  EXPECT_TRUE(c->ws.got_binary());
+  EXPECT_EQ(beast::buffers_to_string(buffer.data()), blob);
+  EXPECT_EQ(Metric("corral_websocket_connections"), "1");
+  EXPECT_EQ(Metric("corral_websocket_messages_total{direction=\"in\"}"), "3");
+  EXPECT_EQ(Metric("corral_websocket_bytes_total{direction=\"in\"}"), std::to_string(6 + 5 + 4));
+  c->ws.close(websocket::close_code::normal);
+  ASSERT_TRUE(Eventually([&] { return ws_handler_->closes() == 1; }));
+  EXPECT_EQ(Metric("corral_websocket_connections"), "0");
+}
+
+TEST_F(ServerTest, WebSocketTokenInSubprotocolIsNotEchoed) {
+  Start();
+  auto c = Ws("/v1/ws", {{"Sec-WebSocket-Protocol", "corral.v1, bearer.good-u"}});
+  ASSERT_FALSE(c->ec) << c->ec.message();
+  EXPECT_EQ(S(c->response[http::field::sec_websocket_protocol]), "corral.v1");
+  for (const auto& field : c->response) {
+    EXPECT_EQ(S(field.value()).find("good-u"), std::string::npos) << S(field.name_string());
+  }
+  c->ws.write(net::buffer(std::string("whoami")));
+  EXPECT_EQ(ReadText(*c), "test/u/user");
+  c->ws.close(websocket::close_code::normal);
+}
+
+TEST_F(ServerTest, WebSocketTokenInQuery) {
+  Start();
+  auto c = Ws("/v1/ws?token=good-q");
+  ASSERT_FALSE(c->ec) << c->ec.message();
+  c->ws.write(net::buffer(std::string("whoami")));
+  EXPECT_EQ(ReadText(*c), "test/q/user");
+  c->ws.close(websocket::close_code::normal);
+}
+
+TEST_F(ServerTest, WebSocketBadTokenIs401BeforeUpgrade) {
+  Start();
+  for (const Headers& headers : {Headers{}, Headers{{"Authorization", "Bearer bad"}},
+                                 Headers{{"Sec-WebSocket-Protocol", "corral.v1, bearer.bad"}}}) {
+    auto c = Ws("/v1/ws?token=also-bad", headers);
+    EXPECT_EQ(c->ec, websocket::error::upgrade_declined);
+    HttpResult r = RawUpgrade("/v1/ws?token=also-bad", headers);
+    EXPECT_EQ(r.result_int(), 401);
+    EXPECT_EQ(r.body(), kUnauthorizedBody);
+    EXPECT_EQ(S(r[http::field::www_authenticate]), "Bearer");
+  }
+  EXPECT_EQ(ws_handler_->opens(), 0u);
+  EXPECT_EQ(Metric("corral_auth_failures_total"), "6");
+  // Positive control: the same raw request with a good token is upgraded.
+  EXPECT_EQ(RawUpgrade("/v1/ws?token=good-x", {}).result_int(), 101);
+}
+
+TEST_F(ServerTest, WebSocketOriginCheck) {
+  Start();
+  auto evil = Ws("/v1/ws", {{"Origin", "https://evil.example"}, {"Authorization", "Bearer bad"}});
+  EXPECT_EQ(evil->ec, websocket::error::upgrade_declined);
+  EXPECT_EQ(RawUpgrade("/v1/ws", {{"Origin", "https://evil.example"}, {"Authorization", "Bearer bad"}}).result_int(),
+            403);
+  EXPECT_EQ(Metric("corral_auth_failures_total"), "0");  // refused before the token was looked at
+  auto good = Ws("/v1/ws", {{"Origin", "https://app.example"}, {"Authorization", "Bearer good-b"}});
+  ASSERT_FALSE(good->ec) << good->ec.message();
+  good->ws.write(net::buffer(std::string("ping")));
+  EXPECT_EQ(ReadText(*good), "ping");
+  good->ws.close(websocket::close_code::normal);
+}
+
+TEST_F(ServerTest, PerUserWebSocketLimitIs429) {
+  limits_.max_ws_connections_per_user = 2;
+  Start();
+  auto a1 = Ws("/v1/ws", {{"Authorization", "Bearer good-a"}});
+  auto a2 = Ws("/v1/ws", {{"Authorization", "Bearer good-a"}});
+  ASSERT_FALSE(a1->ec);
+  ASSERT_FALSE(a2->ec);
+  auto a3 = Ws("/v1/ws", {{"Authorization", "Bearer good-a"}});
+  EXPECT_EQ(a3->ec, websocket::error::upgrade_declined);
+  HttpResult refused = RawUpgrade("/v1/ws", {{"Authorization", "Bearer good-a"}});
+  EXPECT_EQ(refused.result_int(), 429);
+  EXPECT_NE(refused.body().find("limit_exceeded"), std::string::npos);
+  // Another user still gets in.
+  auto b1 = Ws("/v1/ws", {{"Authorization", "Bearer good-b"}});
+  ASSERT_FALSE(b1->ec) << b1->ec.message();
+  // Once one of a's connections is gone, a may connect again.
+  a1->ws.close(websocket::close_code::normal);
+  ASSERT_TRUE(Eventually([&] { return ws_handler_->closes() == 1; }));
+  auto a4 = Ws("/v1/ws", {{"Authorization", "Bearer good-a"}});
+  EXPECT_FALSE(a4->ec) << a4->ec.message();
+  for (auto* c : {a2.get(), b1.get(), a4.get()}) c->ws.close(websocket::close_code::normal);
+}
+
+TEST_F(ServerTest, MessageTooBigClosesWith1009AndTheServerStaysUp) {
+  limits_.max_ws_message_bytes = 1024;
+  Start();
+  auto c = Ws("/v1/ws", {{"Authorization", "Bearer good-a"}});
+  ASSERT_FALSE(c->ec);
+  c->ws.write(net::buffer(std::string(1024, 'x')));  // at the limit: fine
+  EXPECT_EQ(ReadText(*c).size(), 1024u);
+  c->ws.write(net::buffer(std::string(1025, 'x')));
+  EXPECT_EQ(ReadUntilClosed(*c), 1009);
+  auto next = Ws("/v1/ws", {{"Authorization", "Bearer good-a"}});
+  ASSERT_FALSE(next->ec);
+  next->ws.write(net::buffer(std::string("still here")));
+  EXPECT_EQ(ReadText(*next), "still here");
+  next->ws.close(websocket::close_code::normal);
+}
+
+TEST_F(ServerTest, InvalidUtf8TextClosesWith1007) {
+  Start();
+  auto c = Ws("/v1/ws", {{"Authorization", "Bearer good-a"}});
+  ASSERT_FALSE(c->ec);
+  c->ws.text(true);
+  c->ws.write(net::buffer(std::string("caf\xC3\xA9")));  // valid: echoed
+  EXPECT_EQ(ReadText(*c), "caf\xC3\xA9");
+  c->ws.write(net::buffer(std::string("\xff\xfe")));
+  EXPECT_EQ(ReadUntilClosed(*c), 1007);
+}
+
+TEST_F(ServerTest, HandlerCloseSendsQueuedMessagesFirst) {
+  Start();
+  auto c = Ws("/v1/ws", {{"Authorization", "Bearer good-a"}});
+  ASSERT_FALSE(c->ec);
+  c->ws.write(net::buffer(std::string("one")));
+  c->ws.write(net::buffer(std::string("close 4000")));
+  EXPECT_EQ(ReadText(*c), "one");
+  EXPECT_EQ(ReadUntilClosed(*c), 4000);
+  EXPECT_EQ(c->ws.reason().reason, "bye");
+}
+
+TEST_F(ServerTest, BackpressureFullThenDrain) {
+  limits_.ws_queue_high_water = 1 << 20;
+  Start();
+  auto c = Ws("/v1/ws", {{"Authorization", "Bearer good-a"}});
+  ASSERT_FALSE(c->ec);
+  // 21 MB in messages a little under high water, so that the "drained" reply sent from the drain
+  // callback does not lift the queue above high water again.
+  c->ws.write(net::buffer(std::string("flood 21 1000000")));
+  // Read nothing until the handler has looked at its queue again, 300 ms after the flood.
+  ASSERT_TRUE(Eventually([&] { return ws_handler_->checked_later.load(); }));
+  EXPECT_TRUE(ws_handler_->full_after_send);
+  EXPECT_TRUE(ws_handler_->full_later) << "queued " << ws_handler_->queued_later;
+  EXPECT_GT(ws_handler_->queued_later.load(), size_t{1} << 20);
+  EXPECT_EQ(ws_handler_->drains, 0);
+  size_t binary_bytes = 0;
+  int binary_messages = 0;
+  for (;;) {
+    beast::flat_buffer buffer;
+    c->ws.read(buffer);
+    if (c->ws.got_text()) {
+      EXPECT_EQ(beast::buffers_to_string(buffer.data()), "drained");
+      break;
+    }
+    ++binary_messages;
+    binary_bytes += buffer.size();
+  }
+  // Nothing was lost; the drain callback ran once, when the queue fell to high water.
+  EXPECT_EQ(binary_bytes, 21000000u);
+  EXPECT_EQ(binary_messages, 21);
+  EXPECT_EQ(ws_handler_->drains, 1);
+  EXPECT_LE(ws_handler_->queued_at_drain.load(), size_t{1} << 20);
+  c->ws.close(websocket::close_code::normal);
+}
+
+TEST_F(ServerTest, QueueAboveHardLimitClosesWith1008) {
+  limits_.ws_queue_high_water = 64 << 10;
+  limits_.ws_queue_hard_limit = 256 << 10;
+  Start();
+  auto slow = Ws("/v1/ws", {{"Authorization", "Bearer good-a"}});
+  ASSERT_FALSE(slow->ec);
+  slow->ws.write(net::buffer(std::string("flood 8 65536")));  // 512 KiB in one go
+  size_t messages = 0;
+  EXPECT_EQ(ReadUntilClosed(*slow, &messages), 1008);
+  EXPECT_EQ(slow->ws.reason().reason, "too slow");
+  EXPECT_LT(messages, 8u);  // the queue was dropped
+  // Positive control: under the hard limit everything arrives.
+  auto ok = Ws("/v1/ws", {{"Authorization", "Bearer good-b"}});
+  ASSERT_FALSE(ok->ec);
+  ok->ws.write(net::buffer(std::string("flood 3 65536")));
+  for (int i = 0; i < 3; ++i) {
+    beast::flat_buffer buffer;
+    ok->ws.read(buffer);
+    EXPECT_EQ(buffer.size(), 65536u);
+  }
+  ok->ws.close(websocket::close_code::normal);
+}
+
+TEST_F(ServerTest, StopClosesWebSocketsWith1001) {
+  Start();
+  auto c = Ws("/v1/ws", {{"Authorization", "Bearer good-a"}});
+  ASSERT_FALSE(c->ec);
+  c->ws.write(net::buffer(std::string("ping")));
+  EXPECT_EQ(ReadText(*c), "ping");
+  tcp::socket idle_http = Connect();
+  ASSERT_TRUE(Eventually([&] { return server_->connection_count() == 2; }));
+  server_->Stop();
+  EXPECT_EQ(ReadUntilClosed(*c), 1001);
+  char byte;
+  boost::system::error_code ec;
+  idle_http.read_some(net::buffer(&byte, 1), ec);
+  EXPECT_EQ(ec, net::error::eof);
+  // No new connections.
+  tcp::socket late(client_io_);
+  late.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), server_->tcp_port()), ec);
+  EXPECT_EQ(ec, net::error::connection_refused);
+  ASSERT_TRUE(Eventually([&] { return server_->connection_count() == 0; }));
+}
+
+TEST_F(ServerTest, ConnectionIdsAreSequential) {
+  Start();
+  auto a = Ws("/v1/ws", {{"Authorization", "Bearer good-a"}});
+  ASSERT_FALSE(a->ec);
+  a->ws.write(net::buffer(std::string("x")));
+  ReadText(*a);
+  uint64_t first = ws_handler_->last_id();
+  auto b = Ws("/v1/ws", {{"Authorization", "Bearer good-a"}});
+  ASSERT_FALSE(b->ec);
+  b->ws.write(net::buffer(std::string("x")));
+  ReadText(*b);
+  EXPECT_EQ(ws_handler_->last_id(), first + 1);
+  a->ws.close(websocket::close_code::normal);
+  b->ws.close(websocket::close_code::normal);
+}
+
+// --- the admin socket -----------------------------------------------------------------------
+
+class AdminSocketTest : public ServerTest {
+ protected:
+  void SetUp() override {
+    ServerTest::SetUp();
+    if (geteuid() != 0) GTEST_SKIP() << "the admin socket admits uid 0 only; run as root";
+    char dir[] = "/tmp/server_test.XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    dir_ = dir;
+    ASSERT_EQ(chmod(dir, 0755), 0);
+    path_ = dir_ + "/admin.sock";
+  }
+  void TearDown() override {
+    ServerTest::TearDown();
+    if (!dir_.empty()) RemoveTree(dir_);
+  }
+
+  HttpResult UnixHttp(const std::string& target) {
+    net::local::stream_protocol::socket socket(client_io_);
+    socket.connect(net::local::stream_protocol::endpoint(path_));
+    return RoundTrip(socket, MakeRequest(http::verb::get, target, {}, ""));
+  }
+
+  std::string dir_;
+  std::string path_;
+};
+
+TEST_F(AdminSocketTest, AdminRouteWorksOnTheUnixSocketOnly) {
+  MakeServer();
+  Status listening = server_->ListenUnix(path_);
+  ASSERT_TRUE(listening.ok()) << listening.ToString();
+  Start();
+  struct stat st;
+  ASSERT_EQ(stat(path_.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+
+  HttpResult admin = UnixHttp("/v1/admin/ping");
+  EXPECT_EQ(admin.result_int(), 200);
+  EXPECT_EQ(admin.body(), "pong admin");
+  // Token routes need no token there, and their handlers see an admin.
+  HttpResult whoami = UnixHttp("/v1/whoami");
+  EXPECT_EQ(whoami.result_int(), 200);
+  EXPECT_EQ(whoami.body(), "//admin");
+  // Over TCP the admin route does not exist, whatever the token.
+  HttpResult tcp_admin = Http(http::verb::get, "/v1/admin/ping", {{"Authorization", "Bearer good-root"}});
+  EXPECT_EQ(tcp_admin.result_int(), 404);
+  EXPECT_EQ(tcp_admin.body(), R"({"error":{"code":"not_found","message":"no such endpoint"}})");
+}
+
+TEST_F(AdminSocketTest, WebSocketOnTheUnixSocketIsAdminAndExemptFromTheUserLimit) {
+  limits_.max_ws_connections_per_user = 1;
+  MakeServer();
+  ASSERT_TRUE(server_->ListenUnix(path_).ok());
+  Start();
+  std::vector<std::unique_ptr<websocket::stream<net::local::stream_protocol::socket>>> clients;
+  for (int i = 0; i < 2; ++i) {
+    auto ws = std::make_unique<websocket::stream<net::local::stream_protocol::socket>>(client_io_);
+    ws->next_layer().connect(net::local::stream_protocol::endpoint(path_));
+    ws->handshake("localhost", "/v1/ws");
+    ws->write(net::buffer(std::string("whoami")));
+    beast::flat_buffer buffer;
+    ws->read(buffer);
+    EXPECT_EQ(beast::buffers_to_string(buffer.data()), "//admin");
+    clients.push_back(std::move(ws));
+  }
+  for (auto& ws : clients) ws->close(websocket::close_code::normal);
+}
+
+TEST_F(AdminSocketTest, NonRootPeerIsClosedWithoutAnAnswer) {
+  MakeServer();
+  ASSERT_TRUE(server_->ListenUnix(path_, 0666).ok());  // reachable, so that only SO_PEERCRED refuses
+  Start();
+  // The child becomes nobody and asks; it exits 0 when the server closed without a byte of answer.
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    if (setresgid(65534, 65534, 65534) != 0 || setresuid(65534, 65534, 65534) != 0) _exit(10);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    strncpy(addr.sun_path, path_.c_str(), sizeof(addr.sun_path) - 1);
+    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) _exit(11);
+    const char request[] = "GET /v1/admin/ping HTTP/1.1\r\nHost: x\r\n\r\n";
+    (void)!send(fd, request, sizeof(request) - 1, MSG_NOSIGNAL);  // the server may have closed already
+    char buf[64];
+    ssize_t n = read(fd, buf, sizeof(buf));
+    _exit(n <= 0 ? 0 : 12);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  // Positive control: root is answered on the same socket.
+  EXPECT_EQ(UnixHttp("/v1/admin/ping").result_int(), 200);
+}
+
+TEST_F(AdminSocketTest, StaleSocketIsReplacedButALiveOneIsNot) {
+  {
+    // What a crashed daemon leaves: a socket file nobody listens on.
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    strncpy(addr.sun_path, path_.c_str(), sizeof(addr.sun_path) - 1);
+    ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    close(fd);
+  }
+  MakeServer();
+  Status listening = server_->ListenUnix(path_);
+  ASSERT_TRUE(listening.ok()) << listening.ToString();
+  // A second server on the same path while the first listens: refused.
+  Metrics other_metrics;
+  net::io_context other_io;
+  Server other(other_io, limits_, FakeAuthenticate, other_metrics);
+  Status second = other.ListenUnix(path_);
+  EXPECT_FALSE(second.ok());
+  EXPECT_NE(second.message().find("in use"), std::string::npos) << second.ToString();
+  Start();
+  EXPECT_EQ(UnixHttp("/v1/admin/ping").result_int(), 200);
+}
+
+}  // namespace
+}  // namespace corral::api

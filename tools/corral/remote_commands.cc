@@ -1,0 +1,210 @@
+#include "tools/corral/remote_commands.h"
+
+#include <cstdio>
+#include <ctime>
+#include <vector>
+
+#include "tools/corral/client.h"
+
+namespace corral::cli {
+namespace {
+
+constexpr int kExitError = 1;
+
+std::string Text(const nlohmann::json& object, const char* key) {
+  if (!object.is_object()) return "";
+  auto it = object.find(key);
+  if (it == object.end() || it->is_null()) return "";
+  if (it->is_string()) return it->get<std::string>();
+  return it->dump();
+}
+
+int64_t Integer(const nlohmann::json& object, const char* key) {
+  if (!object.is_object()) return 0;
+  auto it = object.find(key);
+  return it != object.end() && it->is_number() ? it->get<int64_t>() : 0;
+}
+
+// Left-aligned columns, three spaces apart; the last column is not padded.
+std::string FormatTable(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> widths;
+  for (const auto& row : rows) {
+    if (widths.size() < row.size()) widths.resize(row.size());
+    for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+  }
+  std::string out;
+  for (const auto& row : rows) {
+    for (size_t i = 0; i < row.size(); ++i) {
+      out += row[i];
+      if (i + 1 < row.size()) out += std::string(widths[i] - row[i].size() + 3, ' ');
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+std::string Pretty(const nlohmann::json& value) {
+  return value.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+void PrintError(const Status& status) { fprintf(stderr, "corral: %s\n", status.ToString().c_str()); }
+
+// Prints what a request returned: the object with --json, else its `field`.
+int PrintResult(const StatusOr<nlohmann::json>& result, bool json, const char* field) {
+  if (!result.ok()) {
+    PrintError(result.status());
+    return kExitError;
+  }
+  if (json) fputs(Pretty(*result).c_str(), stdout);
+  else printf("%s\n", Text(*result, field).c_str());
+  return 0;
+}
+
+std::string SandboxPath(const std::string& id, const char* action = nullptr) {
+  std::string path = "/v1/sandboxes/" + PercentEncode(id);
+  if (action != nullptr) path += std::string("/") + action;
+  return path;
+}
+
+int RemoveSandboxes(const Endpoint& endpoint, const std::vector<std::string>& ids) {
+  int exit_code = 0;
+  for (const auto& id : ids) {
+    auto removed = CallJson(endpoint, "DELETE", SandboxPath(id));
+    if (removed.ok()) {
+      printf("%s\n", id.c_str());
+    } else {
+      PrintError(removed.status().WithContext(id));
+      exit_code = kExitError;
+    }
+  }
+  return exit_code;
+}
+
+int RunIssuerList(const Endpoint& endpoint, bool json) {
+  auto listed = CallJson(endpoint, "GET", "/v1/admin/issuers");
+  if (!listed.ok()) {
+    PrintError(listed.status());
+    return kExitError;
+  }
+  if (json) {
+    fputs(Pretty(*listed).c_str(), stdout);
+    return 0;
+  }
+  std::vector<std::vector<std::string>> rows = {{"NAME", "CREATED"}};
+  const nlohmann::json issuers = listed->value("issuers", nlohmann::json::array());
+  const int64_t now = time(nullptr);
+  for (const auto& issuer : issuers) {
+    rows.push_back({Text(issuer, "name"), FormatAge(now - Integer(issuer, "created_at"))});
+  }
+  fputs(FormatTable(rows).c_str(), stdout);
+  return 0;
+}
+
+}  // namespace
+
+nlohmann::json BuildCreateSandboxRequest(const SandboxOptions& options) {
+  nlohmann::json request = nlohmann::json::object();
+  if (options.name) request["name"] = *options.name;
+  nlohmann::json limits = nlohmann::json::object();
+  if (options.memory_bytes) limits["memory_bytes"] = *options.memory_bytes;
+  if (options.cpu_millis) limits["cpus"] = static_cast<double>(*options.cpu_millis) / 1000.0;
+  if (options.pids) limits["pids"] = *options.pids;
+  if (options.disk_bytes) limits["disk_bytes"] = *options.disk_bytes;
+  if (!limits.empty()) request["limits"] = limits;
+  if (options.idle_timeout_s) request["idle_timeout_s"] = *options.idle_timeout_s;
+  if (!options.start) request["start"] = false;
+  return request;
+}
+
+nlohmann::json BuildMintTokenRequest(const AdminOptions& options) {
+  nlohmann::json request = {{"issuer", options.issuer}, {"sub", options.user}, {"ttl_s", options.ttl_s}};
+  if (options.scope) request["scope"] = *options.scope;
+  return request;
+}
+
+std::string FormatAge(int64_t seconds) {
+  if (seconds < 60) return "just now";
+  auto ago = [](int64_t n, const char* unit) {
+    return std::to_string(n) + " " + unit + (n == 1 ? "" : "s") + " ago";
+  };
+  if (seconds < 3600) return ago(seconds / 60, "minute");
+  if (seconds < 86400) return ago(seconds / 3600, "hour");
+  return ago(seconds / 86400, "day");
+}
+
+std::string FormatSandboxTable(const nlohmann::json& sandboxes, int64_t now) {
+  std::vector<std::vector<std::string>> rows = {{"ID", "NAME", "STATE", "IMAGE", "CREATED"}};
+  if (sandboxes.is_array()) {
+    for (const auto& sandbox : sandboxes) {
+      std::string name = Text(sandbox, "name");
+      rows.push_back({Text(sandbox, "id"), name.empty() ? "-" : name, Text(sandbox, "state"),
+                      Text(sandbox, "image"), FormatAge(now - Integer(sandbox, "created_at"))});
+    }
+  }
+  return FormatTable(rows);
+}
+
+int RunSandboxCommand(const SandboxOptions& options) {
+  const Endpoint endpoint = Endpoint::Server(options.server);
+  const std::string id = options.ids.empty() ? "" : options.ids[0];
+  switch (options.verb) {
+    case SandboxVerb::kCreate:
+      return PrintResult(CallJson(endpoint, "POST", "/v1/sandboxes", BuildCreateSandboxRequest(options)),
+                         options.json, "id");
+    case SandboxVerb::kList: {
+      auto listed = CallJson(endpoint, "GET", "/v1/sandboxes");
+      if (!listed.ok()) {
+        PrintError(listed.status());
+        return kExitError;
+      }
+      if (options.json) fputs(Pretty(*listed).c_str(), stdout);
+      else fputs(FormatSandboxTable(listed->value("sandboxes", nlohmann::json::array()), time(nullptr)).c_str(), stdout);
+      return 0;
+    }
+    case SandboxVerb::kGet:
+      return PrintResult(CallJson(endpoint, "GET", SandboxPath(id)), /*json=*/true, "id");
+    case SandboxVerb::kRemove:
+      return RemoveSandboxes(endpoint, options.ids);
+    case SandboxVerb::kStart:
+      return PrintResult(CallJson(endpoint, "POST", SandboxPath(id, "start")), options.json, "id");
+    case SandboxVerb::kStop:
+      return PrintResult(CallJson(endpoint, "POST", SandboxPath(id, "stop")), options.json, "id");
+    case SandboxVerb::kSnapshot:
+      return PrintResult(CallJson(endpoint, "POST", SandboxPath(id, "snapshot")), options.json, "id");
+    case SandboxVerb::kFork: {
+      nlohmann::json body = nlohmann::json::object();
+      if (options.name) body["name"] = *options.name;
+      if (!options.start) body["start"] = false;
+      return PrintResult(CallJson(endpoint, "POST", SandboxPath(id, "fork"), body), options.json, "id");
+    }
+  }
+  return kExitError;
+}
+
+int RunAdminCommand(const AdminOptions& options) {
+  const Endpoint endpoint = Endpoint::Admin(options.admin);
+  switch (options.verb) {
+    case AdminVerb::kIssuerAdd: {
+      auto added = CallJson(endpoint, "POST", "/v1/admin/issuers", {{"name", options.issuer}});
+      int exit_code = PrintResult(added, options.json, "secret");
+      if (exit_code == 0) {
+        fprintf(stderr,
+                "corral: issuer '%s' added. Its secret is shown this once: your backend signs "
+                "HS256 tokens with it (\"iss\": \"%s\"; see docs/PROTOCOL.md, Tokens).\n",
+                options.issuer.c_str(), options.issuer.c_str());
+      }
+      return exit_code;
+    }
+    case AdminVerb::kIssuerRemove:
+      return PrintResult(CallJson(endpoint, "DELETE", "/v1/admin/issuers/" + PercentEncode(options.issuer)),
+                         /*json=*/false, "name");
+    case AdminVerb::kIssuerList:
+      return RunIssuerList(endpoint, options.json);
+    case AdminVerb::kTokenMint:
+      return PrintResult(CallJson(endpoint, "POST", "/v1/admin/tokens", BuildMintTokenRequest(options)),
+                         options.json, "token");
+  }
+  return kExitError;
+}
+
+}  // namespace corral::cli

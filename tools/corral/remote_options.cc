@@ -1,0 +1,664 @@
+#include "tools/corral/remote_options.h"
+
+#include <cstdlib>
+
+#include "common/parse.h"
+
+namespace corral::cli {
+namespace {
+
+// ---- a small scanner shared by every command ----
+
+struct OptionSpec {
+  std::string_view name;  // "--memory"
+  char short_name;        // 'i', or 0
+  bool takes_value;
+};
+
+constexpr OptionSpec kUrl{"--url", 0, true};
+constexpr OptionSpec kToken{"--token", 0, true};
+constexpr OptionSpec kAdminSocket{"--admin-socket", 0, true};
+constexpr OptionSpec kJson{"--json", 0, false};
+
+struct Scanned {
+  bool help = false;
+  std::vector<std::pair<std::string, std::string>> options;  // in order; "" for flags
+  std::vector<std::string> positionals;
+  std::vector<std::string> command;  // what follows "--" or SANDBOX (exec, shell)
+
+  bool Has(std::string_view name) const {
+    for (const auto& [option, value] : options) {
+      if (option == name) return true;
+    }
+    return false;
+  }
+  // The last value given (an option given twice keeps the later one).
+  std::optional<std::string> Value(std::string_view name) const {
+    std::optional<std::string> found;
+    for (const auto& [option, value] : options) {
+      if (option == name) found = value;
+    }
+    return found;
+  }
+};
+
+bool LooksLikeOption(const std::string& arg) { return arg.size() > 1 && arg[0] == '-'; }
+
+// Scans args[begin..]. With `positionals_before_command` (exec, shell: 1), the command starts at
+// "--" or at the first non-option after that many positionals; without it, what follows "--"
+// is positional. `see` names the help to read in errors ("corral sandbox --help").
+StatusOr<Scanned> Scan(const std::vector<std::string>& args, size_t begin,
+                       const std::vector<OptionSpec>& specs,
+                       std::optional<size_t> positionals_before_command, std::string_view see) {
+  Scanned out;
+  auto find_long = [&](std::string_view name) -> const OptionSpec* {
+    for (const auto& spec : specs) {
+      if (spec.name == name) return &spec;
+    }
+    return nullptr;
+  };
+  auto find_short = [&](char c) -> const OptionSpec* {
+    for (const auto& spec : specs) {
+      if (spec.short_name == c) return &spec;
+    }
+    return nullptr;
+  };
+  auto unknown = [&](const std::string& option) {
+    return Status::Error("unknown option '" + option + "' (see " + std::string(see) + ")");
+  };
+  for (size_t i = begin; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--") {
+      auto& rest = positionals_before_command ? out.command : out.positionals;
+      rest.insert(rest.end(), args.begin() + static_cast<long>(i + 1), args.end());
+      break;
+    }
+    if (positionals_before_command && out.positionals.size() >= *positionals_before_command &&
+        !LooksLikeOption(arg)) {
+      out.command.assign(args.begin() + static_cast<long>(i), args.end());
+      break;
+    }
+    if (arg == "--help" || arg == "-h") {
+      out.help = true;
+      return out;
+    }
+    if (arg.rfind("--", 0) == 0) {
+      std::string name = arg;
+      std::optional<std::string> value;
+      if (size_t eq = arg.find('='); eq != std::string::npos) {
+        name = arg.substr(0, eq);
+        value = arg.substr(eq + 1);
+      }
+      const OptionSpec* spec = find_long(name);
+      if (spec == nullptr) return unknown(name);
+      if (!spec->takes_value) {
+        if (value) return Status::Error(name + ": takes no value");
+        out.options.emplace_back(name, "");
+        continue;
+      }
+      if (!value) {
+        if (i + 1 >= args.size()) return Status::Error(name + ": missing value");
+        value = args[++i];
+      }
+      out.options.emplace_back(name, *value);
+      continue;
+    }
+    if (LooksLikeOption(arg)) {
+      // A group of boolean short options: -it.
+      for (size_t k = 1; k < arg.size(); ++k) {
+        const OptionSpec* spec = find_short(arg[k]);
+        if (spec == nullptr || spec->takes_value) return unknown(std::string("-") + arg[k]);
+        out.options.emplace_back(std::string(spec->name), "");
+      }
+      continue;
+    }
+    out.positionals.push_back(arg);
+  }
+  return out;
+}
+
+std::vector<OptionSpec> With(std::vector<OptionSpec> specs, std::initializer_list<OptionSpec> more) {
+  specs.insert(specs.end(), more.begin(), more.end());
+  return specs;
+}
+
+StatusOr<ServerConfig> ResolveServer(const Scanned& scanned, const EnvLookup& env) {
+  ServerConfig config;
+  std::string source = "--url";
+  std::optional<std::string> url = scanned.Value("--url");
+  if (!url) {
+    url = env("CORRAL_URL");
+    source = "CORRAL_URL";
+  }
+  auto parsed = ParseServerUrl(url.value_or(kDefaultServerUrl));
+  if (!parsed.ok()) return parsed.status().WithContext(source);
+  config.url = std::move(parsed).value();
+
+  std::optional<std::string> token = scanned.Value("--token");
+  if (token && token->empty()) return Status::Error("--token: empty");
+  if (!token) token = env("CORRAL_TOKEN");
+  if (!token) {
+    return Status::Error(
+        "no token: pass --token JWT or set CORRAL_TOKEN (your operator's backend mints one; on "
+        "the corrald host, root can run: corral token mint --issuer NAME --user ID)");
+  }
+  config.token = *token;
+  return config;
+}
+
+AdminConfig ResolveAdmin(const Scanned& scanned, const EnvLookup& env) {
+  std::optional<std::string> path = scanned.Value("--admin-socket");
+  if (!path || path->empty()) path = env("CORRAL_ADMIN_SOCKET");
+  return AdminConfig{path.value_or(kDefaultAdminSocket)};
+}
+
+// A positive size/count: "--memory: not a size: 'lots'", "--pids: must be above 0".
+template <typename Parser>
+StatusOr<uint64_t> Positive(const Scanned& scanned, const char* option, Parser parse) {
+  auto value = parse(*scanned.Value(option));
+  if (!value.ok()) return Status::Error(std::string(option) + ": " + value.status().message());
+  if (*value == 0) return Status::Error(std::string(option) + ": must be above 0");
+  return *value;
+}
+
+Status CheckUser(const std::optional<std::string>& user) {
+  if (user && *user != "agent" && *user != "root") {
+    return Status::Error("--user: expected agent or root, not '" + *user + "'");
+  }
+  return Status();
+}
+
+Status CheckIssuerName(const std::string& name, std::string_view what) {
+  bool valid = !name.empty() && name.size() <= 64;
+  for (char c : name) {
+    const bool allowed = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                         c == '.' || c == '_' || c == '-';
+    valid = valid && allowed;
+  }
+  if (valid) return Status();
+  return Status::Error(std::string(what) + ": '" + name +
+                       "' is not an issuer name (1-64 characters of A-Z a-z 0-9 . _ -)");
+}
+
+// ---- sandbox ----
+
+struct SandboxVerbSpec {
+  std::string_view word;
+  SandboxVerb verb;
+  std::vector<OptionSpec> options;
+};
+
+const std::vector<SandboxVerbSpec>& SandboxVerbs() {
+  static const std::vector<SandboxVerbSpec> verbs = {
+      {"create", SandboxVerb::kCreate,
+       {{"--name", 0, true}, {"--memory", 0, true}, {"--cpus", 0, true}, {"--pids", 0, true},
+        {"--disk", 0, true}, {"--idle-timeout", 0, true}, {"--no-start", 0, false}, kJson}},
+      {"ls", SandboxVerb::kList, {kJson}},
+      {"list", SandboxVerb::kList, {kJson}},
+      {"get", SandboxVerb::kGet, {kJson}},
+      {"rm", SandboxVerb::kRemove, {}},
+      {"start", SandboxVerb::kStart, {kJson}},
+      {"stop", SandboxVerb::kStop, {kJson}},
+      {"snapshot", SandboxVerb::kSnapshot, {kJson}},
+      {"fork", SandboxVerb::kFork, {{"--name", 0, true}, {"--no-start", 0, false}, kJson}},
+  };
+  return verbs;
+}
+
+Status ApplyCreateOptions(const Scanned& scanned, SandboxOptions& out) {
+  if (scanned.Has("--memory")) {
+    ASSIGN_OR_RETURN(out.memory_bytes, Positive(scanned, "--memory", ParseSize));
+  }
+  if (scanned.Has("--cpus")) {
+    auto millis = [](std::string_view v) { return ParseFixedPoint(v, 1000); };
+    ASSIGN_OR_RETURN(out.cpu_millis, Positive(scanned, "--cpus", millis));
+  }
+  if (scanned.Has("--pids")) {
+    ASSIGN_OR_RETURN(out.pids, Positive(scanned, "--pids", ParseUint));
+  }
+  if (scanned.Has("--disk")) {
+    ASSIGN_OR_RETURN(out.disk_bytes, Positive(scanned, "--disk", ParseSize));
+  }
+  if (scanned.Has("--idle-timeout")) {
+    auto seconds = ParseDurationSeconds(*scanned.Value("--idle-timeout"));
+    if (!seconds.ok()) return seconds.status().WithContext("--idle-timeout");
+    out.idle_timeout_s = *seconds;
+  }
+  return Status();
+}
+
+}  // namespace
+
+EnvLookup ProcessEnv() {
+  return [](const char* name) -> std::optional<std::string> {
+    const char* value = getenv(name);
+    if (value == nullptr || *value == '\0') return std::nullopt;
+    return std::string(value);
+  };
+}
+
+std::string ServerUrl::HostHeader() const {
+  const bool ipv6 = host.find(':') != std::string::npos;
+  return (ipv6 ? "[" + host + "]" : host) + ":" + port;
+}
+
+std::string ServerUrl::WebSocketUrl() const { return "ws://" + HostHeader() + base_path + "/v1/ws"; }
+
+StatusOr<ServerUrl> ParseServerUrl(std::string_view url) {
+  const std::string original(url);
+  auto bad = [&](const std::string& why) {
+    return Status::Error("'" + original + "': " + why + " (expected http://HOST[:PORT])");
+  };
+  std::string_view rest = url;
+  if (size_t scheme_end = rest.find("://"); scheme_end != std::string_view::npos) {
+    std::string scheme(rest.substr(0, scheme_end));
+    for (char& c : scheme) c = static_cast<char>(tolower(static_cast<unsigned char>(c)));
+    if (scheme == "https" || scheme == "wss") {
+      return Status::Error("'" + original + "': " + scheme +
+                           ":// is not supported yet; corrald serves plain http:// (use an SSH "
+                           "tunnel to reach a remote daemon)");
+    }
+    if (scheme != "http") return bad("unsupported scheme " + scheme + "://");
+    rest.remove_prefix(scheme_end + 3);
+  }
+  if (rest.find_first_of("?#") != std::string_view::npos) return bad("no query or fragment allowed");
+  const size_t slash = rest.find('/');
+  std::string_view authority = rest.substr(0, slash);
+  std::string_view path = slash == std::string_view::npos ? std::string_view() : rest.substr(slash);
+  if (authority.find('@') != std::string_view::npos) return bad("no user info allowed");
+
+  ServerUrl out;
+  std::string_view port;
+  if (!authority.empty() && authority.front() == '[') {
+    const size_t close = authority.find(']');
+    if (close == std::string_view::npos) return bad("unterminated IPv6 address");
+    out.host = std::string(authority.substr(1, close - 1));
+    std::string_view after = authority.substr(close + 1);
+    if (!after.empty() && after.front() != ':') return bad("junk after the IPv6 address");
+    if (!after.empty()) port = after.substr(1);
+    if (after == ":") return bad("empty port");
+  } else {
+    const size_t colon = authority.find(':');
+    out.host = std::string(authority.substr(0, colon));
+    if (colon != std::string_view::npos) {
+      port = authority.substr(colon + 1);
+      if (port.empty()) return bad("empty port");
+      if (port.find(':') != std::string_view::npos) return bad("an IPv6 address needs brackets");
+    }
+  }
+  if (out.host.empty()) return bad("no host");
+  if (port.empty()) {
+    out.port = "80";
+  } else {
+    auto number = ParseUint(port);
+    if (!number.ok() || *number == 0 || *number > 65535) return bad("bad port '" + std::string(port) + "'");
+    out.port = std::to_string(*number);
+  }
+  while (!path.empty() && path.back() == '/') path.remove_suffix(1);
+  out.base_path = std::string(path);
+  out.text = "http://" + out.HostHeader() + out.base_path;
+  return out;
+}
+
+std::string PercentEncode(std::string_view text, bool keep_slash) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (char c : text) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    const bool unreserved = (u >= 'a' && u <= 'z') || (u >= 'A' && u <= 'Z') || (u >= '0' && u <= '9') ||
+                            u == '-' || u == '.' || u == '_' || u == '~' || (keep_slash && u == '/');
+    if (unreserved) {
+      out.push_back(c);
+    } else {
+      out.push_back('%');
+      out.push_back(kHex[u >> 4]);
+      out.push_back(kHex[u & 15]);
+    }
+  }
+  return out;
+}
+
+StatusOr<uint64_t> ParseDurationSeconds(std::string_view text) {
+  const std::string original(text);
+  uint64_t unit = 1;
+  if (!text.empty()) {
+    switch (text.back()) {
+      case 's': unit = 1; break;
+      case 'm': unit = 60; break;
+      case 'h': unit = 3600; break;
+      case 'd': unit = 86400; break;
+      default: unit = 0; break;
+    }
+    if (unit != 0) text.remove_suffix(1);
+    else unit = 1;
+  }
+  auto seconds = ParseFixedPoint(text, unit);
+  if (!seconds.ok()) return Status::Error("not a duration: '" + original + "' (e.g. 90, 90s, 30m, 1h, 7d)");
+  return *seconds;
+}
+
+// ---- sandbox ----
+
+StatusOr<SandboxOptions> ParseSandboxOptions(const std::vector<std::string>& args, const EnvLookup& env) {
+  constexpr char kSee[] = "corral sandbox --help";
+  SandboxOptions out;
+  if (args.empty()) return Status::Error("missing command: create, ls, get, rm, start, stop, snapshot or fork");
+  if (args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    out.help = true;
+    return out;
+  }
+  const SandboxVerbSpec* verb = nullptr;
+  for (const auto& candidate : SandboxVerbs()) {
+    if (candidate.word == args[0]) verb = &candidate;
+  }
+  if (verb == nullptr) return Status::Error("unknown command 'sandbox " + args[0] + "' (see " + kSee + ")");
+  out.verb = verb->verb;
+  const std::string what = "sandbox " + args[0];
+  ASSIGN_OR_RETURN(Scanned scanned, Scan(args, 1, With(verb->options, {kUrl, kToken}), std::nullopt, kSee));
+  if (scanned.help) {
+    out.help = true;
+    return out;
+  }
+  out.ids = scanned.positionals;
+  switch (out.verb) {
+    case SandboxVerb::kCreate:
+    case SandboxVerb::kList:
+      if (!out.ids.empty()) return Status::Error(what + ": unexpected argument '" + out.ids[0] + "'");
+      break;
+    case SandboxVerb::kRemove:
+      if (out.ids.empty()) return Status::Error(what + ": expected one or more sandbox ids");
+      break;
+    default:
+      if (out.ids.size() != 1) return Status::Error(what + ": expected one sandbox id");
+      break;
+  }
+  for (const auto& id : out.ids) {
+    if (id.empty()) return Status::Error(what + ": empty sandbox id");
+  }
+  out.name = scanned.Value("--name");
+  if (out.name && out.name->empty()) return Status::Error("--name: empty");
+  out.start = !scanned.Has("--no-start");
+  out.json = scanned.Has("--json");
+  RETURN_IF_ERROR(ApplyCreateOptions(scanned, out));
+  ASSIGN_OR_RETURN(out.server, ResolveServer(scanned, env));
+  return out;
+}
+
+// ---- exec, shell ----
+
+namespace {
+
+Status ApplyCommandOptions(const Scanned& scanned, ExecOptions& out) {
+  for (const auto& [option, value] : scanned.options) {
+    if (option != "--env") continue;
+    const size_t eq = value.find('=');
+    if (eq == std::string::npos || eq == 0) return Status::Error("--env: expected K=V, not '" + value + "'");
+    std::string key = value.substr(0, eq);
+    std::erase_if(out.env, [&](const auto& kv) { return kv.first == key; });
+    out.env.emplace_back(key, value.substr(eq + 1));
+  }
+  out.cwd = scanned.Value("--cwd");
+  if (out.cwd && (out.cwd->empty() || (*out.cwd)[0] != '/')) {
+    return Status::Error("--cwd: must be an absolute path, not '" + *out.cwd + "'");
+  }
+  out.user = scanned.Value("--user");
+  return CheckUser(out.user);
+}
+
+}  // namespace
+
+StatusOr<ExecOptions> ParseExecOptions(const std::vector<std::string>& args, const EnvLookup& env) {
+  static const std::vector<OptionSpec> kSpecs = {
+      {"--env", 0, true},   {"--cwd", 0, true},   {"--user", 0, true}, {"--stdin", 'i', false},
+      {"--tty", 't', false}, {"--outcome-json", 0, true}, kUrl, kToken};
+  ExecOptions out;
+  ASSIGN_OR_RETURN(Scanned scanned, Scan(args, 0, kSpecs, 1, "corral exec --help"));
+  if (scanned.help) {
+    out.help = true;
+    return out;
+  }
+  if (scanned.positionals.empty()) return Status::Error("missing SANDBOX (corral exec [OPTIONS] SANDBOX -- CMD [ARGS...])");
+  out.sandbox = scanned.positionals[0];
+  if (out.sandbox.empty()) return Status::Error("empty SANDBOX");
+  if (scanned.command.empty()) return Status::Error("missing the command to run (corral exec " + out.sandbox + " -- CMD [ARGS...])");
+  out.argv = scanned.command;
+  RETURN_IF_ERROR(ApplyCommandOptions(scanned, out));
+  out.forward_stdin = scanned.Has("--stdin");
+  out.tty = scanned.Has("--tty");
+  out.outcome_json = scanned.Value("--outcome-json");
+  if (out.outcome_json && out.outcome_json->empty()) return Status::Error("--outcome-json: missing file name");
+  ASSIGN_OR_RETURN(out.server, ResolveServer(scanned, env));
+  return out;
+}
+
+StatusOr<ExecOptions> ParseShellOptions(const std::vector<std::string>& args, const EnvLookup& env) {
+  static const std::vector<OptionSpec> kSpecs = {
+      {"--env", 0, true}, {"--cwd", 0, true}, {"--user", 0, true}, kUrl, kToken};
+  ExecOptions out;
+  ASSIGN_OR_RETURN(Scanned scanned, Scan(args, 0, kSpecs, 1, "corral shell --help"));
+  if (scanned.help) {
+    out.help = true;
+    return out;
+  }
+  if (scanned.positionals.empty()) return Status::Error("missing SANDBOX (corral shell SANDBOX [-- CMD...])");
+  out.sandbox = scanned.positionals[0];
+  if (out.sandbox.empty()) return Status::Error("empty SANDBOX");
+  out.argv = scanned.command;
+  if (out.argv.empty()) out.argv = {"/bin/bash", "-l"};
+  RETURN_IF_ERROR(ApplyCommandOptions(scanned, out));
+  out.forward_stdin = true;
+  out.tty = true;
+  ASSIGN_OR_RETURN(out.server, ResolveServer(scanned, env));
+  return out;
+}
+
+// ---- cp ----
+
+StatusOr<CpLocation> ParseCpLocation(std::string_view arg) {
+  if (arg.empty()) return Status::Error("empty path");
+  const size_t colon = arg.find(':');
+  const bool in_sandbox = colon != std::string_view::npos && colon > 0 &&
+                          arg.substr(0, colon).find('/') == std::string_view::npos;
+  if (!in_sandbox) return CpLocation{"", std::string(arg)};
+  CpLocation out{std::string(arg.substr(0, colon)), std::string(arg.substr(colon + 1))};
+  if (out.path.empty() || out.path[0] != '/') {
+    return Status::Error("'" + std::string(arg) + "': the path in the sandbox must be absolute (" +
+                         out.sandbox + ":/home/agent/...; a host file with ':' in its name: ./" +
+                         std::string(arg) + ")");
+  }
+  return out;
+}
+
+StatusOr<CpOptions> ParseCpOptions(const std::vector<std::string>& args, const EnvLookup& env) {
+  CpOptions out;
+  ASSIGN_OR_RETURN(Scanned scanned,
+                   Scan(args, 0, {{"--recursive", 'r', false}, kUrl, kToken}, std::nullopt, "corral cp --help"));
+  if (scanned.help) {
+    out.help = true;
+    return out;
+  }
+  if (scanned.positionals.size() != 2) {
+    return Status::Error("expected SRC and DST, got " + std::to_string(scanned.positionals.size()) +
+                         " argument(s) (corral cp [-r] SRC DST)");
+  }
+  auto source = ParseCpLocation(scanned.positionals[0]);
+  if (!source.ok()) return source.status().WithContext("SRC");
+  auto destination = ParseCpLocation(scanned.positionals[1]);
+  if (!destination.ok()) return destination.status().WithContext("DST");
+  out.source = std::move(source).value();
+  out.destination = std::move(destination).value();
+  if (out.source.in_sandbox() == out.destination.in_sandbox()) {
+    return Status::Error(out.source.in_sandbox()
+                             ? "both SRC and DST are in sandboxes; one side must be a host path"
+                             : "neither SRC nor DST is in a sandbox; one side must be SANDBOX:/path");
+  }
+  out.recursive = scanned.Has("--recursive");
+  ASSIGN_OR_RETURN(out.server, ResolveServer(scanned, env));
+  return out;
+}
+
+// ---- admin, token ----
+
+StatusOr<AdminOptions> ParseAdminOptions(const std::vector<std::string>& args, const EnvLookup& env) {
+  constexpr char kSee[] = "corral admin --help";
+  AdminOptions out;
+  if (args.empty()) return Status::Error("missing command: issuer add|rm|ls");
+  if (args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    out.help = true;
+    return out;
+  }
+  if (args[0] != "issuer") return Status::Error("unknown command 'admin " + args[0] + "' (see " + kSee + ")");
+  if (args.size() < 2) return Status::Error("missing command: issuer add|rm|ls");
+  const std::string& verb = args[1];
+  if (verb == "--help" || verb == "-h") {
+    out.help = true;
+    return out;
+  }
+  if (verb == "add") out.verb = AdminVerb::kIssuerAdd;
+  else if (verb == "rm") out.verb = AdminVerb::kIssuerRemove;
+  else if (verb == "ls" || verb == "list") out.verb = AdminVerb::kIssuerList;
+  else return Status::Error("unknown command 'admin issuer " + verb + "' (see " + kSee + ")");
+  std::vector<OptionSpec> specs = {kAdminSocket};
+  if (out.verb != AdminVerb::kIssuerRemove) specs.push_back(kJson);
+  ASSIGN_OR_RETURN(Scanned scanned, Scan(args, 2, specs, std::nullopt, kSee));
+  if (scanned.help) {
+    out.help = true;
+    return out;
+  }
+  const std::string what = "admin issuer " + verb;
+  if (out.verb == AdminVerb::kIssuerList) {
+    if (!scanned.positionals.empty()) return Status::Error(what + ": unexpected argument '" + scanned.positionals[0] + "'");
+  } else {
+    if (scanned.positionals.size() != 1) return Status::Error(what + ": expected one issuer NAME");
+    out.issuer = scanned.positionals[0];
+    RETURN_IF_ERROR(CheckIssuerName(out.issuer, "NAME"));
+  }
+  out.json = scanned.Has("--json");
+  out.admin = ResolveAdmin(scanned, env);
+  return out;
+}
+
+StatusOr<AdminOptions> ParseTokenOptions(const std::vector<std::string>& args, const EnvLookup& env) {
+  constexpr char kSee[] = "corral token --help";
+  AdminOptions out;
+  out.verb = AdminVerb::kTokenMint;
+  if (args.empty()) return Status::Error("missing command: mint");
+  if (args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    out.help = true;
+    return out;
+  }
+  if (args[0] != "mint") return Status::Error("unknown command 'token " + args[0] + "' (see " + kSee + ")");
+  ASSIGN_OR_RETURN(Scanned scanned,
+                   Scan(args, 1,
+                        {{"--issuer", 0, true}, {"--user", 0, true}, {"--ttl", 0, true},
+                         {"--scope", 0, true}, kAdminSocket, kJson},
+                        std::nullopt, kSee));
+  if (scanned.help) {
+    out.help = true;
+    return out;
+  }
+  if (!scanned.positionals.empty()) return Status::Error("token mint: unexpected argument '" + scanned.positionals[0] + "'");
+  if (!scanned.Has("--issuer")) return Status::Error("--issuer: required");
+  if (!scanned.Has("--user")) return Status::Error("--user: required (the user's id in your system)");
+  out.issuer = *scanned.Value("--issuer");
+  RETURN_IF_ERROR(CheckIssuerName(out.issuer, "--issuer"));
+  out.user = *scanned.Value("--user");
+  if (out.user.empty() || out.user.size() > 256) return Status::Error("--user: 1 to 256 bytes");
+  if (scanned.Has("--ttl")) {
+    auto ttl = ParseDurationSeconds(*scanned.Value("--ttl"));
+    if (!ttl.ok()) return ttl.status().WithContext("--ttl");
+    if (*ttl == 0) return Status::Error("--ttl: must be at least 1s");
+    out.ttl_s = *ttl;
+  }
+  if (scanned.Has("--scope")) {
+    // "exec files", "exec,files" and "exec, files" all mean the same two scopes.
+    std::string scope;
+    std::string word;
+    for (char c : *scanned.Value("--scope") + " ") {
+      if (c == ' ' || c == ',' || c == '\t') {
+        if (!word.empty()) scope += (scope.empty() ? "" : " ") + word;
+        word.clear();
+      } else {
+        word.push_back(c);
+      }
+    }
+    if (scope.empty()) return Status::Error("--scope: empty (omit it for all scopes)");
+    out.scope = scope;
+  }
+  out.json = scanned.Has("--json");
+  out.admin = ResolveAdmin(scanned, env);
+  return out;
+}
+
+// ---- usage ----
+
+const char* SandboxUsage() {
+  return "usage: corral sandbox COMMAND [OPTIONS]\n"
+         "\n"
+         "  create [--name N] [--memory SIZE] [--cpus N] [--pids N] [--disk SIZE]\n"
+         "         [--idle-timeout DURATION] [--no-start]   create a sandbox; prints its id\n"
+         "  ls                       your sandboxes: ID NAME STATE IMAGE CREATED\n"
+         "  get ID                   one sandbox, as JSON\n"
+         "  rm ID...                 destroy sandboxes and their files\n"
+         "  start ID | stop ID       start or stop (files stay)\n"
+         "  snapshot ID              copy its writable layer; prints the snapshot id\n"
+         "  fork ID [--name N] [--no-start]   a new sandbox from a copy of its layer; prints its id\n"
+         "\n"
+         "  --json                   print the daemon's JSON instead\n"
+         "  --url URL                corrald (default: $CORRAL_URL, else http://127.0.0.1:7878)\n"
+         "  --token JWT              your token (default: $CORRAL_TOKEN)\n"
+         "SIZE takes K/M/G suffixes; DURATION is seconds or 30s, 15m, 1h, 1d (0: never).\n";
+}
+
+const char* ExecUsage() {
+  return "usage: corral exec [OPTIONS] SANDBOX -- CMD [ARGS...]\n"
+         "\n"
+         "Runs CMD in a running sandbox, streams its output, and exits with its exit code (128+N\n"
+         "for signal N, 137 when a limit killed it, 125 when it could not be started or corrald\n"
+         "refused). SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded to it.\n"
+         "\n"
+         "  --env K=V            environment variable (repeatable)\n"
+         "  --cwd DIR            working directory (default: the user's home)\n"
+         "  --user agent|root    user inside (default: agent)\n"
+         "  -i, --stdin          forward this terminal's stdin (EOF closes CMD's stdin)\n"
+         "  -t, --tty            run CMD on a terminal of this terminal's size\n"
+         "  --outcome-json FILE  write the outcome as JSON ('-' for stderr)\n"
+         "  --url URL, --token JWT   as for corral sandbox\n";
+}
+
+const char* ShellUsage() {
+  return "usage: corral shell [OPTIONS] SANDBOX [-- CMD [ARGS...]]\n"
+         "\n"
+         "An interactive terminal in a running sandbox (default CMD: /bin/bash -l). Exits with\n"
+         "the shell's exit code. Needs a token with the `terminal` scope.\n"
+         "\n"
+         "  --user agent|root    user inside (default: agent)\n"
+         "  --env K=V, --cwd DIR as for corral exec\n"
+         "  --url URL, --token JWT   as for corral sandbox\n";
+}
+
+const char* CpUsage() {
+  return "usage: corral cp [-r] SRC DST\n"
+         "\n"
+         "Copies a file (or with -r a directory) between the host and a running sandbox; exactly\n"
+         "one of SRC and DST is SANDBOX:/absolute/path (a host path with ':' in it: ./a:b).\n"
+         "A DST that is an existing directory receives SRC under its own name.\n"
+         "\n"
+         "  -r, --recursive      copy directories (as tar archives); symlinks are copied as\n"
+         "                       symlinks, never followed\n"
+         "  --url URL, --token JWT   as for corral sandbox\n";
+}
+
+const char* AdminUsage() {
+  return "usage: corral admin issuer add NAME    create an issuer; prints its secret (once)\n"
+         "       corral admin issuer rm NAME     delete it; its tokens stop working at once\n"
+         "       corral admin issuer ls [--json] list issuers\n"
+         "       corral token mint --issuer NAME --user ID [--ttl 1h] [--scope \"exec files\"]\n"
+         "                                       mint a token (prints it)\n"
+         "\n"
+         "These talk to corrald's admin socket (root only):\n"
+         "  --admin-socket PATH  default: $CORRAL_ADMIN_SOCKET, else /run/corral/admin.sock\n"
+         "Scopes: sandboxes, exec, terminal, files (default: all four).\n";
+}
+
+}  // namespace corral::cli

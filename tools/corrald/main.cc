@@ -1,0 +1,184 @@
+// corrald: the corral daemon. Wires the pieces together; the logic lives in supervisor/ and api/.
+//
+//   corrald [--config FILE] [--foreground]
+//
+// Runs in the foreground (under systemd as Type=notify: READY=1 once the API listens, watchdog
+// pings while the event loop turns). SIGTERM or SIGINT stop it without touching the sandboxes:
+// they keep running and the next corrald adopts them.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <systemd/sd-daemon.h>
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "api/daemon_api.h"
+#include "api/metrics.h"
+#include "api/server.h"
+#include "cgroups/cgroup_backend.h"
+#include "common/file_util.h"
+#include "common/log.h"
+#include "common/unique_fd.h"
+#include "supervisor/config.h"
+#include "supervisor/sandbox_host.h"
+#include "supervisor/sandbox_manager.h"
+#include "supervisor/store.h"
+
+namespace {
+
+using namespace corral;
+
+constexpr char kDefaultConfig[] = "/etc/corral/corrald.toml";
+
+int Fail(const std::string& message) {
+  LogError("corrald", message);
+  sd_notifyf(0, "STATUS=%s", message.c_str());
+  return 1;
+}
+
+std::string InitPath(const supervisor::DaemonConfig& config) {
+  if (!config.init_path.empty()) return config.init_path;
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n > 0) {
+    std::string exe(self, static_cast<size_t>(n));
+    std::string beside = exe.substr(0, exe.rfind('/')) + "/corral-init";
+    if (access(beside.c_str(), X_OK) == 0) return beside;
+  }
+  return "/usr/libexec/corral/corral-init";
+}
+
+void Usage() {
+  fprintf(stderr,
+          "usage: corrald [--config FILE] [--foreground]\n"
+          "  --config FILE   the configuration (default %s; every key is optional)\n"
+          "  --foreground    run in the foreground (always the case; for symmetry with init scripts)\n",
+          kDefaultConfig);
+}
+
+// Watchdog pings from the event loop: if it wedges, systemd notices.
+void ArmWatchdog(boost::asio::steady_timer& timer, std::chrono::microseconds interval) {
+  timer.expires_after(interval / 2);
+  timer.async_wait([&timer, interval](boost::system::error_code ec) {
+    if (ec) return;
+    sd_notify(0, "WATCHDOG=1");
+    ArmWatchdog(timer, interval);
+  });
+}
+
+int Run(int argc, char** argv) {
+  std::string config_path = kDefaultConfig;
+  bool config_given = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--config" && i + 1 < argc) {
+      config_path = argv[++i];
+      config_given = true;
+    } else if (arg == "--foreground") {
+    } else if (arg == "--help" || arg == "-h") {
+      Usage();
+      return 0;
+    } else if (arg == "--version") {
+      printf("corrald %s (protocol %d)\n", api::kVersion, api::kProtocolVersion);
+      return 0;
+    } else {
+      fprintf(stderr, "corrald: unknown argument %s\n", arg.c_str());
+      Usage();
+      return 2;
+    }
+  }
+  if (geteuid() != 0) return Fail("corrald must run as root (it creates namespaces, cgroups and mounts)");
+  signal(SIGPIPE, SIG_IGN);
+
+  auto config = supervisor::LoadConfig(config_path, /*missing_ok=*/!config_given);
+  if (!config.ok()) return Fail(config.status().ToString());
+
+  for (const auto& [dir, mode] : {std::pair{config->state_dir, 0700}, std::pair{config->run_dir, 0755}}) {
+    Status made = MakeDirs(dir, mode);
+    if (!made.ok()) return Fail(made.ToString());
+  }
+  // One daemon per state directory.
+  const std::string lock_path = config->state_dir + "/corrald.lock";
+  UniqueFd lock(open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+  if (!lock || flock(lock.get(), LOCK_EX | LOCK_NB) != 0) {
+    return Fail("another corrald is running on " + config->state_dir + " (" + lock_path + " is locked)");
+  }
+
+  auto store = supervisor::Store::Open(config->state_dir + "/corrald.db",
+                                       config->store_synchronous_full ? supervisor::Synchronous::kFull
+                                                                      : supervisor::Synchronous::kNormal);
+  if (!store.ok()) return Fail(store.status().ToString());
+  auto backend = cgroups::DetectBackend(config->cgroup_mount);
+  if (!backend.ok()) return Fail("cgroups: " + backend.status().ToString());
+  const std::string init_path = InitPath(*config);
+  if (access(init_path.c_str(), X_OK) != 0) return Fail("corral-init not found at " + init_path);
+
+  boost::asio::io_context io(1);
+  boost::asio::thread_pool pool(4);
+  supervisor::SandboxHost host(*config, **backend, init_path);
+  api::Metrics metrics;
+  api::ApiMetrics api_metrics(metrics, nullptr);
+  supervisor::SandboxManager manager(io, pool, *config, **store, host, &api_metrics);
+  api_metrics.SetManager(&manager);
+  Status recovered = manager.Recover();
+  if (!recovered.ok()) return Fail("recovery: " + recovered.ToString());
+
+  api::ServerLimits limits;
+  limits.max_body_bytes = config->max_body_bytes;
+  limits.max_ws_message_bytes = config->max_message_bytes;
+  limits.max_connections = config->max_connections;
+  limits.max_ws_connections_per_user = config->max_connections_per_user;
+  limits.handshake_timeout = std::chrono::seconds(config->handshake_timeout_s);
+  limits.idle_timeout = std::chrono::seconds(config->idle_timeout_s);
+  limits.allowed_origins = config->allowed_origins;
+  api::Server server(io, limits, api::MakeAuthenticator(**store, *config), metrics);
+  api::RegisterApi(server, io, pool, manager, **store, *config);
+  server.Route("GET", "/metrics", api::Auth::kNone, [&metrics](api::HttpRequest, api::Responder respond) {
+    api::HttpResponse response;
+    response.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    response.body = metrics.Render();
+    respond(std::move(response));
+  });
+
+  Status listening = server.ListenTcp(config->listen_address, config->listen_port);
+  if (!listening.ok()) return Fail("listen: " + listening.ToString());
+  Status admin = server.ListenUnix(config->admin_socket, 0600);
+  if (!admin.ok()) return Fail("admin socket: " + admin.ToString());
+  manager.StartTimers();
+
+  boost::asio::signal_set signals(io, SIGTERM, SIGINT);
+  signals.async_wait([&](boost::system::error_code ec, int signal) {
+    if (ec) return;
+    LogInfo("corrald", "stopping; sandboxes keep running", {{"signal", strsignal(signal)}});
+    sd_notify(0, "STOPPING=1");
+    server.Stop();
+    manager.Detach();
+    io.stop();
+  });
+  boost::asio::steady_timer watchdog(io);
+  uint64_t watchdog_usec = 0;
+  if (sd_watchdog_enabled(0, &watchdog_usec) > 0) ArmWatchdog(watchdog, std::chrono::microseconds(watchdog_usec));
+
+  const std::string address = config->listen_address + ":" + std::to_string(server.tcp_port());
+  LogInfo("corrald", "listening", {{"address", address}, {"admin_socket", config->admin_socket},
+                                   {"state_dir", config->state_dir},
+                                   {"cgroups", (*backend)->version() == cgroups::CgroupVersion::kV2 ? "v2" : "v1"}});
+  sd_notifyf(0, "READY=1\nSTATUS=listening on %s", address.c_str());
+  io.run();
+  pool.join();
+  unlink(config->admin_socket.c_str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return Run(argc, argv); }
