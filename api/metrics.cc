@@ -89,9 +89,12 @@ using GaugeReader = std::function<std::vector<std::pair<std::vector<std::string>
 std::string EscapeHelp(const std::string& text) {
   std::string out;
   for (char c : text) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '\n') out += "\\n";
-    else out += c;
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
   }
   return out;
 }
@@ -100,10 +103,14 @@ std::string EscapeHelp(const std::string& text) {
 std::string EscapeLabelValue(const std::string& text) {
   std::string out;
   for (char c : text) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '"') out += "\\\"";
-    else if (c == '\n') out += "\\n";
-    else out += c;
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '"')
+      out += "\\\"";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
   }
   return out;
 }
@@ -115,7 +122,7 @@ std::string FormatDouble(double v) {
   if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
   char buf[64];
   auto format = (std::fabs(v) >= 1e-6 && std::fabs(v) < 1e15) || v == 0 ? std::chars_format::fixed
-                                                                         : std::chars_format::general;
+                                                                        : std::chars_format::general;
   auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v, format);
   if (ec != std::errc()) return "NaN";
   return std::string(buf, end);
@@ -204,7 +211,8 @@ Gauge& Metrics::AddGauge(const std::string& name, const std::string& help) {
   return gauge;
 }
 
-Histogram& Metrics::AddHistogram(const std::string& name, const std::string& help, std::vector<double> bounds) {
+Histogram& Metrics::AddHistogram(const std::string& name, const std::string& help,
+                                 std::vector<double> bounds) {
   auto entry = std::make_unique<Entry>(
       Entry{name, help, "histogram", {}, std::make_unique<Histogram>(std::move(bounds))});
   Histogram& histogram = *std::get<std::unique_ptr<Histogram>>(entry->value);
@@ -216,7 +224,8 @@ Family<Counter>& Metrics::AddCounterFamily(const std::string& name, const std::s
                                            std::vector<std::string> label_names) {
   auto family = std::make_unique<Family<Counter>>(label_names, [] { return std::make_unique<Counter>(); });
   Family<Counter>& ref = *family;
-  entries_.push_back(std::make_unique<Entry>(Entry{name, help, "counter", std::move(label_names), std::move(family)}));
+  entries_.push_back(
+      std::make_unique<Entry>(Entry{name, help, "counter", std::move(label_names), std::move(family)}));
   return ref;
 }
 
@@ -224,13 +233,15 @@ Family<Gauge>& Metrics::AddGaugeFamily(const std::string& name, const std::strin
                                        std::vector<std::string> label_names) {
   auto family = std::make_unique<Family<Gauge>>(label_names, [] { return std::make_unique<Gauge>(); });
   Family<Gauge>& ref = *family;
-  entries_.push_back(std::make_unique<Entry>(Entry{name, help, "gauge", std::move(label_names), std::move(family)}));
+  entries_.push_back(
+      std::make_unique<Entry>(Entry{name, help, "gauge", std::move(label_names), std::move(family)}));
   return ref;
 }
 
 void Metrics::AddGaugeCallback(const std::string& name, const std::string& help,
                                std::vector<std::string> label_names, GaugeReader read) {
-  entries_.push_back(std::make_unique<Entry>(Entry{name, help, "gauge", std::move(label_names), std::move(read)}));
+  entries_.push_back(
+      std::make_unique<Entry>(Entry{name, help, "gauge", std::move(label_names), std::move(read)}));
 }
 
 std::string Metrics::Render() const {

@@ -7,6 +7,7 @@
 // callbacks (authenticator, handlers) are called inside try/catch.
 #include "api/server.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -14,11 +15,11 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
-#include <arpa/inet.h>
 
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cctype>
 #include <cstring>
 #include <deque>
 #include <optional>
@@ -119,7 +120,8 @@ std::vector<std::string_view> SplitSegments(std::string_view path) {
   size_t start = 0;
   for (;;) {
     size_t slash = path.find('/', start);
-    out.push_back(path.substr(start, slash == std::string_view::npos ? std::string_view::npos : slash - start));
+    out.push_back(
+        path.substr(start, slash == std::string_view::npos ? std::string_view::npos : slash - start));
     if (slash == std::string_view::npos) break;
     start = slash + 1;
   }
@@ -176,7 +178,8 @@ bool IsSafeHeaderText(std::string_view s) { return s.find_first_of("\r\n", 0) ==
 
 // RFC 6455 7.4: codes an endpoint may send. Others become 1011 (internal error).
 uint16_t SendableCloseCode(uint16_t code) {
-  bool ok = (code >= 1000 && code <= 1003) || (code >= 1007 && code <= 1014) || (code >= 3000 && code <= 4999);
+  bool ok =
+      (code >= 1000 && code <= 1003) || (code >= 1007 && code <= 1014) || (code >= 3000 && code <= 4999);
   return ok ? code : 1011;
 }
 
@@ -251,13 +254,13 @@ struct Listener {
 
 class ServerCore : public std::enable_shared_from_this<ServerCore> {
  public:
-  ServerCore(net::io_context& io_context, ServerLimits server_limits, Authenticator authenticate, Metrics& metrics)
+  ServerCore(net::io_context& io_context, ServerLimits server_limits, Authenticator authenticate,
+             Metrics& metrics)
       : io(io_context), limits(std::move(server_limits)), authenticate_(std::move(authenticate)) {
     http_requests = &metrics.AddCounterFamily("corral_http_requests_total",
                                               "HTTP requests answered, by status code", {"code"});
     http_duration = &metrics.AddHistogram(
-        "corral_http_request_duration_seconds",
-        "Time from a request's arrival to its response being written",
+        "corral_http_request_duration_seconds", "Time from a request's arrival to its response being written",
         {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10});
     auth_failures = &metrics.AddCounter("corral_auth_failures_total",
                                         "Requests refused because their token was missing or did not verify");
@@ -285,7 +288,8 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
            limits.allowed_origins.end();
   }
   // Verifies a token; on failure counts and logs the reason (never the token).
-  StatusOr<AuthContext> Authenticate(const std::string& token, const Peer& peer, const std::string& request_id);
+  StatusOr<AuthContext> Authenticate(const std::string& token, const Peer& peer,
+                                     const std::string& request_id);
 
   void Register(uint64_t id, std::weak_ptr<Session> session) { sessions[id] = std::move(session); }
   // Called from a session's destructor: the entry is removed unless another session (the
@@ -500,12 +504,13 @@ void WsSession::Start(Request request, bool select_subprotocol, const std::strin
   timeout.keep_alive_pings = true;
   ws_.set_option(timeout);
   ws_.read_message_max(core_->limits.max_ws_message_bytes);
-  ws_.set_option(websocket::stream_base::decorator([select_subprotocol, request_id](websocket::response_type& res) {
-    res.set(http::field::server, "corrald");
-    res.set("X-Request-Id", request_id);
-    // Only corral.v1 is ever echoed: a `bearer.<jwt>` entry must not come back in a header.
-    if (select_subprotocol) res.set(http::field::sec_websocket_protocol, kSubprotocol);
-  }));
+  ws_.set_option(
+      websocket::stream_base::decorator([select_subprotocol, request_id](websocket::response_type& res) {
+        res.set(http::field::server, "corrald");
+        res.set("X-Request-Id", request_id);
+        // Only corral.v1 is ever echoed: a `bearer.<jwt>` entry must not come back in a header.
+        if (select_subprotocol) res.set(http::field::sec_websocket_protocol, kSubprotocol);
+      }));
   upgrade_request_ = std::move(request);
   ws_.async_accept(*upgrade_request_,
                    [self = shared_from_this()](const beast::error_code& ec) { self->OnAccept(ec); });
@@ -534,9 +539,8 @@ void WsSession::OnAccept(const beast::error_code& ec) {
 }
 
 void WsSession::DoRead() {
-  ws_.async_read(read_buffer_, [self = shared_from_this()](const beast::error_code& ec, size_t) {
-    self->OnRead(ec);
-  });
+  ws_.async_read(read_buffer_,
+                 [self = shared_from_this()](const beast::error_code& ec, size_t) { self->OnRead(ec); });
 }
 
 void WsSession::OnRead(const beast::error_code& ec) {
@@ -564,7 +568,8 @@ void WsSession::Enqueue(bool text, std::string payload) {
   queue_.push_back(Outgoing{text, std::move(payload)});
   if (queued_bytes_ > core_->limits.ws_queue_hard_limit) {
     LogWarn(kLog, "websocket client too slow; closing",
-            {{"connection", std::to_string(id_)}, {"remote", peer_.name},
+            {{"connection", std::to_string(id_)},
+             {"remote", peer_.name},
              {"queued_bytes", std::to_string(queued_bytes_)}});
     DropQueue();
     Close(static_cast<uint16_t>(websocket::close_code::policy_error), "too slow");
@@ -579,9 +584,8 @@ void WsSession::DoWrite() {
   writing_ = true;
   const Outgoing& next = queue_.front();
   ws_.text(next.text);
-  ws_.async_write(net::buffer(next.payload), [self = shared_from_this()](const beast::error_code& ec, size_t) {
-    self->OnWrite(ec);
-  });
+  ws_.async_write(net::buffer(next.payload),
+                  [self = shared_from_this()](const beast::error_code& ec, size_t) { self->OnWrite(ec); });
 }
 
 void WsSession::OnWrite(const beast::error_code& ec) {
@@ -664,8 +668,8 @@ void WsSession::Finish(const beast::error_code& ec) {
   abort_timer_.cancel();
   // Beast's own timer would otherwise stay armed (up to the idle timeout) after an error,
   // holding the io_context, for as long as a handler keeps this connection alive.
-  ws_.set_option(websocket::stream_base::timeout{websocket::stream_base::none(),
-                                                  websocket::stream_base::none(), false});
+  ws_.set_option(
+      websocket::stream_base::timeout{websocket::stream_base::none(), websocket::stream_base::none(), false});
   Abort();
   queue_.clear();
   queued_bytes_ = 0;
@@ -691,7 +695,11 @@ class HttpSession : public Session, public std::enable_shared_from_this<HttpSess
  public:
   HttpSession(std::shared_ptr<ServerCore> core, Stream stream, Peer peer, uint64_t id,
               std::unique_ptr<ConnectionSlot> slot)
-      : core_(std::move(core)), stream_(std::move(stream)), peer_(std::move(peer)), id_(id), slot_(std::move(slot)) {}
+      : core_(std::move(core)),
+        stream_(std::move(stream)),
+        peer_(std::move(peer)),
+        id_(id),
+        slot_(std::move(slot)) {}
 
   ~HttpSession() override {
     if (!upgraded_ && slot_) {
@@ -772,7 +780,8 @@ struct ResponderState {
       return;
     }
     auto s = std::move(session);
-    net::dispatch(executor, [s, response = std::move(response)]() mutable { s->Respond(std::move(response)); });
+    net::dispatch(executor,
+                  [s, response = std::move(response)]() mutable { s->Respond(std::move(response)); });
   }
 
   ~ResponderState() {
@@ -795,10 +804,9 @@ void HttpSession::DoReadHeader() {
   parser_->header_limit(static_cast<uint32_t>(std::min<size_t>(core_->limits.max_header_bytes, UINT32_MAX)));
   parser_->body_limit(core_->limits.max_body_bytes);
   stream_.expires_after(first_request_ ? core_->limits.handshake_timeout : core_->limits.idle_timeout);
-  http::async_read_header(stream_, buffer_, *parser_,
-                          [self = shared_from_this()](const beast::error_code& ec, size_t) {
-                            self->OnReadHeader(ec);
-                          });
+  http::async_read_header(
+      stream_, buffer_, *parser_,
+      [self = shared_from_this()](const beast::error_code& ec, size_t) { self->OnReadHeader(ec); });
 }
 
 void HttpSession::OnReadHeader(const beast::error_code& ec) {
@@ -822,9 +830,9 @@ void HttpSession::OnReadHeader(const beast::error_code& ec) {
 void HttpSession::DoReadBody() {
   if (parser_->is_done()) return Handle();
   stream_.expires_after(core_->limits.idle_timeout);
-  http::async_read(stream_, buffer_, *parser_, [self = shared_from_this()](const beast::error_code& ec, size_t) {
-    self->OnReadBody(ec);
-  });
+  http::async_read(
+      stream_, buffer_, *parser_,
+      [self = shared_from_this()](const beast::error_code& ec, size_t) { self->OnReadBody(ec); });
 }
 
 void HttpSession::OnReadBody(const beast::error_code& ec) {
@@ -843,8 +851,8 @@ void HttpSession::OnReadError(const beast::error_code& ec) {
     LogInfo(kLog, "request body too large", {{"connection", std::to_string(id_)}, {"remote", peer_.name}});
     return Send(ErrorResponse(413, "payload_too_large", "request body too large"), true);
   }
-  if (ec.category() == beast::error_code(http::error::end_of_stream).category() && ec != http::error::end_of_stream &&
-      ec != http::error::partial_message) {
+  if (ec.category() == beast::error_code(http::error::end_of_stream).category() &&
+      ec != http::error::end_of_stream && ec != http::error::partial_message) {
     LogInfo(kLog, "malformed request",
             {{"connection", std::to_string(id_)}, {"remote", peer_.name}, {"error", ec.message()}});
     return Send(ErrorResponse(400, "bad_request", "malformed request"), true);
@@ -865,8 +873,9 @@ void HttpSession::Handle() {
   auto origin = req.find(http::field::origin);
   if (origin != req.end()) {
     if (!core_->OriginAllowed(SV(origin->value()))) {
-      LogWarn(kLog, "origin not allowed",
-              {{"origin", std::string(origin->value())}, {"remote", peer_.name}, {"request_id", request_id_}});
+      LogWarn(
+          kLog, "origin not allowed",
+          {{"origin", std::string(origin->value())}, {"remote", peer_.name}, {"request_id", request_id_}});
       return Send(ErrorResponse(403, "forbidden", "origin not allowed"), false);
     }
     cors_origin_ = std::string(origin->value());
@@ -875,7 +884,8 @@ void HttpSession::Handle() {
   std::string_view target = SV(req.target());
   size_t question = target.find('?');
   std::string_view raw_path = target.substr(0, question);
-  std::string_view raw_query = question == std::string_view::npos ? std::string_view() : target.substr(question + 1);
+  std::string_view raw_query =
+      question == std::string_view::npos ? std::string_view() : target.substr(question + 1);
   if (raw_path.empty() || raw_path.front() != '/') {
     return Send(ErrorResponse(400, "bad_request", "the request target must be a path"), false);
   }
@@ -930,7 +940,8 @@ void HttpSession::Handle() {
   request.body = std::move(req.body());
   request.request_id = request_id_;
 
-  LogDebug(kLog, "request", {{"method", request.method}, {"path", request.path}, {"request_id", request_id_}});
+  LogDebug(kLog, "request",
+           {{"method", request.method}, {"path", request.path}, {"request_id", request_id_}});
   awaiting_response_ = true;
   auto state = std::make_shared<ResponderState>();
   state->session = shared_from_this();
@@ -1024,11 +1035,12 @@ void HttpSession::Send(HttpResponse r, bool close) {
   res->result(static_cast<unsigned>(status));
   res->version(11);
   res->set(http::field::server, "corrald");
-  if (!r.content_type.empty() && IsSafeHeaderText(r.content_type)) res->set(http::field::content_type, r.content_type);
+  if (!r.content_type.empty() && IsSafeHeaderText(r.content_type))
+    res->set(http::field::content_type, r.content_type);
   for (const auto& [name, value] : r.headers) {
     // Framing is ours; and no header splitting through a handler's values.
-    if (IEquals(name, "content-length") || IEquals(name, "transfer-encoding") || IEquals(name, "connection") ||
-        name.empty() || !IsSafeHeaderText(name) || !IsSafeHeaderText(value) ||
+    if (IEquals(name, "content-length") || IEquals(name, "transfer-encoding") ||
+        IEquals(name, "connection") || name.empty() || !IsSafeHeaderText(name) || !IsSafeHeaderText(value) ||
         name.find_first_of(": ") != std::string::npos) {
       continue;
     }
@@ -1047,9 +1059,9 @@ void HttpSession::Send(HttpResponse r, bool close) {
   response_ = std::move(res);
   core_->http_requests->WithLabels({std::to_string(status)}).Increment();
   stream_.expires_after(core_->limits.idle_timeout);
-  http::async_write(stream_, *response_, [self = shared_from_this(), keep](const beast::error_code& ec, size_t) {
-    self->OnWrite(ec, !keep);
-  });
+  http::async_write(
+      stream_, *response_,
+      [self = shared_from_this(), keep](const beast::error_code& ec, size_t) { self->OnWrite(ec, !keep); });
 }
 
 void HttpSession::OnWrite(const beast::error_code& ec, bool close) {
@@ -1071,12 +1083,13 @@ void HttpSession::LingeringClose() {
 }
 
 void HttpSession::DoDrain() {
-  stream_.async_read_some(net::buffer(drain_buffer_), [self = shared_from_this()](const beast::error_code& ec,
-                                                                                   size_t n) {
-    self->drained_bytes_ += n;
-    if (ec || self->closed_ || self->drained_bytes_ > kLingerMaxBytes) return self->CloseSocket();
-    self->DoDrain();
-  });
+  stream_.async_read_some(net::buffer(drain_buffer_),
+                          [self = shared_from_this()](const beast::error_code& ec, size_t n) {
+                            self->drained_bytes_ += n;
+                            if (ec || self->closed_ || self->drained_bytes_ > kLingerMaxBytes)
+                              return self->CloseSocket();
+                            self->DoDrain();
+                          });
 }
 
 void HttpSession::CloseSocket() {
@@ -1108,7 +1121,8 @@ Status ServerCore::Listen(bool is_unix, const sockaddr* addr, socklen_t len, con
   }
   if (::bind(fd.get(), addr, len) != 0) return ErrnoError("bind " + name);
   // Before listen(2), so that no one connects while the mode is still the umask's.
-  if (is_unix && chmod(reinterpret_cast<const sockaddr_un*>(addr)->sun_path, static_cast<mode_t>(unix_mode)) != 0) {
+  if (is_unix &&
+      chmod(reinterpret_cast<const sockaddr_un*>(addr)->sun_path, static_cast<mode_t>(unix_mode)) != 0) {
     return ErrnoError("chmod " + name);
   }
   if (::listen(fd.get(), SOMAXCONN) != 0) return ErrnoError("listen " + name);
@@ -1129,15 +1143,15 @@ Status ServerCore::Listen(bool is_unix, const sockaddr* addr, socklen_t len, con
   fd.release();
   Accept(listener.get());
   listeners.push_back(std::move(listener));
-  LogInfo(kLog, "listening", {{"address", is_unix ? name : name + " (port " + std::to_string(tcp_port) + ")"}});
+  LogInfo(kLog, "listening",
+          {{"address", is_unix ? name : name + " (port " + std::to_string(tcp_port) + ")"}});
   return Status();
 }
 
 void ServerCore::Accept(Listener* listener) {
-  listener->acceptor.async_wait(net::socket_base::wait_read,
-                                [self = shared_from_this(), listener](const beast::error_code& ec) {
-                                  self->OnReadable(listener, ec);
-                                });
+  listener->acceptor.async_wait(
+      net::socket_base::wait_read,
+      [self = shared_from_this(), listener](const beast::error_code& ec) { self->OnReadable(listener, ec); });
 }
 
 void ServerCore::OnReadable(Listener* listener, const beast::error_code& ec) {
@@ -1155,9 +1169,10 @@ void ServerCore::OnReadable(Listener* listener, const beast::error_code& ec) {
       // EMFILE, ENFILE, ENOBUFS, ENOMEM: out of resources. Wait instead of spinning.
       LogWarn(kLog, "accept failed", {{"listener", listener->name}, {"error", ErrnoName(error)}});
       listener->retry_timer.expires_after(std::chrono::milliseconds(100));
-      listener->retry_timer.async_wait([self = shared_from_this(), listener](const beast::error_code& timer_ec) {
-        if (!timer_ec && !self->stopping) self->Accept(listener);
-      });
+      listener->retry_timer.async_wait(
+          [self = shared_from_this(), listener](const beast::error_code& timer_ec) {
+            if (!timer_ec && !self->stopping) self->Accept(listener);
+          });
       return;
     }
     NewConnection(UniqueFd(fd), addr, listener->is_unix);
@@ -1197,7 +1212,8 @@ void ServerCore::NewConnection(UniqueFd fd, const sockaddr_storage& addr, bool i
   auto self = shared_from_this();
   if (connection_count.load() >= limits.max_connections) {
     LogWarn(kLog, "too many connections; refused", {{"remote", peer.name}});
-    auto session = std::make_shared<HttpSession>(self, Stream(std::move(socket)), std::move(peer), id, nullptr);
+    auto session =
+        std::make_shared<HttpSession>(self, Stream(std::move(socket)), std::move(peer), id, nullptr);
     Register(id, session);
     session->Reject();
     return;

@@ -156,7 +156,8 @@ std::string ApplyCgroupParent(const toml::node& node, DaemonConfig& config) {
     size_t end = path.find('/', start);
     if (end == std::string_view::npos) end = path.size();
     std::string_view part = path.substr(start, end - start);
-    if (part.empty() || part == "." || part == ".." || part.find('\0') != std::string_view::npos) return expected;
+    if (part.empty() || part == "." || part == ".." || part.find('\0') != std::string_view::npos)
+      return expected;
     start = end + 1;
   }
   config.cgroup_parent = std::string(path);
@@ -281,8 +282,8 @@ Status Validate(const DaemonConfig& c, const std::string& origin, const Lines& l
   RETURN_IF_ERROR(check.AtMost("sandbox.default_cpu_millicores", c.default_cpu_millicores,
                                "sandbox.max_cpu_millicores", c.max_cpu_millicores));
   RETURN_IF_ERROR(check.AtMost("sandbox.default_pids", c.default_pids, "sandbox.max_pids", c.max_pids));
-  RETURN_IF_ERROR(check.AtMost("sandbox.default_disk", c.default_disk_bytes, "sandbox.max_disk",
-                               c.max_disk_bytes));
+  RETURN_IF_ERROR(
+      check.AtMost("sandbox.default_disk", c.default_disk_bytes, "sandbox.max_disk", c.max_disk_bytes));
   RETURN_IF_ERROR(check.AtMost("sandbox.default_idle_timeout", c.default_idle_timeout_s,
                                "sandbox.max_idle_timeout", c.max_idle_timeout_s));
   RETURN_IF_ERROR(check.AtMost("sandbox.max_sandboxes_per_user", c.max_sandboxes_per_user,

@@ -19,14 +19,16 @@ std::string Dump(const DaemonConfig& c) {
       << "\nlisten_port=" << c.listen_port << "\nallowed_origins=";
   for (const auto& o : c.allowed_origins) out << o << ",";
   out << "\nmax_message_bytes=" << c.max_message_bytes << "\nmax_body_bytes=" << c.max_body_bytes
-      << "\nmax_connections=" << c.max_connections << "\nmax_connections_per_user=" << c.max_connections_per_user
+      << "\nmax_connections=" << c.max_connections
+      << "\nmax_connections_per_user=" << c.max_connections_per_user
       << "\nhandshake_timeout_s=" << c.handshake_timeout_s << "\nidle_timeout_s=" << c.idle_timeout_s
       << "\nmax_clock_skew_s=" << c.max_clock_skew_s << "\nmax_token_lifetime_s=" << c.max_token_lifetime_s
       << "\ndefault_memory_bytes=" << c.default_memory_bytes << "\nmax_memory_bytes=" << c.max_memory_bytes
-      << "\ndefault_cpu_millicores=" << c.default_cpu_millicores << "\nmax_cpu_millicores=" << c.max_cpu_millicores
-      << "\ndefault_pids=" << c.default_pids << "\nmax_pids=" << c.max_pids
-      << "\ndefault_disk_bytes=" << c.default_disk_bytes << "\nmax_disk_bytes=" << c.max_disk_bytes
-      << "\ndefault_idle_timeout_s=" << c.default_idle_timeout_s << "\nmax_idle_timeout_s=" << c.max_idle_timeout_s
+      << "\ndefault_cpu_millicores=" << c.default_cpu_millicores
+      << "\nmax_cpu_millicores=" << c.max_cpu_millicores << "\ndefault_pids=" << c.default_pids
+      << "\nmax_pids=" << c.max_pids << "\ndefault_disk_bytes=" << c.default_disk_bytes
+      << "\nmax_disk_bytes=" << c.max_disk_bytes << "\ndefault_idle_timeout_s=" << c.default_idle_timeout_s
+      << "\nmax_idle_timeout_s=" << c.max_idle_timeout_s
       << "\nmax_sandboxes_per_user=" << c.max_sandboxes_per_user << "\nmax_sandboxes=" << c.max_sandboxes
       << "\nmax_commands_per_sandbox=" << c.max_commands_per_sandbox << "\nstop_grace_s=" << c.stop_grace_s
       << "\nreplay_buffer_bytes=" << c.replay_buffer_bytes << "\nmax_file_bytes=" << c.max_file_bytes
@@ -114,7 +116,8 @@ synchronous = "full"
   EXPECT_EQ(c.init_path, "/opt/corral/corral-init");
   EXPECT_EQ(c.listen_address, "0.0.0.0");
   EXPECT_EQ(c.listen_port, 9000);
-  EXPECT_EQ(c.allowed_origins, (std::vector<std::string>{"https://app.example.com", "http://localhost:3000"}));
+  EXPECT_EQ(c.allowed_origins,
+            (std::vector<std::string>{"https://app.example.com", "http://localhost:3000"}));
   EXPECT_EQ(c.max_message_bytes, 2u << 20);
   EXPECT_EQ(c.max_body_bytes, 1000u);
   EXPECT_EQ(c.max_connections, 100u);
@@ -146,9 +149,15 @@ TEST(ConfigTest, SizesTakeIntegersAndSuffixes) {
   struct Case {
     const char* value;
     uint64_t bytes;
-  } cases[] = {{"4096", 4096},           {"\"4096\"", 4096},       {"\"512M\"", 512ull << 20},
-               {"\"512m\"", 512ull << 20}, {"\"64K\"", 64 << 10}, {"\"2G\"", 2ull << 30},
-               {"\"1T\"", 1ull << 40},     {"\"1.5G\"", 3ull << 29}, {"\"64MiB\"", 64ull << 20}};
+  } cases[] = {{"4096", 4096},
+               {"\"4096\"", 4096},
+               {"\"512M\"", 512ull << 20},
+               {"\"512m\"", 512ull << 20},
+               {"\"64K\"", 64 << 10},
+               {"\"2G\"", 2ull << 30},
+               {"\"1T\"", 1ull << 40},
+               {"\"1.5G\"", 3ull << 29},
+               {"\"64MiB\"", 64ull << 20}};
   for (const auto& c : cases) {
     auto parsed = ParseConfig(std::string("[streams]\nmax_file = ") + c.value + "\n");
     ASSERT_TRUE(parsed.ok()) << c.value << ": " << parsed.status().ToString();
@@ -174,9 +183,8 @@ TEST(ConfigTest, Listen) {
   auto any_port = ParseConfig("api.listen = \"127.0.0.1:0\"");
   ASSERT_TRUE(any_port.ok()) << any_port.status().ToString();
   EXPECT_EQ(any_port->listen_port, 0);
-  for (const char* bad : {"\"localhost:7878\"", "\"127.0.0.1\"", "\"127.0.0.1:\"",
-                          "\"127.0.0.1:65536\"", "\"::1:7878\"", "\"[::1]\"", "\"[nope]:1\"", "\"1.2.3:4\"",
-                          "7878"}) {
+  for (const char* bad : {"\"localhost:7878\"", "\"127.0.0.1\"", "\"127.0.0.1:\"", "\"127.0.0.1:65536\"",
+                          "\"::1:7878\"", "\"[::1]\"", "\"[nope]:1\"", "\"1.2.3:4\"", "7878"}) {
     std::string error = ErrorOf(std::string("[api]\nlisten = ") + bad + "\n");
     EXPECT_NE(error.find("corrald.toml:2: api.listen: expected \"ADDRESS:PORT\""), std::string::npos)
         << bad << ": " << error;
@@ -193,8 +201,10 @@ TEST(ConfigTest, OriginsAndPaths) {
 
   EXPECT_EQ(ErrorOf("[daemon]\nstate_dir = \"var/lib\"\n"),
             "corrald.toml:2: daemon.state_dir: expected an absolute path");
-  EXPECT_NE(ErrorOf("[daemon]\ncgroup_parent = \"../escape\"\n").find("daemon.cgroup_parent"), std::string::npos);
-  EXPECT_NE(ErrorOf("[daemon]\ncgroup_parent = \"/corral\"\n").find("daemon.cgroup_parent"), std::string::npos);
+  EXPECT_NE(ErrorOf("[daemon]\ncgroup_parent = \"../escape\"\n").find("daemon.cgroup_parent"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("[daemon]\ncgroup_parent = \"/corral\"\n").find("daemon.cgroup_parent"),
+            std::string::npos);
   EXPECT_NE(ErrorOf("[daemon]\nadmin_socket = \"/" + std::string(120, 'a') + "\"\n").find("longer than 107"),
             std::string::npos);
   auto empty_init = ParseConfig("[daemon]\ninit_path = \"\"\n");
@@ -216,14 +226,17 @@ TEST(ConfigTest, WrongTypeNamesKeyAndLine) {
             "corrald.toml:3: api.idle_timeout: expected a whole number of seconds like 30");
   EXPECT_EQ(ErrorOf("[api]\nmax_connections = 1.5\n"),
             "corrald.toml:2: api.max_connections: expected a non-negative integer");
-  EXPECT_EQ(ErrorOf("[sandbox]\nmax_pids = -5\n"), "corrald.toml:2: sandbox.max_pids: expected a non-negative integer");
-  EXPECT_EQ(ErrorOf("[daemon]\nstate_dir = 5\n"), "corrald.toml:2: daemon.state_dir: expected an absolute path");
+  EXPECT_EQ(ErrorOf("[sandbox]\nmax_pids = -5\n"),
+            "corrald.toml:2: sandbox.max_pids: expected a non-negative integer");
+  EXPECT_EQ(ErrorOf("[daemon]\nstate_dir = 5\n"),
+            "corrald.toml:2: daemon.state_dir: expected an absolute path");
   EXPECT_EQ(ErrorOf("[store]\nsynchronous = \"off\"\n"),
             "corrald.toml:2: store.synchronous: expected \"normal\" or \"full\"");
   EXPECT_EQ(ErrorOf("api = 5\n"), "corrald.toml:1: api: expected a table ([api])");
   EXPECT_EQ(ErrorOf("[[api]]\n"), "corrald.toml:1: api: expected a table ([api])");
   // Positive control: the right types.
-  auto ok = ParseConfig("[api]\nidle_timeout = 30\nmax_connections = 200\n[store]\nsynchronous = \"normal\"\n");
+  auto ok =
+      ParseConfig("[api]\nidle_timeout = 30\nmax_connections = 200\n[store]\nsynchronous = \"normal\"\n");
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();
   EXPECT_EQ(ok->idle_timeout_s, 30u);
   EXPECT_FALSE(ok->store_synchronous_full);
@@ -240,8 +253,10 @@ TEST(ConfigTest, DefaultAboveMaximumIsAnError) {
   // Lowering the maximum below the default names the maximum's line.
   EXPECT_EQ(ErrorOf("[sandbox]\n\nmax_pids = 10\n"),
             "corrald.toml:3: sandbox.default_pids (512) is above sandbox.max_pids (10)");
-  EXPECT_NE(ErrorOf("[sandbox]\ndefault_cpu_millicores = 5000\n").find("max_cpu_millicores"), std::string::npos);
-  EXPECT_NE(ErrorOf("[sandbox]\ndefault_idle_timeout = 999999999\n").find("max_idle_timeout"), std::string::npos);
+  EXPECT_NE(ErrorOf("[sandbox]\ndefault_cpu_millicores = 5000\n").find("max_cpu_millicores"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("[sandbox]\ndefault_idle_timeout = 999999999\n").find("max_idle_timeout"),
+            std::string::npos);
   EXPECT_NE(ErrorOf("[sandbox]\nmax_disk = \"1G\"\n").find("default_disk"), std::string::npos);
   EXPECT_NE(ErrorOf("[sandbox]\nmax_sandboxes = 5\n").find("max_sandboxes_per_user"), std::string::npos);
   // Equal is fine, and raising both together is fine.
@@ -287,7 +302,8 @@ TEST(ConfigTest, DistConfigDocumentsEveryKeyWithItsDefault) {
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   EXPECT_EQ(Dump(*parsed), Dump(DaemonConfig{}));
   // The check has teeth: a changed value is seen.
-  auto changed = ParseConfig(std::regex_replace(uncommented, std::regex("max_pids = 4096"), "max_pids = 4095"));
+  auto changed =
+      ParseConfig(std::regex_replace(uncommented, std::regex("max_pids = 4096"), "max_pids = 4095"));
   ASSERT_TRUE(changed.ok());
   EXPECT_NE(Dump(*changed), Dump(DaemonConfig{}));
 }

@@ -39,7 +39,8 @@ TEST(MetricsTest, HelpEscapesBackslashAndNewline) {
 
 TEST(MetricsTest, LabelledFamilyEscapesValuesAndSortsChildren) {
   Metrics m;
-  Family<Counter>& f = m.AddCounterFamily("corral_commands_total", "Commands by outcome", {"outcome", "user"});
+  Family<Counter>& f =
+      m.AddCounterFamily("corral_commands_total", "Commands by outcome", {"outcome", "user"});
   f.WithLabels({"exited", "plain"}).Increment();
   f.WithLabels({"exited", "plain"}).Increment();  // the same child
   f.WithLabels({"a\"b", "c\\d\ne"}).Increment(3);

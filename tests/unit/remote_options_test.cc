@@ -259,8 +259,9 @@ TEST(SandboxTableTest, Columns) {
 // ---- exec ----
 
 TEST(ExecOptionsTest, EveryOption) {
-  auto options = ParseExecOptions({"--env", "A=1", "--env=B=x=y", "--env", "A=2", "--cwd", "/work", "--user", "root",
-                                   "-i", "--tty", "--outcome-json", "-", "sb_1", "--", "sh", "-c", "echo $A"},
+  auto options = ParseExecOptions({"--env", "A=1", "--env=B=x=y", "--env", "A=2", "--cwd", "/work", "--user",
+                                   "root", "-i", "--tty", "--outcome-json", "-",  //
+                                   "sb_1", "--", "sh", "-c", "echo $A"},
                                   Env());
   ASSERT_TRUE(options.ok()) << options.status().ToString();
   EXPECT_EQ(options->sandbox, "sb_1");

@@ -192,9 +192,7 @@ struct WsClient {
 
 class ServerTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    limits_.allowed_origins = {"https://app.example"};
-  }
+  void SetUp() override { limits_.allowed_origins = {"https://app.example"}; }
 
   void TearDown() override {
     if (thread_.joinable()) {
@@ -220,10 +218,12 @@ class ServerTest : public ::testing::Test {
       respond(HttpResponse{200, "text/plain", "ok", {}});
     });
     server_->Route("GET", "/v1/whoami", Auth::kRequired, [](HttpRequest r, Responder respond) {
-      respond(HttpResponse{200, "text/plain", r.auth.iss + "/" + r.auth.sub + (r.auth.admin ? "/admin" : ""), {}});
+      respond(HttpResponse{
+          200, "text/plain", r.auth.iss + "/" + r.auth.sub + (r.auth.admin ? "/admin" : ""), {}});
     });
     server_->Route("POST", "/v1/echo", Auth::kNone, [](HttpRequest r, Responder respond) {
-      respond(HttpResponse{200, "application/octet-stream", r.body, {{"X-Echo-Header", r.headers["x-custom"]}}});
+      respond(
+          HttpResponse{200, "application/octet-stream", r.body, {{"X-Echo-Header", r.headers["x-custom"]}}});
     });
     server_->Route("GET", "/v1/items/{id}/files/{name}", Auth::kNone, [](HttpRequest r, Responder respond) {
       std::string body = "path=" + r.path + "\nid=" + r.params["id"] + "\nname=" + r.params["name"] + "\n";
@@ -488,7 +488,8 @@ TEST_F(ServerTest, AsyncResponder) {
 TEST_F(ServerTest, DroppedResponderAnswers500) {
   Server& server = MakeServer();
   server.Route("GET", "/drop", Auth::kNone, [](HttpRequest, Responder) {});
-  server.Route("GET", "/throw", Auth::kNone, [](HttpRequest, Responder) { throw std::runtime_error("boom"); });
+  server.Route("GET", "/throw", Auth::kNone,
+               [](HttpRequest, Responder) { throw std::runtime_error("boom"); });
   server.Route("GET", "/twice", Auth::kNone, [](HttpRequest, Responder respond) {
     respond(HttpResponse{200, "text/plain", "first", {}});
     respond(HttpResponse{201, "text/plain", "second", {}});
@@ -547,7 +548,8 @@ TEST_F(ServerTest, ConnectionLimitAnswers503) {
   a.close();
   ASSERT_TRUE(Eventually([&] { return server_->connection_count() == 1; }));
   EXPECT_EQ(Http(http::verb::get, "/healthz").result_int(), 200);
-  EXPECT_TRUE(Eventually([&] { return Metric("corral_connections") == "1"; })) << Metric("corral_connections");
+  EXPECT_TRUE(Eventually([&] { return Metric("corral_connections") == "1"; }))
+      << Metric("corral_connections");
 }
 
 TEST_F(ServerTest, SilentClientIsDroppedAfterHandshakeTimeout) {
@@ -637,7 +639,8 @@ TEST_F(ServerTest, WebSocketOriginCheck) {
   Start();
   auto evil = Ws("/v1/ws", {{"Origin", "https://evil.example"}, {"Authorization", "Bearer bad"}});
   EXPECT_EQ(evil->ec, websocket::error::upgrade_declined);
-  EXPECT_EQ(RawUpgrade("/v1/ws", {{"Origin", "https://evil.example"}, {"Authorization", "Bearer bad"}}).result_int(),
+  EXPECT_EQ(RawUpgrade("/v1/ws", {{"Origin", "https://evil.example"}, {"Authorization", "Bearer bad"}})
+                .result_int(),
             403);
   EXPECT_EQ(Metric("corral_auth_failures_total"), "0");  // refused before the token was looked at
   auto good = Ws("/v1/ws", {{"Origin", "https://app.example"}, {"Authorization", "Bearer good-b"}});
@@ -695,6 +698,48 @@ TEST_F(ServerTest, InvalidUtf8TextClosesWith1007) {
   EXPECT_EQ(ReadText(*c), "caf\xC3\xA9");
   c->ws.write(net::buffer(std::string("\xff\xfe")));
   EXPECT_EQ(ReadUntilClosed(*c), 1007);
+}
+
+TEST_F(ServerTest, MalformedFrameClosesWith1002) {
+  Start();
+  auto c = Ws("/v1/ws", {{"Authorization", "Bearer good-a"}});
+  ASSERT_FALSE(c->ec);
+  c->ws.write(net::buffer(std::string("fine")));
+  EXPECT_EQ(ReadText(*c), "fine");
+  // A client's frames must be masked: an unmasked text frame "hi" is a protocol error.
+  net::write(c->ws.next_layer(), net::buffer(std::string("\x81\x02hi", 4)));
+  EXPECT_EQ(ReadUntilClosed(*c), 1002);
+}
+
+TEST_F(ServerTest, IdleTimeoutPingsLiveClientsAndDropsDeadOnes) {
+  limits_.idle_timeout = std::chrono::seconds(2);
+  Start();
+  auto live = Ws("/v1/ws", {{"Authorization", "Bearer good-a"}});
+  auto dead = Ws("/v1/ws", {{"Authorization", "Bearer good-b"}});
+  ASSERT_FALSE(live->ec);
+  ASSERT_FALSE(dead->ec);
+  // The live client sits in a read (which answers pings) for twice the idle timeout; the dead
+  // one reads nothing, so it never answers.
+  beast::flat_buffer buffer;
+  bool got_message = false;
+  beast::error_code read_ec;
+  live->ws.async_read(buffer, [&](const beast::error_code& ec, size_t) {
+    got_message = true;
+    read_ec = ec;
+  });
+  live->io.run_for(std::chrono::seconds(4));
+  EXPECT_FALSE(got_message) << read_ec.message();
+  EXPECT_EQ(ws_handler_->closes(), 1u);  // the dead one
+  EXPECT_EQ(Metric("corral_websocket_connections"), "1");
+  // The live one still works.
+  live->ws.write(net::buffer(std::string("still alive")));
+  live->io.restart();
+  while (!got_message && live->io.run_one_for(std::chrono::seconds(5))) {
+  }
+  ASSERT_TRUE(got_message);
+  EXPECT_FALSE(read_ec) << read_ec.message();
+  EXPECT_EQ(beast::buffers_to_string(buffer.data()), "still alive");
+  live->ws.close(websocket::close_code::normal);
 }
 
 TEST_F(ServerTest, HandlerCloseSendsQueuedMessagesFirst) {

@@ -130,6 +130,46 @@ StatusOr<HttpReply> Exchange(Socket& socket, const Endpoint& endpoint,
   return reply;
 }
 
+http::request<http::string_body> NewRequest(const Endpoint& endpoint, std::string_view method,
+                                            std::string_view target) {
+  http::request<http::string_body> request;
+  request.method_string(beast::string_view(method.data(), method.size()));
+  request.target((endpoint.url ? endpoint.url->base_path : std::string()) + std::string(target));
+  request.version(11);
+  request.set(http::field::host, endpoint.url ? endpoint.url->HostHeader() : std::string("localhost"));
+  request.set(http::field::user_agent, kUserAgent);
+  request.keep_alive(false);
+  if (!endpoint.token.empty()) request.set(http::field::authorization, "Bearer " + endpoint.token);
+  return request;
+}
+
+// Connects, sends `request` and reads the reply (see SendRequest). Can throw (allocation).
+StatusOr<HttpReply> Send(const Endpoint& endpoint, const http::request<http::string_body>& request,
+                         const BodySink& sink) {
+  net::io_context io;
+  if (endpoint.url) {
+    ASSIGN_OR_RETURN(tcp::socket socket, ConnectTcp(io, endpoint));
+    return Exchange(socket, endpoint, request, sink);
+  }
+  ASSIGN_OR_RETURN(unix_stream::socket socket, ConnectUnix(io, endpoint));
+  return Exchange(socket, endpoint, request, sink);
+}
+
+// Why corrald refused a WebSocket upgrade. Beast 1.74 does not hand back the refusal (the
+// response stays empty on upgrade_declined), so the same upgrade request is sent again by hand
+// and its reply read as any other: a bad token gets its 401 and error object there.
+Status WebSocketRefusal(const Endpoint& endpoint) {
+  http::request<http::string_body> request = NewRequest(endpoint, "GET", "/v1/ws");
+  request.set(http::field::upgrade, "websocket");
+  request.set(http::field::connection, "upgrade");
+  request.set(http::field::sec_websocket_key, "Y29ycmFsIHByb2JlIGtleQ==");
+  request.set(http::field::sec_websocket_version, "13");
+  request.set(http::field::sec_websocket_protocol, kSubprotocol);
+  auto reply = Send(endpoint, request, nullptr);
+  if (!reply.ok() && reply.status().error_number() == 0) return reply.status();
+  return Status::Error("corrald refused the WebSocket upgrade of " + endpoint.url->WebSocketUrl());
+}
+
 // The protocol's name for a signal we forward ("INT"), or its number.
 nlohmann::json SignalForProtocol(int signo) {
   switch (signo) {
@@ -203,15 +243,12 @@ class ExecSession {
     }));
     ws_.read_message_max(kMaxMessageBytes);
     ws_.auto_fragment(false);  // Our messages are small (stdin chunks, ops): one frame each.
-    websocket::response_type response;
-    ws_.handshake(response, url.HostHeader(), url.base_path + "/v1/ws", ec);
-    if (ec == websocket::error::upgrade_declined) {
-      return DaemonError(static_cast<int>(response.result_int()), response.body());
-    }
+    ws_.handshake(url.HostHeader(), url.base_path + "/v1/ws", ec);
+    if (ec == websocket::error::upgrade_declined) return WebSocketRefusal(endpoint_);
     if (ec) return StepError("open a WebSocket to", endpoint_, ec);
     // The WebSocket's own timer covers the closing handshake; the daemon pings an idle client.
     beast::get_lowest_layer(ws_).expires_never();
-    websocket::stream_base::timeout timeout = websocket::stream_base::timeout::suggested(beast::role_type::client);
+    auto timeout = websocket::stream_base::timeout::suggested(beast::role_type::client);
     timeout.handshake_timeout = std::chrono::seconds(10);
     ws_.set_option(timeout);
     return Status();
@@ -265,6 +302,7 @@ class ExecSession {
     if (finished_) return;
     if (ec) {
       std::string why = ec.message();
+      if (ec == net::error::eof) why = "corrald closed the connection";
       if (ec == websocket::error::closed) {
         why = "closed by corrald (" + std::to_string(ws_.reason().code) +
               (ws_.reason().reason.empty() ? "" : " " + std::string(ws_.reason().reason.c_str())) + ")";
@@ -288,9 +326,12 @@ class ExecSession {
     nlohmann::json message = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (!message.is_object()) return;  // Not ours to judge; the protocol only adds fields.
     if (message.contains("event")) {
-      if (StringAt(message, "event") == "exit" && StringAt(message, "command") == command_) {
-        result_ = ExecResult{command_, message.value("outcome", nlohmann::json::object())};
+      const std::string event = StringAt(message, "event");
+      if (event == "exit" && StringAt(message, "command") == command_) {
+        result_ = ExecResult{command_, message.value("outcome", nlohmann::json::object()), input_error_};
         Complete();
+      } else if (event == "error") {
+        OnErrorEvent(message);
       }
       return;
     }
@@ -315,6 +356,24 @@ class ExecSession {
       fprintf(stderr, "corral: signal not delivered: %s\n", refused.message().c_str());
     }
     op_names_.erase(id);
+  }
+
+  // corrald refused a binary stdin frame (its input queue for the command was full): that input
+  // is lost, and what follows would reach the command with a hole in it. So stop forwarding,
+  // close the command's stdin, and let the caller report the loss.
+  void OnErrorEvent(const nlohmann::json& message) {
+    auto channel = message.find("channel");
+    const bool ours = channel == message.end() ||
+                      (channel->is_number_unsigned() && channel->get<uint64_t>() == channel_);
+    if (!ours) return;
+    Status error = ErrorFromObject(message.value("error", nlohmann::json::object()));
+    if (!input_error_.empty()) return;
+    input_error_ = "corrald dropped input: " + error.message();
+    if (stdin_eof_ || !started_) return;
+    stdin_eof_ = true;
+    beast::error_code ec;
+    if (stdin_.is_open()) stdin_.cancel(ec);
+    SendOp({{"op", "close_stdin"}, {"command", command_}});
   }
 
   void OnBinary(const std::string& message) {
@@ -432,7 +491,7 @@ class ExecSession {
     signals_.async_wait([this](beast::error_code ec, int signo) {
       if (ec || finished_) return;
       OnSignal(signo);
-      WaitSignal();
+      if (!finished_) WaitSignal();  // A third signal ends the session: nothing more to wait for.
     });
   }
 
@@ -493,6 +552,7 @@ class ExecSession {
   int interrupts_ = 0;
 
   Status error_;
+  std::string input_error_;
   std::optional<ExecResult> result_;
 };
 
@@ -533,27 +593,13 @@ Status DaemonError(int http_status, std::string_view body) {
 StatusOr<HttpReply> SendRequest(const Endpoint& endpoint, std::string_view method, std::string_view target,
                                 std::string body, std::string_view content_type, const BodySink& sink) {
   try {
-    http::request<http::string_body> request;
-    request.method_string(beast::string_view(method.data(), method.size()));
-    request.target((endpoint.url ? endpoint.url->base_path : std::string()) + std::string(target));
-    request.version(11);
-    request.set(http::field::host, endpoint.url ? endpoint.url->HostHeader() : std::string("localhost"));
-    request.set(http::field::user_agent, kUserAgent);
-    request.keep_alive(false);
-    if (!endpoint.token.empty()) request.set(http::field::authorization, "Bearer " + endpoint.token);
+    http::request<http::string_body> request = NewRequest(endpoint, method, target);
     if (!body.empty()) {
       request.set(http::field::content_type, beast::string_view(content_type.data(), content_type.size()));
       request.body() = std::move(body);
     }
     request.prepare_payload();
-
-    net::io_context io;
-    if (endpoint.url) {
-      ASSIGN_OR_RETURN(tcp::socket socket, ConnectTcp(io, endpoint));
-      return Exchange(socket, endpoint, request, sink);
-    }
-    ASSIGN_OR_RETURN(unix_stream::socket socket, ConnectUnix(io, endpoint));
-    return Exchange(socket, endpoint, request, sink);
+    return Send(endpoint, request, sink);
   } catch (const std::exception& e) {
     return Status::Error(std::string("request to corrald: ") + e.what());
   }

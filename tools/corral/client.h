@@ -83,6 +83,9 @@ struct ExecIo {
 struct ExecResult {
   std::string command_id;
   nlohmann::json outcome;  // the exit event's outcome object
+  // Not empty when corrald refused some of the forwarded stdin (an `error` event): the command
+  // got only part of its input (forwarding stopped there and its stdin was closed).
+  std::string input_error;
 };
 
 // Sends `exec_request` (an exec op without "id"; "output" is forced to binary), streams the

@@ -73,12 +73,6 @@ mode_t RemoteMode(const nlohmann::json& stat) {
   return static_cast<mode_t>(strtoul(it->get<std::string>().c_str(), nullptr, 8) & 0777);
 }
 
-mode_t CurrentUmask() {
-  const mode_t mask = umask(022);
-  umask(mask);
-  return mask;
-}
-
 // ---- host -> sandbox ----
 
 Status UploadFile(const RemoteFs& fs, const std::string& source, const struct stat& source_stat,
@@ -123,13 +117,16 @@ Status UploadDirectory(const RemoteFs& fs, const std::string& source, const std:
   if (target != destination || !destination_stat) RETURN_IF_ERROR(RemoteMakeDirectory(fs, target));
   std::vector<std::string> skipped;
   ASSIGN_OR_RETURN(std::string tar, TarDirectory(source, &skipped));
-  for (const auto& path : skipped) fprintf(stderr, "corral: cp: skipped %s (not a file, directory or symlink)\n", path.c_str());
+  for (const auto& path : skipped) {
+    fprintf(stderr, "corral: cp: skipped %s (not a file, directory or symlink)\n", path.c_str());
+  }
   auto extracted = SendRequest(fs.endpoint, "PUT", fs.Target("tar", target), std::move(tar), "application/x-tar");
   if (!extracted.ok()) return extracted.status().WithContext(fs.Describe(target));
   return Status();
 }
 
-Status CopyToSandbox(const RemoteFs& fs, const std::string& source, const std::string& destination, bool recursive) {
+Status CopyToSandbox(const RemoteFs& fs, const std::string& source, const std::string& destination,
+                     bool recursive) {
   struct stat source_stat;
   if (stat(source.c_str(), &source_stat) != 0) return ErrnoError(source);
   if (S_ISDIR(source_stat.st_mode)) {
@@ -152,38 +149,34 @@ Status WriteChunk(int fd, std::string_view chunk, const std::string& path) {
   return Status();
 }
 
-// Streams fs/read into `target`: through a temporary file renamed over it (a failed copy leaves
-// the old file), or straight into something that is not a regular file (/dev/stdout, a FIFO).
+// Streams fs/read into `destination` (or a file of the source's name in it), as cp(1) writes:
+// through a symlink, into a device or FIFO (/dev/stdout), over an existing file (which keeps
+// its mode). The file is opened at the first byte, so a refused read leaves an old file as it
+// was.
 Status DownloadFile(const RemoteFs& fs, const std::string& source, mode_t mode, const std::string& destination) {
   std::string target = destination;
   struct stat target_stat;
-  bool exists = stat(target.c_str(), &target_stat) == 0;
-  if (exists && S_ISDIR(target_stat.st_mode)) {
+  if (stat(target.c_str(), &target_stat) == 0 && S_ISDIR(target_stat.st_mode)) {
     target = Join(destination, BaseName(source));
-    exists = stat(target.c_str(), &target_stat) == 0;
-    if (exists && S_ISDIR(target_stat.st_mode)) return Status::Error(target + ": is a directory");
-  } else if (!exists && destination.back() == '/') {
-    return Status::Error(destination + ": no such directory");
+    if (stat(target.c_str(), &target_stat) == 0 && S_ISDIR(target_stat.st_mode)) {
+      return Status::Error(target + ": is a directory");
+    }
+  } else if (destination.back() == '/') {
+    return Status::Error(destination + ": not a directory");
   }
-  const std::string what = fs.Describe(source);
-  if (exists && !S_ISREG(target_stat.st_mode)) {
-    UniqueFd fd(open(target.c_str(), O_WRONLY | O_CLOEXEC));
-    if (!fd) return ErrnoError("open " + target);
-    auto read = SendRequest(fs.endpoint, "GET", fs.Target("read", source), "", "",
-                            [&](std::string_view chunk) { return WriteChunk(fd.get(), chunk, target); });
-    return read.ok() ? Status() : read.status().WithContext(what);
-  }
-  std::string temporary = target + ".corral-XXXXXX";
-  UniqueFd fd(mkostemp(temporary.data(), O_CLOEXEC));
-  if (!fd) return ErrnoError("create a temporary file beside " + target);
-  fchmod(fd.get(), mode & 0777 & ~CurrentUmask());
-  auto read = SendRequest(fs.endpoint, "GET", fs.Target("read", source), "", "",
-                          [&](std::string_view chunk) { return WriteChunk(fd.get(), chunk, temporary); });
-  Status done = read.ok() ? Status() : read.status().WithContext(what);
-  if (done.ok() && close(fd.release()) != 0) done = ErrnoError("close " + temporary);
-  if (done.ok() && rename(temporary.c_str(), target.c_str()) != 0) done = ErrnoError("rename to " + target);
-  if (!done.ok()) unlink(temporary.c_str());
-  return done;
+  UniqueFd fd;
+  auto open_target = [&]() -> Status {
+    if (!fd) fd.reset(open(target.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode & 0777));
+    return fd ? Status() : ErrnoError("open " + target);
+  };
+  auto read = SendRequest(fs.endpoint, "GET", fs.Target("read", source), "", "", [&](std::string_view chunk) {
+    RETURN_IF_ERROR(open_target());
+    return WriteChunk(fd.get(), chunk, target);
+  });
+  if (!read.ok()) return read.status().WithContext(fs.Describe(source));
+  RETURN_IF_ERROR(open_target());  // An empty file sends no chunk.
+  if (close(fd.release()) != 0) return ErrnoError("close " + target);
+  return Status();
 }
 
 Status DownloadDirectory(const RemoteFs& fs, const std::string& source, const std::string& destination) {
@@ -210,7 +203,8 @@ Status DownloadDirectory(const RemoteFs& fs, const std::string& source, const st
   return Status();
 }
 
-Status CopyFromSandbox(const RemoteFs& fs, const std::string& source, const std::string& destination, bool recursive) {
+Status CopyFromSandbox(const RemoteFs& fs, const std::string& source, const std::string& destination,
+                       bool recursive) {
   ASSIGN_OR_RETURN(auto source_stat, RemoteStat(fs, source));
   if (!source_stat) return Status::Error(fs.Describe(source) + ": no such file or directory");
   const std::string type = RemoteType(source_stat);
@@ -219,7 +213,9 @@ Status CopyFromSandbox(const RemoteFs& fs, const std::string& source, const std:
     return DownloadDirectory(fs, source, destination);
   }
   // A symlink is read through (inside the sandbox's root), as cp does with its SRC.
-  if (type != "file" && type != "symlink") return Status::Error(fs.Describe(source) + ": not a regular file or directory");
+  if (type != "file" && type != "symlink") {
+    return Status::Error(fs.Describe(source) + ": not a regular file or directory");
+  }
   return DownloadFile(fs, source, RemoteMode(*source_stat), destination);
 }
 

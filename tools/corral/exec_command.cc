@@ -150,9 +150,9 @@ int ExitCodeForRemoteOutcome(const nlohmann::json& outcome) {
 
 int RunExecCommand(const ExecOptions& options) {
   auto [size, tty_fd] = LocalTerminalSize();
-  const char* term = getenv("TERM");
-  nlohmann::json request =
-      BuildExecRequest(options, size, term != nullptr && *term != '\0' ? std::optional<std::string>(term) : std::nullopt);
+  std::optional<std::string> term;
+  if (const char* value = getenv("TERM"); value != nullptr && *value != '\0') term = value;
+  nlohmann::json request = BuildExecRequest(options, size, term);
 
   ExecIo io;
   io.stdin_fd = options.forward_stdin ? STDIN_FILENO : -1;
@@ -174,6 +174,11 @@ int RunExecCommand(const ExecOptions& options) {
   if (options.outcome_json) {
     Status written = WriteOutcome(*options.outcome_json, outcome);
     if (!written.ok()) fprintf(stderr, "corral: --outcome-json: %s\n", written.ToString().c_str());
+  }
+  if (!result->input_error.empty()) {
+    // Whatever the command made of a truncated input, it is not what was asked for.
+    fprintf(stderr, "corral: %s; the command's stdin was cut short\n", result->input_error.c_str());
+    return kExitCannotRun;
   }
   return ExitCodeForRemoteOutcome(outcome);
 }

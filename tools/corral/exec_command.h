@@ -29,7 +29,7 @@ nlohmann::json BuildExecRequest(const ExecOptions& options, const TerminalSize& 
 int ExitCodeForRemoteOutcome(const nlohmann::json& outcome);
 
 // Runs the command and returns the CLI's exit code: the command's (above), or 125 when it could
-// not be run (corrald refused or could not be reached).
+// not be run (corrald refused or could not be reached) or corrald dropped some of its stdin.
 int RunExecCommand(const ExecOptions& options);
 
 }  // namespace corral::cli

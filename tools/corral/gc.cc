@@ -3,6 +3,8 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -61,6 +63,10 @@ StatusOr<GcReport> CollectGarbage(const std::string& run_dir, cgroups::CgroupBac
       std::string name = entry->d_name;
       if (name == "." || name == "..") continue;
       const std::string path = dir + "/" + name;
+      // A record being created sits at .<id>.new, unlocked for a moment between its open and
+      // its flock: leave young ones alone (a run that died there left an old one).
+      struct stat st;
+      if (name[0] == '.' && (lstat(path.c_str(), &st) != 0 || time(nullptr) - st.st_mtime < 60)) continue;
       UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
       if (!fd) continue;
       auto content = ReadFileToString(path);

@@ -10,6 +10,7 @@
 #include "tools/corral/exec_command.h"
 #include "tools/corral/remote_commands.h"
 #include "tools/corral/remote_options.h"
+#include "tools/corral/remote_usage.h"
 #include "tools/corral/run_command.h"
 #include "tools/corral/run_options.h"
 
@@ -75,7 +76,9 @@ int main(int argc, char** argv) {
   }
   if (command == "gc") return RunGc(DefaultRunEnvironment());
   // exec and shell exit with the command's code, so their own errors are 125 (as `corral run`).
-  if (command == "sandbox") return Dispatch("sandbox", args, ParseSandboxOptions, SandboxUsage(), 2, RunSandboxCommand);
+  if (command == "sandbox") {
+    return Dispatch("sandbox", args, ParseSandboxOptions, SandboxUsage(), 2, RunSandboxCommand);
+  }
   if (command == "exec") return Dispatch("exec", args, ParseExecOptions, ExecUsage(), 125, RunExecCommand);
   if (command == "shell") return Dispatch("shell", args, ParseShellOptions, ShellUsage(), 125, RunExecCommand);
   if (command == "cp") return Dispatch("cp", args, ParseCpOptions, CpUsage(), 2, RunCpCommand);

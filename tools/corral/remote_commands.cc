@@ -157,8 +157,8 @@ int RunSandboxCommand(const SandboxOptions& options) {
         PrintError(listed.status());
         return kExitError;
       }
-      if (options.json) fputs(Pretty(*listed).c_str(), stdout);
-      else fputs(FormatSandboxTable(listed->value("sandboxes", nlohmann::json::array()), time(nullptr)).c_str(), stdout);
+      const nlohmann::json sandboxes = listed->value("sandboxes", nlohmann::json::array());
+      fputs(options.json ? Pretty(*listed).c_str() : FormatSandboxTable(sandboxes, time(nullptr)).c_str(), stdout);
       return 0;
     }
     case SandboxVerb::kGet:

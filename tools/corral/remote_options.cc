@@ -417,10 +417,14 @@ StatusOr<ExecOptions> ParseExecOptions(const std::vector<std::string>& args, con
     out.help = true;
     return out;
   }
-  if (scanned.positionals.empty()) return Status::Error("missing SANDBOX (corral exec [OPTIONS] SANDBOX -- CMD [ARGS...])");
+  if (scanned.positionals.empty()) {
+    return Status::Error("missing SANDBOX (corral exec [OPTIONS] SANDBOX -- CMD [ARGS...])");
+  }
   out.sandbox = scanned.positionals[0];
   if (out.sandbox.empty()) return Status::Error("empty SANDBOX");
-  if (scanned.command.empty()) return Status::Error("missing the command to run (corral exec " + out.sandbox + " -- CMD [ARGS...])");
+  if (scanned.command.empty()) {
+    return Status::Error("missing the command to run (corral exec " + out.sandbox + " -- CMD [ARGS...])");
+  }
   out.argv = scanned.command;
   RETURN_IF_ERROR(ApplyCommandOptions(scanned, out));
   out.forward_stdin = scanned.Has("--stdin");
@@ -527,7 +531,9 @@ StatusOr<AdminOptions> ParseAdminOptions(const std::vector<std::string>& args, c
   }
   const std::string what = "admin issuer " + verb;
   if (out.verb == AdminVerb::kIssuerList) {
-    if (!scanned.positionals.empty()) return Status::Error(what + ": unexpected argument '" + scanned.positionals[0] + "'");
+    if (!scanned.positionals.empty()) {
+      return Status::Error(what + ": unexpected argument '" + scanned.positionals[0] + "'");
+    }
   } else {
     if (scanned.positionals.size() != 1) return Status::Error(what + ": expected one issuer NAME");
     out.issuer = scanned.positionals[0];
@@ -557,7 +563,9 @@ StatusOr<AdminOptions> ParseTokenOptions(const std::vector<std::string>& args, c
     out.help = true;
     return out;
   }
-  if (!scanned.positionals.empty()) return Status::Error("token mint: unexpected argument '" + scanned.positionals[0] + "'");
+  if (!scanned.positionals.empty()) {
+    return Status::Error("token mint: unexpected argument '" + scanned.positionals[0] + "'");
+  }
   if (!scanned.Has("--issuer")) return Status::Error("--issuer: required");
   if (!scanned.Has("--user")) return Status::Error("--user: required (the user's id in your system)");
   out.issuer = *scanned.Value("--issuer");
@@ -588,77 +596,6 @@ StatusOr<AdminOptions> ParseTokenOptions(const std::vector<std::string>& args, c
   out.json = scanned.Has("--json");
   out.admin = ResolveAdmin(scanned, env);
   return out;
-}
-
-// ---- usage ----
-
-const char* SandboxUsage() {
-  return "usage: corral sandbox COMMAND [OPTIONS]\n"
-         "\n"
-         "  create [--name N] [--memory SIZE] [--cpus N] [--pids N] [--disk SIZE]\n"
-         "         [--idle-timeout DURATION] [--no-start]   create a sandbox; prints its id\n"
-         "  ls                       your sandboxes: ID NAME STATE IMAGE CREATED\n"
-         "  get ID                   one sandbox, as JSON\n"
-         "  rm ID...                 destroy sandboxes and their files\n"
-         "  start ID | stop ID       start or stop (files stay)\n"
-         "  snapshot ID              copy its writable layer; prints the snapshot id\n"
-         "  fork ID [--name N] [--no-start]   a new sandbox from a copy of its layer; prints its id\n"
-         "\n"
-         "  --json                   print the daemon's JSON instead\n"
-         "  --url URL                corrald (default: $CORRAL_URL, else http://127.0.0.1:7878)\n"
-         "  --token JWT              your token (default: $CORRAL_TOKEN)\n"
-         "SIZE takes K/M/G suffixes; DURATION is seconds or 30s, 15m, 1h, 1d (0: never).\n";
-}
-
-const char* ExecUsage() {
-  return "usage: corral exec [OPTIONS] SANDBOX -- CMD [ARGS...]\n"
-         "\n"
-         "Runs CMD in a running sandbox, streams its output, and exits with its exit code (128+N\n"
-         "for signal N, 137 when a limit killed it, 125 when it could not be started or corrald\n"
-         "refused). SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded to it.\n"
-         "\n"
-         "  --env K=V            environment variable (repeatable)\n"
-         "  --cwd DIR            working directory (default: the user's home)\n"
-         "  --user agent|root    user inside (default: agent)\n"
-         "  -i, --stdin          forward this terminal's stdin (EOF closes CMD's stdin)\n"
-         "  -t, --tty            run CMD on a terminal of this terminal's size\n"
-         "  --outcome-json FILE  write the outcome as JSON ('-' for stderr)\n"
-         "  --url URL, --token JWT   as for corral sandbox\n";
-}
-
-const char* ShellUsage() {
-  return "usage: corral shell [OPTIONS] SANDBOX [-- CMD [ARGS...]]\n"
-         "\n"
-         "An interactive terminal in a running sandbox (default CMD: /bin/bash -l). Exits with\n"
-         "the shell's exit code. Needs a token with the `terminal` scope.\n"
-         "\n"
-         "  --user agent|root    user inside (default: agent)\n"
-         "  --env K=V, --cwd DIR as for corral exec\n"
-         "  --url URL, --token JWT   as for corral sandbox\n";
-}
-
-const char* CpUsage() {
-  return "usage: corral cp [-r] SRC DST\n"
-         "\n"
-         "Copies a file (or with -r a directory) between the host and a running sandbox; exactly\n"
-         "one of SRC and DST is SANDBOX:/absolute/path (a host path with ':' in it: ./a:b).\n"
-         "A DST that is an existing directory receives SRC under its own name.\n"
-         "\n"
-         "  -r, --recursive      copy directories (as tar archives); symlinks are copied as\n"
-         "                       symlinks, never followed\n"
-         "  --url URL, --token JWT   as for corral sandbox\n";
-}
-
-const char* AdminUsage() {
-  return "usage: corral admin issuer add NAME    create an issuer; prints its secret (once)\n"
-         "       corral admin issuer rm NAME     delete it; its tokens stop working at once\n"
-         "       corral admin issuer ls [--json] list issuers\n"
-         "       corral token mint --issuer NAME --user ID [--ttl 1h] [--scope \"exec files\"]\n"
-         "                                       mint a token (prints it)\n"
-         "\n"
-         "These talk to corrald's admin socket (root only):\n"
-         "  --admin-socket PATH  default: $CORRAL_ADMIN_SOCKET, else /run/corral/admin.sock\n"
-         "Scopes: sandboxes, exec, terminal, files (default: all four).\n";
 }
 
 }  // namespace corral::cli

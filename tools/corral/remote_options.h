@@ -146,11 +146,4 @@ struct AdminOptions {
 StatusOr<AdminOptions> ParseAdminOptions(const std::vector<std::string>& args, const EnvLookup& env);
 StatusOr<AdminOptions> ParseTokenOptions(const std::vector<std::string>& args, const EnvLookup& env);
 
-// Usage texts.
-const char* SandboxUsage();
-const char* ExecUsage();
-const char* ShellUsage();
-const char* CpUsage();
-const char* AdminUsage();  // also for `corral token`
-
 }  // namespace corral::cli

@@ -1,0 +1,12 @@
+// The --help texts of the commands that talk to corrald (see remote_options.h).
+#pragma once
+
+namespace corral::cli {
+
+const char* SandboxUsage();
+const char* ExecUsage();
+const char* ShellUsage();
+const char* CpUsage();
+const char* AdminUsage();  // also for `corral token`
+
+}  // namespace corral::cli
