@@ -489,26 +489,29 @@ StatusOr<std::shared_ptr<Command>> SandboxManager::Exec(const Caller& caller, co
   uint64_t seq = request.seq;
   auto command = std::make_shared<Command>(
       CommandContext(), command_row, live->control_fd(), std::move(*fds),
-      [this, sandbox_id, seq](Command& finished) {
-        auto live_it = live_.find(sandbox_id);
-        if (live_it != live_.end()) live_it->second->commands.erase(seq);
-        auto self = commands_.find(finished.id());
-        if (self != commands_.end()) {
-          recent_[finished.id()] = self->second;
-          recent_order_.push_back(finished.id());
-          commands_.erase(self);
-          while (recent_order_.size() > kRecentCommands) {
-            recent_.erase(recent_order_.front());
-            recent_order_.pop_front();
-          }
-        }
-        Touch(sandbox_id);
-      });
+      [this, sandbox_id, seq](Command& finished) { OnCommandFinished(sandbox_id, seq, finished); });
   live->commands[seq] = command;
   commands_[command_row.id] = command;
   command->Start();
   Touch(row.id);
   return command;
+}
+
+void SandboxManager::OnCommandFinished(const std::string& sandbox_id, uint64_t seq, Command& finished) {
+  auto live_it = live_.find(sandbox_id);
+  if (live_it != live_.end()) live_it->second->commands.erase(seq);
+  // Ended commands stay reachable for a while, for clients that attach late.
+  auto self = commands_.find(finished.id());
+  if (self != commands_.end()) {
+    recent_[finished.id()] = self->second;
+    recent_order_.push_back(finished.id());
+    commands_.erase(self);
+    while (recent_order_.size() > kRecentCommands) {
+      recent_.erase(recent_order_.front());
+      recent_order_.pop_front();
+    }
+  }
+  Touch(sandbox_id);
 }
 
 StatusOr<std::shared_ptr<Command>> SandboxManager::FindCommand(const Caller& caller, const std::string& command_id) {
@@ -650,16 +653,7 @@ void SandboxManager::AdoptCommands(const std::shared_ptr<Live>& live) {
     std::string sandbox_id = live->id;
     auto command = std::make_shared<Command>(
         CommandContext(), row, fd, it->second.first, std::move(it->second.second),
-        [this, sandbox_id, seq](Command& finished) {
-          auto live_it = live_.find(sandbox_id);
-          if (live_it != live_.end()) live_it->second->commands.erase(seq);
-          auto self = commands_.find(finished.id());
-          if (self != commands_.end()) {
-            recent_[finished.id()] = self->second;
-            recent_order_.push_back(finished.id());
-            commands_.erase(self);
-          }
-        });
+        [this, sandbox_id, seq](Command& finished) { OnCommandFinished(sandbox_id, seq, finished); });
     live->commands[seq] = command;
     commands_[row.id] = command;
     held.erase(it);

@@ -142,6 +142,7 @@ class SandboxManager {
   void OnControlMessage(const std::shared_ptr<Live>& live, InitMessage message);
   void OnInitGone(const std::string& id);
   void AdoptCommands(const std::shared_ptr<Live>& live);
+  void OnCommandFinished(const std::string& sandbox_id, uint64_t seq, Command& finished);
   void SweepIdle();
   void SetState(SandboxRow& row, const std::string& state);
   Command::Context CommandContext();
