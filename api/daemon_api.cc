@@ -21,6 +21,7 @@ namespace {
 using nlohmann::json;
 using supervisor::Caller;
 using supervisor::SandboxRow;
+using supervisor::SnapshotRow;
 
 constexpr char kAdminIssuer[] = "corral-admin";
 
@@ -44,13 +45,6 @@ HttpResponse ErrorResponse(const Status& status) {
   // Internal errors keep their details in the log; the client gets the request id to quote.
   response.body = ErrorJson(code, code == ErrorCode::kInternal ? "internal error" : status.message());
   if (code == ErrorCode::kInternal) LogError("api", "internal error", {{"error", status.ToString()}});
-  return response;
-}
-
-HttpResponse ErrorResponse(ErrorCode code, const std::string& message) {
-  HttpResponse response;
-  response.status = HttpStatusFor(code);
-  response.body = ErrorJson(code, message);
   return response;
 }
 
@@ -117,6 +111,18 @@ bool HasScope(const AuthContext& auth, const char* scope) { return auth.admin ||
 
 Status ScopeError(const char* scope) {
   return Status::Error(std::string("this token lacks the \"") + scope + "\" scope", EPERM);
+}
+
+json SnapshotJson(const SnapshotRow& row, bool with_owner) {
+  json j = {{"id", row.id},           {"sandbox", row.sandbox_id}, {"image", row.image},
+            {"created_at", row.created_at}, {"bytes", row.bytes}};
+  auto limits = supervisor::ParseLimits(row.limits_json);
+  if (limits.ok()) j["disk_bytes"] = limits->disk_bytes;
+  if (with_owner) {
+    j["iss"] = row.iss;
+    j["sub"] = row.sub;
+  }
+  return j;
 }
 
 // Reads an optional unsigned integer field; a wrong type is an error naming the field.
@@ -816,14 +822,59 @@ void RegisterApi(Server& server, boost::asio::io_context& io, boost::asio::threa
       respond(JsonResponse(200, {{"id", id}, {"state", "destroyed"}}));
     });
   });
-  for (const char* op : {"snapshot", "fork"}) {
-    server.Route("POST", std::string("/v1/sandboxes/{id}/") + op, Auth::kRequired,
-                 [&manager, op](HttpRequest request, Responder respond) {
-                   auto row = manager.Get(CallerOf(request.auth), request.params["id"]);
+  server.Route("POST", "/v1/sandboxes/{id}/snapshot", Auth::kRequired,
+               [&manager](HttpRequest request, Responder respond) {
+                 if (!HasScope(request.auth, kScopeSandboxes)) {
+                   return respond(ErrorResponse(ScopeError(kScopeSandboxes)));
+                 }
+                 manager.Snapshot(CallerOf(request.auth), request.params["id"],
+                                  [respond, admin = request.auth.admin](StatusOr<SnapshotRow> row) {
+                                    if (!row.ok()) return respond(ErrorResponse(row.status()));
+                                    respond(JsonResponse(201, SnapshotJson(*row, admin)));
+                                  });
+               });
+  server.Route("POST", "/v1/sandboxes/{id}/fork", Auth::kRequired, [&manager](HttpRequest request, Responder respond) {
+    if (!HasScope(request.auth, kScopeSandboxes)) return respond(ErrorResponse(ScopeError(kScopeSandboxes)));
+    auto body = ParseBody(request.body);
+    if (!body.ok()) return respond(ErrorResponse(body.status()));
+    supervisor::ForkRequest fork;
+    for (const auto& [key, value] : body->items()) {
+      if (key == "name" && value.is_string()) {
+        fork.name = value.get<std::string>();
+      } else if (key == "start" && value.is_boolean()) {
+        fork.start = value.get<bool>();
+      } else if (key == "name" || key == "start") {
+        return respond(ErrorResponse(Status::Error(key + ": expected a " + (key == "name" ? "string" : "boolean"), EINVAL)));
+      } else {
+        return respond(ErrorResponse(Status::Error("unknown field \"" + key + "\"", EINVAL)));
+      }
+    }
+    manager.Fork(CallerOf(request.auth), CapsOf(request.auth), request.params["id"], std::move(fork),
+                 [respond, admin = request.auth.admin](StatusOr<SandboxRow> row) {
                    if (!row.ok()) return respond(ErrorResponse(row.status()));
-                   respond(ErrorResponse(ErrorCode::kUnsupported, std::string(op) + " is not supported yet"));
+                   respond(JsonResponse(201, SandboxJson(*row, admin)));
                  });
-  }
+  });
+  server.Route("GET", "/v1/snapshots", Auth::kRequired, [&manager](HttpRequest request, Responder respond) {
+    auto rows = manager.ListSnapshots(CallerOf(request.auth));
+    if (!rows.ok()) return respond(ErrorResponse(rows.status()));
+    json list = json::array();
+    for (const auto& row : *rows) list.push_back(SnapshotJson(row, request.auth.admin));
+    respond(JsonResponse(200, {{"snapshots", list}}));
+  });
+  server.Route("GET", "/v1/snapshots/{id}", Auth::kRequired, [&manager](HttpRequest request, Responder respond) {
+    auto row = manager.GetSnapshot(CallerOf(request.auth), request.params["id"]);
+    if (!row.ok()) return respond(ErrorResponse(row.status()));
+    respond(JsonResponse(200, SnapshotJson(*row, request.auth.admin)));
+  });
+  server.Route("DELETE", "/v1/snapshots/{id}", Auth::kRequired, [&manager](HttpRequest request, Responder respond) {
+    if (!HasScope(request.auth, kScopeSandboxes)) return respond(ErrorResponse(ScopeError(kScopeSandboxes)));
+    std::string id = request.params["id"];
+    manager.DeleteSnapshot(CallerOf(request.auth), id, [respond, id](StatusOr<bool> done) {
+      if (!done.ok()) return respond(ErrorResponse(done.status()));
+      respond(JsonResponse(200, {{"id", id}, {"state", "destroyed"}}));
+    });
+  });
 
   // Commands (read-only).
   server.Route("GET", "/v1/sandboxes/{id}/commands", Auth::kRequired,

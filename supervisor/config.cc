@@ -201,6 +201,7 @@ const std::vector<KeySpec>& Keys() {
       {"sandbox", "max_idle_timeout", SecondsKey(&DaemonConfig::max_idle_timeout_s)},
       {"sandbox", "max_sandboxes_per_user", CountKey(&DaemonConfig::max_sandboxes_per_user)},
       {"sandbox", "max_sandboxes", CountKey(&DaemonConfig::max_sandboxes)},
+      {"sandbox", "max_snapshots_per_user", CountKey(&DaemonConfig::max_snapshots_per_user)},
       {"sandbox", "max_commands_per_sandbox", CountKey(&DaemonConfig::max_commands_per_sandbox)},
       {"sandbox", "stop_grace", SecondsKey(&DaemonConfig::stop_grace_s)},
       {"streams", "replay_buffer", SizeKey(&DaemonConfig::replay_buffer_bytes)},

@@ -54,6 +54,7 @@ struct DaemonConfig {
   uint64_t max_idle_timeout_s = 7 * 24 * 3600;
   uint64_t max_sandboxes_per_user = 10;
   uint64_t max_sandboxes = 1000;
+  uint64_t max_snapshots_per_user = 10;           // 0: no snapshots
   uint64_t max_commands_per_sandbox = 64;
   uint64_t stop_grace_s = 5;                      // SIGTERM, then SIGKILL after this long
 

@@ -302,6 +302,26 @@ Status SandboxHost::CopyLayer(const std::string& from_image, const std::string& 
   return Status();
 }
 
+Status SandboxHost::CopySandboxLayer(const std::string& id, pid_t init_pid, const std::string& to_image) {
+  if (init_pid <= 0) return CopyLayer(LayerPath(id), to_image);
+  const std::string cgroup = SandboxCgroup(id);
+  RETURN_IF_ERROR(backend_.Freeze(cgroup));
+  Status copied = [&]() -> Status {
+    // The sandbox's root is an overlay whose upper layer is the image's file system: syncfs on
+    // it writes that back through the loop device into the image file.
+    const std::string root = "/proc/" + std::to_string(init_pid) + "/root";
+    UniqueFd fd(open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!fd) return ErrnoError("open " + root);
+    if (syncfs(fd.get()) != 0) return ErrnoError("syncfs " + root);
+    return CopyLayer(LayerPath(id), to_image);
+  }();
+  Status thawed = backend_.Thaw(cgroup);
+  if (!copied.ok()) return copied;
+  return thawed;
+}
+
+Status SandboxHost::Thaw(const std::string& id) { return backend_.Thaw(SandboxCgroup(id)); }
+
 Status SandboxHost::CreateCommandCgroup(const std::string& id, uint64_t seq) {
   const std::string cgroup = CommandCgroup(id, seq);
   // A leftover from a command that a crashed daemon never finished.

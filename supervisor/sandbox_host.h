@@ -71,6 +71,12 @@ class SandboxHost {
   // Copies a (stopped or frozen) sandbox's layer: reflink where the file system has it, else a
   // sparse copy. `to` is a path made by LayerPath/SnapshotPath.
   Status CopyLayer(const std::string& from_image, const std::string& to_image);
+  // Copies the layer of sandbox `id` to `to_image`. When it runs (init_pid > 0) its cgroup is
+  // frozen and its file systems synced first, so the copy is what the sandbox last wrote, then
+  // thawed: a consistent image, not a torn one.
+  Status CopySandboxLayer(const std::string& id, pid_t init_pid, const std::string& to_image);
+  // Thaws a sandbox that a snapshot left frozen (the daemon died during the copy).
+  Status Thaw(const std::string& id);
 
   // Per-command cgroups.
   std::string SandboxCgroup(const std::string& id) const;

@@ -62,6 +62,11 @@ struct CreateRequest {
   std::string snapshot;  // "snap_...": start from a copy of it
 };
 
+struct ForkRequest {
+  std::string name;  // "": the source's
+  bool start = true;
+};
+
 struct ExecSpec {
   std::string sandbox;
   std::vector<std::string> argv;
@@ -113,6 +118,16 @@ class SandboxManager {
   void Stop(const Caller& caller, const std::string& id, Done<SandboxRow> done);
   void Destroy(const Caller& caller, const std::string& id, Done<bool> done);
 
+  // Snapshots: a copy of a sandbox's writable layer, kept after the sandbox is gone. A running
+  // sandbox is frozen for the copy (commands pause, then go on). Fork: a new sandbox of the same
+  // user from a copy of this one's layer, its files moved to the new sandbox's own uid range.
+  void Snapshot(const Caller& caller, const std::string& id, Done<SnapshotRow> done);
+  void Fork(const Caller& caller, const UserCaps& caps, const std::string& id, ForkRequest request,
+            Done<SandboxRow> done);
+  StatusOr<std::vector<SnapshotRow>> ListSnapshots(const Caller& caller);
+  StatusOr<SnapshotRow> GetSnapshot(const Caller& caller, const std::string& id);
+  void DeleteSnapshot(const Caller& caller, const std::string& id, Done<bool> done);
+
   StatusOr<std::shared_ptr<Command>> Exec(const Caller& caller, const UserCaps& caps, const ExecSpec& spec);
   // A command that is live (or recently ended and still held), for attach/stdin/signal.
   StatusOr<std::shared_ptr<Command>> FindCommand(const Caller& caller, const std::string& command_id);
@@ -131,7 +146,20 @@ class SandboxManager {
  private:
   struct Live;
 
+  // Where a new sandbox's layer comes from: a snapshot's image, or another sandbox's layer.
+  struct LayerSource {
+    std::string snapshot_id;       // copy this snapshot's image, or
+    std::string sandbox_id;        // this sandbox's layer (frozen while it runs)
+    SandboxShape sandbox_shape;    // (to make its layer if it never ran)
+    pid_t sandbox_init_pid = 0;    // > 0 while it runs
+    int64_t uid_base = 0;          // the range the files belong to
+  };
+
   StatusOr<SandboxRow> Owned(const Caller& caller, const std::string& id);
+  StatusOr<SnapshotRow> OwnedSnapshot(const Caller& caller, const std::string& id);
+  StatusOr<SandboxRow> InsertSandbox(const Caller& caller, const UserCaps& caps, const SandboxRow& row);
+  void FillLayer(SandboxRow row, LayerSource source, bool start, Done<SandboxRow> done);
+  void RemoveOrphanSnapshots();
   StatusOr<SandboxLimits> Resolve(const UserCaps& caps, const CreateRequest& request) const;
   SandboxShape ShapeOf(const SandboxRow& row) const;
   void DoStart(SandboxRow row, Done<SandboxRow> done);

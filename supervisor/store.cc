@@ -97,6 +97,12 @@ CREATE TABLE events (
 ) STRICT;
 CREATE INDEX events_by_sandbox ON events (sandbox_id, seq);
 )sql",
+    // 1 -> 2: a snapshot remembers the uid range its files belong to (a sandbox made from it
+    // shifts them to its own) and the size of its disk, and the limits it was taken with.
+    R"sql(
+ALTER TABLE snapshots ADD COLUMN uid_base INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE snapshots ADD COLUMN limits_json TEXT NOT NULL DEFAULT '{}';
+)sql",
 };
 constexpr int kLatestSchemaVersion = static_cast<int>(std::size(kMigrations));
 constexpr int kMinSqliteVersion = 3037000;  // STRICT tables.
@@ -107,7 +113,8 @@ constexpr std::string_view kIssuerColumns = "name, secret, created_at";
 constexpr std::string_view kSandboxColumns =
     "id, iss, sub, name, image, state, limits_json, idle_timeout_s, uid_base, created_at, "
     "updated_at, last_active_at, init_pid, init_start_time, source";
-constexpr std::string_view kSnapshotColumns = "id, sandbox_id, iss, sub, image, created_at, bytes";
+constexpr std::string_view kSnapshotColumns =
+    "id, sandbox_id, iss, sub, image, created_at, bytes, uid_base, limits_json";
 constexpr std::string_view kCommandColumns =
     "id, sandbox_id, iss, sub, argv_json, pty, state, outcome_json, created_at, ended_at, init_seq";
 constexpr std::string_view kEventColumns = "seq, sandbox_id, type, data_json, at";
@@ -229,7 +236,8 @@ auto Fields(RowOf<SandboxRow> auto& r) {
 }
 
 auto Fields(RowOf<SnapshotRow> auto& r) {
-  return std::tie(r.id, r.sandbox_id, r.iss, r.sub, r.image, r.created_at, r.bytes);
+  return std::tie(r.id, r.sandbox_id, r.iss, r.sub, r.image, r.created_at, r.bytes, r.uid_base,
+                  r.limits_json);
 }
 
 auto Fields(RowOf<CommandRow> auto& r) {
@@ -586,7 +594,7 @@ Status Store::InsertSnapshot(const SnapshotRow& row) {
   std::lock_guard lock(mu_);
   return Run(
       db_,
-      Sql({"INSERT INTO snapshots (", kSnapshotColumns, ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"}),
+      Sql({"INSERT INTO snapshots (", kSnapshotColumns, ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"}),
       Values(row), "insert snapshot " + row.id);
 }
 
@@ -611,6 +619,14 @@ Status Store::DeleteSnapshot(const std::string& id) {
   std::lock_guard lock(mu_);
   return RunOnExistingRow(db_, "DELETE FROM snapshots WHERE id = ?1", {id},
                           "delete snapshot " + id);
+}
+
+StatusOr<int64_t> Store::CountSnapshots(const std::string& iss, const std::string& sub) {
+  std::lock_guard lock(mu_);
+  ASSIGN_OR_RETURN(std::optional<int64_t> count,
+                   QueryInt(db_, "SELECT COUNT(*) FROM snapshots WHERE iss = ?1 AND sub = ?2",
+                            {iss, sub}, "count snapshots"));
+  return count.value_or(0);
 }
 
 // Commands -----------------------------------------------------------------------------------

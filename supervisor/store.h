@@ -60,7 +60,9 @@ struct SnapshotRow {
   std::string sub;
   std::string image;
   int64_t created_at = 0;
-  int64_t bytes = 0;
+  int64_t bytes = 0;          // space it takes on the host's disk
+  int64_t uid_base = 0;       // host uid of root inside, for the files in it
+  std::string limits_json = "{}";  // the sandbox's limits when it was taken (disk_bytes: its size)
 };
 
 struct CommandRow {
@@ -122,6 +124,7 @@ class Store {
   StatusOr<std::optional<SnapshotRow>> GetSnapshot(const std::string& id);
   StatusOr<std::vector<SnapshotRow>> ListSnapshots(const std::string& iss, const std::string& sub);
   Status DeleteSnapshot(const std::string& id);
+  StatusOr<int64_t> CountSnapshots(const std::string& iss, const std::string& sub);
 
   // Commands. InsertCommand assigns init_seq (1 + the sandbox's highest) and returns the row.
   StatusOr<CommandRow> InsertCommand(CommandRow row);

@@ -292,6 +292,7 @@ class DaemonTestCase(unittest.TestCase):
         if not os.path.exists(CORRALD):
             raise unittest.SkipTest(f"{CORRALD} is not built")
         cls.daemon = Daemon()
+        cls.daemon.extra_config = getattr(cls, "extra_config", "")
         try:
             cls.daemon.start()
             cls.secret = cls.daemon.add_issuer("acme")
@@ -318,3 +319,45 @@ class DaemonTestCase(unittest.TestCase):
 
     def run_async(self, coro):
         return asyncio.run(coro)
+
+
+# ---- helpers shared by the recovery, CLI and lifecycle tests ----
+
+def wait_until(predicate, timeout=30, interval=0.05, what="the condition"):
+    """Polls `predicate` until it returns something truthy; fails the test after `timeout`."""
+    deadline = time.time() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.time() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
+
+
+def sandbox_cgroups(daemon, sandbox_id):
+    """Our cgroup directories (any hierarchy) that belong to one sandbox."""
+    return [rel for rel in daemon.cgroups() if sandbox_id in rel.split(os.sep)]
+
+
+def init_pids(daemon, sandbox_id):
+    """Host pids in the sandbox's `init` cgroup (corral-init), read from every hierarchy that has it."""
+    pids = set()
+    for rel in sandbox_cgroups(daemon, sandbox_id):
+        if rel.split(os.sep)[-1] != "init":
+            continue
+        try:
+            with open(os.path.join(CGROUP_ROOT, rel, "cgroup.procs")) as f:
+                pids.update(int(p) for p in f.read().split())
+        except FileNotFoundError:
+            pass
+    return pids
+
+
+def process_gone(pid):
+    """True when `pid` no longer runs (gone, or a zombie nobody reaped yet)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except (FileNotFoundError, ProcessLookupError):
+        return True

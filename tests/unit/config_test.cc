@@ -30,6 +30,7 @@ std::string Dump(const DaemonConfig& c) {
       << "\nmax_disk_bytes=" << c.max_disk_bytes << "\ndefault_idle_timeout_s=" << c.default_idle_timeout_s
       << "\nmax_idle_timeout_s=" << c.max_idle_timeout_s
       << "\nmax_sandboxes_per_user=" << c.max_sandboxes_per_user << "\nmax_sandboxes=" << c.max_sandboxes
+      << "\nmax_snapshots_per_user=" << c.max_snapshots_per_user
       << "\nmax_commands_per_sandbox=" << c.max_commands_per_sandbox << "\nstop_grace_s=" << c.stop_grace_s
       << "\nreplay_buffer_bytes=" << c.replay_buffer_bytes << "\nmax_file_bytes=" << c.max_file_bytes
       << "\nstore_synchronous_full=" << c.store_synchronous_full << "\n";
@@ -96,6 +97,7 @@ default_idle_timeout = 60
 max_idle_timeout = 120
 max_sandboxes_per_user = 2
 max_sandboxes = 20
+max_snapshots_per_user = 3
 max_commands_per_sandbox = 8
 stop_grace = 0
 
@@ -138,6 +140,7 @@ synchronous = "full"
   EXPECT_EQ(c.max_idle_timeout_s, 120u);
   EXPECT_EQ(c.max_sandboxes_per_user, 2u);
   EXPECT_EQ(c.max_sandboxes, 20u);
+  EXPECT_EQ(c.max_snapshots_per_user, 3u);
   EXPECT_EQ(c.max_commands_per_sandbox, 8u);
   EXPECT_EQ(c.stop_grace_s, 0u);
   EXPECT_EQ(c.replay_buffer_bytes, 64u << 10);
@@ -297,7 +300,7 @@ TEST(ConfigTest, DistConfigDocumentsEveryKeyWithItsDefault) {
       uncommented += line + "\n";
     }
   }
-  EXPECT_EQ(keys, 33);  // every field of DaemonConfig; listen sets two
+  EXPECT_EQ(keys, 34);  // every field of DaemonConfig; listen sets two
   auto parsed = ParseConfig(uncommented, "uncommented");
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   EXPECT_EQ(Dump(*parsed), Dump(DaemonConfig{}));

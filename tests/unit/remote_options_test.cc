@@ -168,6 +168,15 @@ TEST(SandboxOptionsTest, CreateDefaultsSendAnEmptyObject) {
   EXPECT_EQ(BuildCreateSandboxRequest(*options), nlohmann::json::object());
 }
 
+TEST(SandboxOptionsTest, CreateFromASnapshot) {
+  auto options = ParseSandboxOptions({"create", "--snapshot", "snap_abc"}, Env());
+  ASSERT_TRUE(options.ok()) << options.status().ToString();
+  EXPECT_EQ(BuildCreateSandboxRequest(*options), nlohmann::json::parse(R"({"snapshot": "snap_abc"})"));
+  auto empty = ParseSandboxOptions({"create", "--snapshot="}, Env());
+  ASSERT_FALSE(empty.ok());
+  EXPECT_EQ(empty.status().message(), "--snapshot: empty");
+}
+
 TEST(SandboxOptionsTest, IdleTimeoutZeroMeansNever) {
   auto options = ParseSandboxOptions({"create", "--idle-timeout", "0"}, Env());
   ASSERT_TRUE(options.ok()) << options.status().ToString();

@@ -93,7 +93,7 @@ auto Fields(const SandboxRow& r) {
                   r.init_start_time, r.source);
 }
 auto Fields(const SnapshotRow& r) {
-  return std::tie(r.id, r.sandbox_id, r.iss, r.sub, r.image, r.created_at, r.bytes);
+  return std::tie(r.id, r.sandbox_id, r.iss, r.sub, r.image, r.created_at, r.bytes, r.uid_base, r.limits_json);
 }
 auto Fields(const CommandRow& r) {
   return std::tie(r.id, r.sandbox_id, r.iss, r.sub, r.argv_json, r.pty, r.state, r.outcome_json,
@@ -237,6 +237,30 @@ TEST_F(StoreTest, RefusesDatabaseFromNewerCorrald) {
   }
   auto reopened = Store::Open(path_);
   EXPECT_TRUE(reopened.ok()) << reopened.status().ToString();
+}
+
+// A database of schema 1 (before snapshots knew their uid range) gains the columns, with
+// defaults, and keeps its rows.
+TEST_F(StoreTest, MigratesSchemaOneSnapshots) {
+  store_.reset();
+  const std::string old_path = dir_.path() + "/v1.db";
+  {
+    RawDb raw(old_path);
+    raw.Exec(
+        "CREATE TABLE snapshots (id TEXT NOT NULL PRIMARY KEY, sandbox_id TEXT NOT NULL, iss TEXT NOT NULL,"
+        " sub TEXT NOT NULL, image TEXT NOT NULL, created_at INTEGER NOT NULL, bytes INTEGER NOT NULL) STRICT;"
+        "INSERT INTO snapshots VALUES ('snap_old', 'sb_1', 'corp', 'alice', 'host', 5, 4096);"
+        "PRAGMA user_version=1;");
+  }
+  auto opened = Store::Open(old_path);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  EXPECT_EQ((*opened)->schema_version(), Store::latest_schema_version());
+  auto old = (*opened)->GetSnapshot("snap_old");
+  ASSERT_TRUE(old.ok()) << old.status().ToString();
+  ASSERT_TRUE(old->has_value());
+  EXPECT_EQ((*old)->bytes, 4096);
+  EXPECT_EQ((*old)->uid_base, 0);
+  EXPECT_EQ((*old)->limits_json, "{}");
 }
 
 TEST_F(StoreTest, RefusesFileThatIsNotADatabase) {
@@ -539,11 +563,14 @@ TEST_F(StoreTest, DeleteSandboxCascadesCommandsKeepsEventsAndSnapshots) {
 // Snapshots
 
 TEST_F(StoreTest, SnapshotsCrud) {
-  SnapshotRow a{"snap_a", "sb_1", "corp", "alice", "host", 20, 1 << 20};
+  SnapshotRow a{"snap_a", "sb_1", "corp", "alice", "host", 20, 1 << 20, 0xC0010000, R"({"disk_bytes":1})"};
   SnapshotRow b{"snap_b", "sb_2", "corp", "alice", "debian", 10, 5};
   SnapshotRow c{"snap_c", "sb_3", "corp", "bob", "host", 30, 7};
   for (const SnapshotRow& row : {a, b, c}) ASSERT_TRUE(store_->InsertSnapshot(row).ok());
   EXPECT_EQ(store_->InsertSnapshot(a).error_number(), EEXIST);
+  auto counted = store_->CountSnapshots("corp", "alice");
+  ASSERT_TRUE(counted.ok());
+  EXPECT_EQ(*counted, 2);
 
   auto got = store_->GetSnapshot("snap_a");
   ASSERT_TRUE(got.ok());

@@ -112,6 +112,7 @@ nlohmann::json BuildCreateSandboxRequest(const SandboxOptions& options) {
   if (options.disk_bytes) limits["disk_bytes"] = *options.disk_bytes;
   if (!limits.empty()) request["limits"] = limits;
   if (options.idle_timeout_s) request["idle_timeout_s"] = *options.idle_timeout_s;
+  if (options.snapshot) request["snapshot"] = *options.snapshot;
   if (!options.start) request["start"] = false;
   return request;
 }

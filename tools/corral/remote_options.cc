@@ -192,7 +192,8 @@ const std::vector<SandboxVerbSpec>& SandboxVerbs() {
   static const std::vector<SandboxVerbSpec> verbs = {
       {"create", SandboxVerb::kCreate,
        {{"--name", 0, true}, {"--memory", 0, true}, {"--cpus", 0, true}, {"--pids", 0, true},
-        {"--disk", 0, true}, {"--idle-timeout", 0, true}, {"--no-start", 0, false}, kJson}},
+        {"--disk", 0, true}, {"--idle-timeout", 0, true}, {"--snapshot", 0, true}, {"--no-start", 0, false},
+        kJson}},
       {"ls", SandboxVerb::kList, {kJson}},
       {"list", SandboxVerb::kList, {kJson}},
       {"get", SandboxVerb::kGet, {kJson}},
@@ -378,6 +379,8 @@ StatusOr<SandboxOptions> ParseSandboxOptions(const std::vector<std::string>& arg
   out.name = scanned.Value("--name");
   if (out.name && out.name->empty()) return Status::Error("--name: empty");
   out.start = !scanned.Has("--no-start");
+  out.snapshot = scanned.Value("--snapshot");
+  if (out.snapshot && out.snapshot->empty()) return Status::Error("--snapshot: empty");
   out.json = scanned.Has("--json");
   RETURN_IF_ERROR(ApplyCreateOptions(scanned, out));
   ASSIGN_OR_RETURN(out.server, ResolveServer(scanned, env));

@@ -77,6 +77,7 @@ struct SandboxOptions {
   std::optional<uint64_t> pids;           // create
   std::optional<uint64_t> disk_bytes;     // create
   std::optional<uint64_t> idle_timeout_s; // create (0: never)
+  std::optional<std::string> snapshot;    // create: from a copy of this snapshot
   bool start = true;                      // create, fork: false with --no-start
   bool json = false;                      // print the daemon's JSON instead of ids/tables
 };
