@@ -13,6 +13,9 @@ packages=(
   libarchive-dev
   # tests
   libgtest-dev libgmock-dev python3 iproute2 procps util-linux
+  # systemd-analyze, to verify dist/corrald.service (tests/dist). It works without systemd as PID 1,
+  # and this package does not make systemd the init system (systemd-sysv does)
+  systemd
   # e2e tests: real WebSocket clients (Debian's python3-websockets; node's ws comes from npm)
   python3-websockets nodejs
   # runtime: mkfs.ext4 for disk-capped workspaces (busybox-static, below, is also used by the

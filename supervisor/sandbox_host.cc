@@ -150,6 +150,12 @@ StatusOr<SandboxProcess> SandboxHost::Start(const SandboxShape& shape) {
   plan.gid = 0;
   plan.cwd = "/";
   plan.rlimits.push_back({RLIMIT_CORE, 0});
+  // Not the daemon's own (raised) limit: a fixed one, plenty for compilers and package managers,
+  // unless the daemon's hard limit is lower (raising it needs CAP_SYS_RESOURCE on the host).
+  struct rlimit files;
+  rlim_t open_files = kSandboxOpenFiles;
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_max < open_files) open_files = files.rlim_max;
+  plan.rlimits.push_back({RLIMIT_NOFILE, open_files});
   plan.argv = {"corral-init", "--control"};
   plan.env = {"PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"};
   plan.die_with_parent = false;

@@ -31,6 +31,7 @@ namespace corral::supervisor {
 inline constexpr int64_t kUidFirst = 0xC0000000;
 inline constexpr int64_t kUidStep = 65536;
 inline constexpr int64_t kUidSlots = 16382;  // the last range would reach uid -1
+inline constexpr uint64_t kSandboxOpenFiles = 65536;  // RLIMIT_NOFILE in a sandbox (at most corrald's)
 
 // What a sandbox is made of, fixed at create time.
 struct SandboxShape {

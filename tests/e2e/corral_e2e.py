@@ -68,7 +68,8 @@ class Daemon:
         self.log_path = os.path.join(self.tmp, "corrald.log")
         self.port = None
         self.proc = None
-        self.extra_config = ""
+        self.extra_config = ""      # more [sandbox] keys
+        self.extra_api_config = ""  # more [api] keys
 
     def write_config(self, port=0):
         with open(self.config_path, "w") as f:
@@ -81,6 +82,7 @@ cgroup_parent = "{self.cgroup_parent}"
 
 [api]
 listen = "127.0.0.1:{port}"
+{self.extra_api_config}
 
 [sandbox]
 default_disk = "256M"
@@ -293,6 +295,7 @@ class DaemonTestCase(unittest.TestCase):
             raise unittest.SkipTest(f"{CORRALD} is not built")
         cls.daemon = Daemon()
         cls.daemon.extra_config = getattr(cls, "extra_config", "")
+        cls.daemon.extra_api_config = getattr(cls, "extra_api_config", "")
         try:
             cls.daemon.start()
             cls.secret = cls.daemon.add_issuer("acme")

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
@@ -98,6 +99,13 @@ int Run(int argc, char** argv) {
   }
   if (geteuid() != 0) return Fail("corrald must run as root (it creates namespaces, cgroups and mounts)");
   signal(SIGPIPE, SIG_IGN);
+  // Every sandbox holds a few descriptors here and every client a socket: the soft limit of
+  // 1024 that a shell hands down is far too low. (Sandboxes get a limit of their own.)
+  struct rlimit files;
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    (void)setrlimit(RLIMIT_NOFILE, &files);
+  }
 
   auto config = supervisor::LoadConfig(config_path, /*missing_ok=*/!config_given);
   if (!config.ok()) return Fail(config.status().ToString());
@@ -122,10 +130,12 @@ int Run(int argc, char** argv) {
   const std::string init_path = InitPath(*config);
   if (access(init_path.c_str(), X_OK) != 0) return Fail("corral-init not found at " + init_path);
 
+  // Declared before the io_context, so that it outlives it: handlers still queued when the loop
+  // stops are destroyed with the io_context, and a connection's destructor updates its gauges.
+  api::Metrics metrics;
   boost::asio::io_context io(1);
   boost::asio::thread_pool pool(4);
   supervisor::SandboxHost host(*config, **backend, init_path);
-  api::Metrics metrics;
   api::ApiMetrics api_metrics(metrics, nullptr);
   supervisor::SandboxManager manager(io, pool, *config, **store, host, &api_metrics);
   api_metrics.SetManager(&manager);
