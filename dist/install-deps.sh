@@ -12,7 +12,7 @@ packages=(
   # corral cp: tar archives for directories
   libarchive-dev
   # tests
-  libgtest-dev libgmock-dev python3 iproute2 procps util-linux
+  libgtest-dev libgmock-dev python3 iproute2 procps util-linux curl
   # systemd-analyze, to verify dist/corrald.service (tests/dist). It works without systemd as PID 1,
   # and this package does not make systemd the init system (systemd-sysv does)
   systemd

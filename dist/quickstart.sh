@@ -1,17 +1,69 @@
 #!/usr/bin/env bash
-# Installs what corral needs, builds it, and runs a first sandbox: a memory-capped Python that
-# tries to take 4x its limit and is OOM-killed, reported from the kernel's own counters.
+# Installs what corral needs, builds it, starts corrald with its defaults (state in
+# /var/lib/corral, API on 127.0.0.1:7878, admin socket /run/corral/admin.sock), and walks through
+# a first sandbox: an issuer, a token, a sandbox, commands in it, a file in and out, and a
+# command that takes 4x the sandbox's memory and is OOM-killed. corrald keeps running afterwards
+# (and so does the sandbox), for `corral shell`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dist/install-deps.sh
 dist/build.sh
-corral=build/tools/corral
+bin=$PWD/build/tools
+corral=$bin/corral
+log=/var/log/corrald-quickstart.log
 
-echo
-echo "+ corral run -- sh -c 'id; hostname; ls /'"
-$corral run -- sh -c 'id; hostname; ls /'
-echo
-echo "+ corral run --memory 64M --outcome-json - -- python3 -c 'bytearray(256<<20)'"
+step() { printf '\n+ %s\n' "$*"; }
+
+if curl -fsS http://127.0.0.1:7878/healthz >/dev/null 2>&1; then
+  echo "corrald is already running on 127.0.0.1:7878; using it"
+  running="corrald is running"
+else
+  step "corrald --foreground   (in the background; log: $log)"
+  setsid "$bin/corrald" --foreground >>"$log" 2>&1 < /dev/null &
+  running="corrald is running (pid $!, log $log)"
+  for _ in $(seq 100); do
+    curl -fsS http://127.0.0.1:7878/healthz >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  curl -fsS http://127.0.0.1:7878/healthz; echo
+fi
+
+# The issuer is the operator's backend; its secret signs users' tokens. A second run reuses it.
+if ! $corral admin issuer ls | grep -qw quickstart; then
+  step "corral admin issuer add quickstart"
+  $corral admin issuer add quickstart >/dev/null
+fi
+step "export CORRAL_TOKEN=\$(corral token mint --issuer quickstart --user alice)"
+CORRAL_TOKEN=$($corral token mint --issuer quickstart --user alice --ttl 1d)
+export CORRAL_TOKEN
+
+step "corral sandbox create --name first --memory 128M"
+sandbox=$($corral sandbox create --name first --memory 128M)
+echo "$sandbox"
+
+step "corral exec $sandbox -- sh -c 'id; hostname; ls /'"
+$corral exec "$sandbox" -- sh -c 'id; hostname; ls /'
+
+step "corral cp README.md $sandbox:/home/agent/README.md && corral exec $sandbox -- wc -l README.md"
+$corral cp README.md "$sandbox:/home/agent/README.md"
+$corral exec "$sandbox" -- wc -l README.md
+
+step "corral exec $sandbox -- sh -c 'date > made-inside.txt' && corral cp $sandbox:/home/agent/made-inside.txt /tmp/"
+$corral exec "$sandbox" -- sh -c 'date > made-inside.txt'
+$corral cp "$sandbox:/home/agent/made-inside.txt" /tmp/made-inside.txt
+cat /tmp/made-inside.txt
+
+step "corral exec --outcome-json - $sandbox -- python3 -c 'bytearray(512<<20)'"
 set +e
-$corral run --memory 64M --outcome-json - -- python3 -c 'bytearray(256<<20)'
+$corral exec --outcome-json - "$sandbox" -- python3 -c 'bytearray(512<<20)'
 echo "exit code: $?"
+set -e
+
+cat <<EOF
+
+$running; so is $sandbox. Next:
+  export CORRAL_TOKEN=$CORRAL_TOKEN
+  $corral shell $sandbox          # an interactive terminal in it
+  $corral sandbox ls
+  $corral sandbox rm $sandbox     # and its files
+EOF
