@@ -490,7 +490,9 @@ class WsApi : public WsHandler, public std::enable_shared_from_this<WsApi> {
                                .dump());
       return;
     }
-    Status written = it->second->command().WriteStdin(std::string(frame->data));
+    supervisor::Command& command = it->second->command();
+    Status written = command.WriteStdin(std::string(frame->data));
+    if (written.ok()) PushBackOnInput(connection, command);
     if (!written.ok()) {
       connection->SendText(json{{"event", "error"},
                                 {"channel", frame->header.channel},
@@ -534,6 +536,17 @@ class WsApi : public WsHandler, public std::enable_shared_from_this<WsApi> {
   }
 
  private:
+  // Input the command has not read yet piles up: read nothing more from this client until it
+  // has (TCP carries the push-back to the client; nothing is dropped).
+  static void PushBackOnInput(const std::shared_ptr<WsConnection>& connection, supervisor::Command& command) {
+    if (!command.stdin_full()) return;
+    connection->PauseReading();
+    std::weak_ptr<WsConnection> weak = connection;
+    command.OnStdinDrained([weak] {
+      if (auto ws = weak.lock()) ws->ResumeReading();
+    });
+  }
+
   StatusOr<json> Dispatch(const std::shared_ptr<WsConnection>& connection, const std::string& op,
                           const json& request) {
     const AuthContext& auth = connection->auth();
@@ -568,6 +581,7 @@ class WsApi : public WsHandler, public std::enable_shared_from_this<WsApi> {
       auto data = Base64Decode(request["data"].get<std::string>());
       if (!data) return Status::Error("data: not valid base64", EINVAL);
       RETURN_IF_ERROR(command.WriteStdin(std::move(*data)));
+      PushBackOnInput(connection, command);
       return json::object();
     }
     if (op == "close_stdin") {

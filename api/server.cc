@@ -447,6 +447,8 @@ class WsSession : public Session, public WsConnection, public std::enable_shared
   size_t queued_bytes() const override { return queued_bytes_; }
   bool full() const override { return queued_bytes_ > core_->limits.ws_queue_high_water; }
   void SetOnDrain(std::function<void()> on_drain) override { on_drain_ = std::move(on_drain); }
+  void PauseReading() override { read_paused_ = true; }
+  void ResumeReading() override;
   void Close(uint16_t code, std::string reason) override;
   bool closed() const override { return finished_ || close_requested_; }
 
@@ -492,6 +494,10 @@ class WsSession : public Session, public WsConnection, public std::enable_shared
   bool close_requested_ = false;
   bool close_started_ = false;
   bool finished_ = false;
+  bool read_paused_ = false;  // PauseReading: no read is started
+  bool read_parked_ = false;  // a read is owed once reading resumes
+  // While parked no operation holds the session: it holds itself (until it reads again).
+  std::shared_ptr<WsSession> parked_self_;
   websocket::close_reason close_reason_;
   std::function<void()> on_drain_;
   net::steady_timer abort_timer_;
@@ -559,7 +565,22 @@ void WsSession::OnRead(const beast::error_code& ec) {
   } else {
     CallSafely("WsHandler::OnBinary", [&] { core_->ws_handler->OnBinary(self, std::move(message)); });
   }
-  if (!finished_) DoRead();
+  if (finished_) return;
+  if (read_paused_ && !close_requested_) {
+    read_parked_ = true;
+    parked_self_ = shared_from_this();
+  } else {
+    DoRead();
+  }
+}
+
+void WsSession::ResumeReading() {
+  read_paused_ = false;
+  if (read_parked_ && !finished_) {
+    read_parked_ = false;
+    auto self = std::move(parked_self_);
+    DoRead();
+  }
 }
 
 void WsSession::Enqueue(bool text, std::string payload) {
@@ -618,6 +639,8 @@ void WsSession::Close(uint16_t code, std::string reason) {
   close_requested_ = true;
   close_reason_ = websocket::close_reason(static_cast<websocket::close_code>(SendableCloseCode(code)),
                                           TruncateReason(std::move(reason)));
+  // The close handshake ends in the read (Beast completes it with the peer's close frame).
+  ResumeReading();
   if (!writing_ && queue_.empty()) DoClose();
 }
 
@@ -639,6 +662,8 @@ void WsSession::Abort() {
   beast::error_code ignored;
   beast::get_lowest_layer(ws_).socket().shutdown(net::socket_base::shutdown_both, ignored);
   beast::get_lowest_layer(ws_).close();
+  // A parked read is owed: it fails at once on the closed socket, and Finish runs.
+  ResumeReading();
 }
 
 void WsSession::ArmAbortTimer() {
@@ -666,6 +691,8 @@ void WsSession::Finish(const beast::error_code& ec) {
   if (finished_) return;
   finished_ = true;
   abort_timer_.cancel();
+  read_parked_ = false;
+  auto parked = std::move(parked_self_);
   // Beast's own timer would otherwise stay armed (up to the idle timeout) after an error,
   // holding the io_context, for as long as a handler keeps this connection alive.
   ws_.set_option(

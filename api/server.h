@@ -118,6 +118,10 @@ class WsConnection {
   // Called (on the io_context thread) each time the queue falls to or below high water after
   // having been above it. One callback per connection; a later call replaces it.
   virtual void SetOnDrain(std::function<void()> on_drain) = 0;
+  // Stops reading the client's messages (the next one stays in the socket, so TCP pushes back
+  // on the client) until ResumeReading. For input that has nowhere to go yet.
+  virtual void PauseReading() = 0;
+  virtual void ResumeReading() = 0;
   // Sends a close frame with `code` (RFC 6455) once the queue is written, then closes.
   virtual void Close(uint16_t code, std::string reason) = 0;
   virtual bool closed() const = 0;

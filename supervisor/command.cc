@@ -19,7 +19,6 @@ namespace {
 namespace asio = boost::asio;
 using initproto::MsgType;
 
-constexpr size_t kMaxQueuedStdin = 4 << 20;
 
 uint64_t MonotonicMicros() {
   struct timespec ts;
@@ -209,7 +208,7 @@ void Command::ResumeOutput() {
 
 Status Command::WriteStdin(std::string data) {
   if (finished_ || !in_ || in_close_after_) return Status::Error("stdin is closed", EPIPE);
-  if (in_queued_bytes_ + data.size() > kMaxQueuedStdin) {
+  if (in_queued_bytes_ + data.size() > kStdinHardLimit) {
     return Status::Error("stdin queue full: the command is not reading its input", EAGAIN);
   }
   if (ctx_.observer) ctx_.observer->OnInputBytes(data.size());
@@ -230,8 +229,23 @@ Status Command::CloseStdin() {
   return Status();
 }
 
+void Command::OnStdinDrained(std::function<void()> callback) {
+  if (!stdin_full()) {
+    callback();
+    return;
+  }
+  in_drained_.push_back(std::move(callback));
+}
+
+void Command::StdinDrained() {
+  auto callbacks = std::move(in_drained_);
+  in_drained_.clear();
+  for (auto& callback : callbacks) callback();
+}
+
 void Command::WriteNextStdin() {
-  if (!in_) return;
+  if (!in_) return StdinDrained();
+  if (in_queued_bytes_ <= kStdinLowWater && !in_drained_.empty()) StdinDrained();
   if (in_queue_.empty()) {
     if (in_close_after_) {
       in_.reset();
@@ -252,6 +266,7 @@ void Command::WriteNextStdin() {
       self->in_queue_.clear();
       self->in_queued_bytes_ = 0;
       self->in_.reset();
+      self->StdinDrained();
       return;
     }
     self->WriteNextStdin();
@@ -335,6 +350,9 @@ void Command::Finish(const OutcomeEvidence& evidence) {
   finished_ = true;
   for (auto& out : out_) out.reset();
   in_.reset();
+  in_queue_.clear();
+  in_queued_bytes_ = 0;
+  StdinDrained();
   sync_watch_.reset();
   Outcome outcome = ClassifyOutcome(evidence);
   row_.state = "exited";

@@ -32,6 +32,12 @@
 
 namespace corral::supervisor {
 
+// Input a command has not read yet, in bytes: above high water its writers pause until it is down
+// to low water; the hard limit only binds several writers that ignore that.
+inline constexpr size_t kStdinHighWater = 4 << 20;
+inline constexpr size_t kStdinLowWater = 1 << 20;
+inline constexpr size_t kStdinHardLimit = 16 << 20;
+
 // Counters the API turns into metrics; called on the event loop.
 class CommandObserver {
  public:
@@ -69,8 +75,14 @@ class Command : public std::enable_shared_from_this<Command> {
   bool finished() const { return finished_; }
   EventStream& stream() { return stream_; }
 
-  // Client input. Write fails (EPIPE) once stdin is closed; EAGAIN when the queue is full.
+  // Client input. Write fails (EPIPE) once stdin is closed; EAGAIN past kStdinHardLimit bytes
+  // queued (writers that honour stdin_full() never get there).
   Status WriteStdin(std::string data);
+  // Input backpressure: true while more than kStdinHighWater bytes wait for the command to read
+  // them. A writer stops sending until its OnStdinDrained callback runs (once the queue is down
+  // to kStdinLowWater, or stdin is gone). Callbacks run once each, on the event loop.
+  bool stdin_full() const { return in_queued_bytes_ > kStdinHighWater; }
+  void OnStdinDrained(std::function<void()> callback);
   Status CloseStdin();
   Status Signal(int signal);
   Status Resize(uint16_t rows, uint16_t cols);
@@ -94,6 +106,7 @@ class Command : public std::enable_shared_from_this<Command> {
   void MaybeFinish();
   void Finish(const OutcomeEvidence& evidence);
   void StoreState();
+  void StdinDrained();
 
   Context ctx_;
   CommandRow row_;
@@ -115,6 +128,7 @@ class Command : public std::enable_shared_from_this<Command> {
   size_t in_queued_bytes_ = 0;
   bool in_writing_ = false;
   bool in_close_after_ = false;
+  std::vector<std::function<void()>> in_drained_;
   std::array<char, 65536> buffer_[2];
 
   pid_t host_pid_ = 0;

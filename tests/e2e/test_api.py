@@ -1,8 +1,10 @@
 """corrald end to end: auth, sandboxes, commands over the WebSocket, isolation between users."""
 import asyncio
 import base64
+import hashlib
 import json
 import os
+import struct
 import time
 import unittest
 
@@ -200,6 +202,41 @@ class Commands(DaemonTestCase):
         out, outcome = self.run_async(go())
         self.assertEqual(out, b"HELLO\n")
         self.assertEqual(outcome["outcome"], "exited")
+
+    def test_input_faster_than_the_command_reads_is_held_back_not_dropped(self):
+        # 24 MiB of binary stdin frames, sent as fast as the socket takes them, to a command
+        # that reads nothing for 2 s: six times what the daemon holds for it (4 MiB). The daemon
+        # stops reading this client instead of dropping input, so every byte arrives.
+        data = os.urandom(24 << 20)
+
+        async def go():
+            c = await self.client()
+            reply = await c.request("exec", sandbox=self.sid, argv=["sh", "-c", "sleep 2; sha256sum"], stdin=True)
+            self.assertTrue(reply["ok"], reply)
+            channel, command = reply["result"]["channel"], reply["result"]["command"]
+            started = time.monotonic()
+            for offset in range(0, len(data), 256 << 10):
+                await c.ws.send(struct.pack(">BBIQ", 2, 0, channel, 0) + data[offset:offset + (256 << 10)])
+            sent_s = time.monotonic() - started
+            closed = await c.request("close_stdin", command=command)
+            self.assertTrue(closed["ok"], closed)
+            out, errors = b"", []
+            while True:
+                event = await c.next_event(60)
+                if event.get("event") == "output":
+                    out += event["data"]
+                elif event.get("event") == "error":
+                    errors.append(event)
+                elif event.get("event") == "exit":
+                    await c.close()
+                    return out, errors, event["outcome"], sent_s
+
+        out, errors, outcome, sent_s = self.run_async(go())
+        self.assertEqual(errors, [])
+        self.assertEqual(out.decode().split()[0], hashlib.sha256(data).hexdigest())
+        self.assertEqual((outcome["outcome"], outcome["exit_code"]), ("exited", 0))
+        # The client was held back while the command slept (unpaused, 24 MiB go out in a blink).
+        self.assertGreater(sent_s, 1.0)
 
     def test_a_signal_ends_the_command_with_its_outcome(self):
         async def go():
