@@ -6,9 +6,10 @@ must be moved to that range: the checks look at owners and modes from inside the
 """
 import asyncio
 import os
+import subprocess
 import time
 
-from corral_e2e import DaemonTestCase, WsClient
+from corral_e2e import CORRAL, DaemonTestCase, WsClient
 
 
 class Snapshots(DaemonTestCase):
@@ -251,3 +252,45 @@ class SnapshotRecovery(DaemonTestCase):
         self.assertEqual(status, 201, made)
         for cleanup in (made["id"], sid):
             self.assertEqual(self.daemon.http("DELETE", f"/v1/sandboxes/{cleanup}", token)[0], 200)
+
+
+class SnapshotCli(DaemonTestCase):
+    def cli(self, *args, token=None):
+        env = dict(os.environ, CORRAL_URL=f"http://127.0.0.1:{self.daemon.port}", CORRAL_TOKEN=token)
+        return subprocess.run([CORRAL, *args], env=env, capture_output=True, text=True, timeout=120)
+
+    def test_the_cli_snapshots_forks_and_lists(self):
+        token = self.token("cli-user")
+        made = self.cli("sandbox", "create", "--name", "base", token=token)
+        self.assertEqual(made.returncode, 0, made.stderr)
+        sid = made.stdout.strip()
+        wrote = self.cli("exec", sid, "--", "sh", "-c", "echo from-cli > ~/c.txt", token=token)
+        self.assertEqual(wrote.returncode, 0, wrote.stderr)
+
+        snap = self.cli("sandbox", "snapshot", sid, token=token)
+        self.assertEqual(snap.returncode, 0, snap.stderr)
+        snap_id = snap.stdout.strip()
+        self.assertTrue(snap_id.startswith("snap_"), snap.stdout)
+        listed = self.cli("sandbox", "snapshots", token=token)
+        self.assertEqual(listed.returncode, 0, listed.stderr)
+        self.assertEqual(listed.stdout.splitlines()[0].split(), ["ID", "SANDBOX", "SIZE", "CREATED"])
+        self.assertIn(snap_id, listed.stdout)
+        self.assertIn(sid, listed.stdout)
+
+        fork = self.cli("sandbox", "fork", sid, "--name", "copy", token=token)
+        self.assertEqual(fork.returncode, 0, fork.stderr)
+        restored = self.cli("sandbox", "create", "--snapshot", snap_id, token=token)
+        self.assertEqual(restored.returncode, 0, restored.stderr)
+        for new in (fork.stdout.strip(), restored.stdout.strip()):
+            read = self.cli("exec", new, "--", "cat", "/home/agent/c.txt", token=token)
+            self.assertEqual((read.returncode, read.stdout), (0, "from-cli\n"), read.stderr)
+
+        # Another user's token: the snapshot is not there for it.
+        other = self.cli("sandbox", "rm-snapshot", snap_id, token=self.token("cli-other"))
+        self.assertNotEqual(other.returncode, 0)
+        self.assertIn("not_found", other.stderr + other.stdout)
+        removed = self.cli("sandbox", "rm-snapshot", snap_id, token=token)
+        self.assertEqual((removed.returncode, removed.stdout.strip()), (0, snap_id), removed.stderr)
+        self.assertNotIn(snap_id, self.cli("sandbox", "snapshots", token=token).stdout)
+        gone = self.cli("sandbox", "rm", sid, fork.stdout.strip(), restored.stdout.strip(), token=token)
+        self.assertEqual(gone.returncode, 0, gone.stderr)

@@ -197,7 +197,10 @@ TEST(SandboxOptionsTest, VerbsAndIds) {
                                          {{"stop", "sb_1"}, SandboxVerb::kStop, {"sb_1"}},
                                          {{"snapshot", "sb_1"}, SandboxVerb::kSnapshot, {"sb_1"}},
                                          {{"fork", "sb_1", "--name", "copy"}, SandboxVerb::kFork, {"sb_1"}},
-                                         {{"rm", "--", "-odd-id"}, SandboxVerb::kRemove, {"-odd-id"}}}) {
+                                         {{"rm", "--", "-odd-id"}, SandboxVerb::kRemove, {"-odd-id"}},
+                                         {{"snapshots"}, SandboxVerb::kSnapshotList, {}},
+                                         {{"rm-snapshot", "snap_1", "snap_2"}, SandboxVerb::kSnapshotRemove,
+                                          {"snap_1", "snap_2"}}}) {
     auto options = ParseSandboxOptions(c.args, Env());
     ASSERT_TRUE(options.ok()) << c.args[0] << ": " << options.status().ToString();
     EXPECT_EQ(options->verb, c.verb) << c.args[0];
@@ -245,6 +248,8 @@ TEST(SandboxOptionsTest, ErrorsNameTheOptionOrArgument) {
            {{"rm"}, "sandbox rm: expected one or more sandbox ids"},
            {{"rm", "-x"}, "unknown option '-x'"},
            {{"snapshot", "--memory", "1G", "sb"}, "unknown option '--memory'"},
+           {{"snapshots", "sb_1"}, "sandbox snapshots: unexpected argument 'sb_1'"},
+           {{"rm-snapshot"}, "sandbox rm-snapshot: expected one or more snapshot ids"},
        }) {
     auto options = ParseSandboxOptions(c.args, Env());
     ASSERT_FALSE(options.ok()) << (c.args.empty() ? "" : c.args[0]) << " should fail";
@@ -260,6 +265,13 @@ TEST(SandboxTableTest, Columns) {
             "ID      NAME   STATE     IMAGE   CREATED\n"
             "sb_1    dev    running   host    2 hours ago\n"
             "sb_22   -      stopped   host    16 minutes ago\n");
+  nlohmann::json snapshots = nlohmann::json::parse(R"([
+      {"id": "snap_1", "sandbox": "sb_1", "bytes": 1, "created_at": 9990},
+      {"id": "snap_22", "sandbox": "sb_22", "bytes": 3145728, "created_at": 6400}])");
+  EXPECT_EQ(FormatSnapshotTable(snapshots, 10000),
+            "ID        SANDBOX   SIZE    CREATED\n"
+            "snap_1    sb_1      1 MiB   just now\n"
+            "snap_22   sb_22     3 MiB   1 hour ago\n");
   EXPECT_EQ(FormatAge(0), "just now");
   EXPECT_EQ(FormatAge(60), "1 minute ago");
   EXPECT_EQ(FormatAge(86400 * 3), "3 days ago");

@@ -66,10 +66,12 @@ std::string SandboxPath(const std::string& id, const char* action = nullptr) {
   return path;
 }
 
-int RemoveSandboxes(const Endpoint& endpoint, const std::vector<std::string>& ids) {
+// DELETE each of `ids` under `collection` ("/v1/sandboxes/", "/v1/snapshots/"); prints the ids
+// removed, an error line for each that was not.
+int RemoveEach(const Endpoint& endpoint, const std::string& collection, const std::vector<std::string>& ids) {
   int exit_code = 0;
   for (const auto& id : ids) {
-    auto removed = CallJson(endpoint, "DELETE", SandboxPath(id));
+    auto removed = CallJson(endpoint, "DELETE", collection + PercentEncode(id));
     if (removed.ok()) {
       printf("%s\n", id.c_str());
     } else {
@@ -145,6 +147,18 @@ std::string FormatSandboxTable(const nlohmann::json& sandboxes, int64_t now) {
   return FormatTable(rows);
 }
 
+std::string FormatSnapshotTable(const nlohmann::json& snapshots, int64_t now) {
+  std::vector<std::vector<std::string>> rows = {{"ID", "SANDBOX", "SIZE", "CREATED"}};
+  if (snapshots.is_array()) {
+    for (const auto& snapshot : snapshots) {
+      const int64_t bytes = Integer(snapshot, "bytes");
+      rows.push_back({Text(snapshot, "id"), Text(snapshot, "sandbox"),
+                      std::to_string((bytes + (1 << 20) - 1) >> 20) + " MiB", FormatAge(now - Integer(snapshot, "created_at"))});
+    }
+  }
+  return FormatTable(rows);
+}
+
 int RunSandboxCommand(const SandboxOptions& options) {
   const Endpoint endpoint = Endpoint::Server(options.server);
   const std::string id = options.ids.empty() ? "" : options.ids[0];
@@ -165,7 +179,7 @@ int RunSandboxCommand(const SandboxOptions& options) {
     case SandboxVerb::kGet:
       return PrintResult(CallJson(endpoint, "GET", SandboxPath(id)), /*json=*/true, "id");
     case SandboxVerb::kRemove:
-      return RemoveSandboxes(endpoint, options.ids);
+      return RemoveEach(endpoint, "/v1/sandboxes/", options.ids);
     case SandboxVerb::kStart:
       return PrintResult(CallJson(endpoint, "POST", SandboxPath(id, "start")), options.json, "id");
     case SandboxVerb::kStop:
@@ -178,6 +192,18 @@ int RunSandboxCommand(const SandboxOptions& options) {
       if (!options.start) body["start"] = false;
       return PrintResult(CallJson(endpoint, "POST", SandboxPath(id, "fork"), body), options.json, "id");
     }
+    case SandboxVerb::kSnapshotList: {
+      auto listed = CallJson(endpoint, "GET", "/v1/snapshots");
+      if (!listed.ok()) {
+        PrintError(listed.status());
+        return kExitError;
+      }
+      const nlohmann::json snapshots = listed->value("snapshots", nlohmann::json::array());
+      fputs(options.json ? Pretty(*listed).c_str() : FormatSnapshotTable(snapshots, time(nullptr)).c_str(), stdout);
+      return 0;
+    }
+    case SandboxVerb::kSnapshotRemove:
+      return RemoveEach(endpoint, "/v1/snapshots/", options.ids);
   }
   return kExitError;
 }

@@ -23,6 +23,8 @@ nlohmann::json BuildMintTokenRequest(const AdminOptions& options);
 
 // "ID NAME STATE IMAGE CREATED" with one row per sandbox, CREATED relative to `now` (unix s).
 std::string FormatSandboxTable(const nlohmann::json& sandboxes, int64_t now);
+// "ID SANDBOX SIZE CREATED", SIZE the space on the host in MiB (rounded up).
+std::string FormatSnapshotTable(const nlohmann::json& snapshots, int64_t now);
 
 // "just now", "1 minute ago", "3 hours ago", "12 days ago".
 std::string FormatAge(int64_t seconds);

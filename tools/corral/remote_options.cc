@@ -202,6 +202,8 @@ const std::vector<SandboxVerbSpec>& SandboxVerbs() {
       {"stop", SandboxVerb::kStop, {kJson}},
       {"snapshot", SandboxVerb::kSnapshot, {kJson}},
       {"fork", SandboxVerb::kFork, {{"--name", 0, true}, {"--no-start", 0, false}, kJson}},
+      {"snapshots", SandboxVerb::kSnapshotList, {kJson}},
+      {"rm-snapshot", SandboxVerb::kSnapshotRemove, {}},
   };
   return verbs;
 }
@@ -343,7 +345,9 @@ StatusOr<uint64_t> ParseDurationSeconds(std::string_view text) {
 StatusOr<SandboxOptions> ParseSandboxOptions(const std::vector<std::string>& args, const EnvLookup& env) {
   constexpr char kSee[] = "corral sandbox --help";
   SandboxOptions out;
-  if (args.empty()) return Status::Error("missing command: create, ls, get, rm, start, stop, snapshot or fork");
+  if (args.empty()) {
+    return Status::Error("missing command: create, ls, get, rm, start, stop, snapshot, fork, snapshots or rm-snapshot");
+  }
   if (args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     out.help = true;
     return out;
@@ -364,10 +368,14 @@ StatusOr<SandboxOptions> ParseSandboxOptions(const std::vector<std::string>& arg
   switch (out.verb) {
     case SandboxVerb::kCreate:
     case SandboxVerb::kList:
+    case SandboxVerb::kSnapshotList:
       if (!out.ids.empty()) return Status::Error(what + ": unexpected argument '" + out.ids[0] + "'");
       break;
     case SandboxVerb::kRemove:
       if (out.ids.empty()) return Status::Error(what + ": expected one or more sandbox ids");
+      break;
+    case SandboxVerb::kSnapshotRemove:
+      if (out.ids.empty()) return Status::Error(what + ": expected one or more snapshot ids");
       break;
     default:
       if (out.ids.size() != 1) return Status::Error(what + ": expected one sandbox id");

@@ -64,13 +64,17 @@ struct AdminConfig {
 
 // ---- corral sandbox VERB ----
 
-enum class SandboxVerb { kCreate, kList, kGet, kRemove, kStart, kStop, kSnapshot, kFork };
+enum class SandboxVerb {
+  kCreate, kList, kGet, kRemove, kStart, kStop, kSnapshot, kFork, kSnapshotList, kSnapshotRemove
+};
 
 struct SandboxOptions {
   bool help = false;  // --help: print SandboxUsage(), nothing else is set
   SandboxVerb verb = SandboxVerb::kList;
   ServerConfig server;
-  std::vector<std::string> ids;  // rm: one or more; get/start/stop/snapshot/fork: exactly one
+  // rm, rm-snapshot: one or more; get/start/stop/snapshot/fork: exactly one; create, ls,
+  // snapshots: none
+  std::vector<std::string> ids;
   std::optional<std::string> name;        // create, fork
   std::optional<uint64_t> memory_bytes;   // create
   std::optional<uint64_t> cpu_millis;     // create: --cpus 1.5 -> 1500

@@ -14,6 +14,8 @@ const char* SandboxUsage() {
          "  start ID | stop ID       start or stop (files stay)\n"
          "  snapshot ID              copy its writable layer; prints the snapshot id\n"
          "  fork ID [--name N] [--no-start]   a new sandbox from a copy of its layer; prints its id\n"
+         "  snapshots                your snapshots: ID SANDBOX SIZE CREATED\n"
+         "  rm-snapshot SNAP...      delete snapshots\n"
          "\n"
          "  --json                   print the daemon's JSON instead\n"
          "  --url URL                corrald (default: $CORRAL_URL, else http://127.0.0.1:7878)\n"
