@@ -16,8 +16,9 @@ packages=(
   # systemd-analyze, to verify dist/corrald.service (tests/dist). It works without systemd as PID 1,
   # and this package does not make systemd the init system (systemd-sysv does)
   systemd
-  # e2e tests: real WebSocket clients (Debian's python3-websockets; node's ws comes from npm)
-  python3-websockets nodejs
+  # e2e tests: real WebSocket clients (Debian's python3-websockets, and node-ws for
+  # tests/e2e/node/ws_client.mjs)
+  python3-websockets nodejs node-ws
   # runtime: mkfs.ext4 for disk-capped workspaces (busybox-static, below, is also used by the
   # image tests)
   e2fsprogs

@@ -7,6 +7,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
 #include <nlohmann/json.hpp>
@@ -55,7 +57,9 @@ Command::Command(Context context, CommandRow row, int control,
       row_(std::move(row)),
       control_(control),
       on_finished_(std::move(on_finished)),
-      stream_(context.replay_buffer_bytes),
+      // Above every seq the previous daemon may have handed out: a client that resumes from
+      // before that gets stream_gap instead of silently missing what it held.
+      stream_(context.replay_buffer_bytes, static_cast<uint64_t>(row_.seq_reserved) + 1),
       pty_(row_.pty),
       start_us_(MonotonicMicros()) {
   // Kept fds come back by position; the mask says which are present.
@@ -183,6 +187,7 @@ void Command::Pump(int index) {
       asio::buffer(buffer_[index]), [self, index](boost::system::error_code ec, size_t n) {
         self->out_reading_[index] = false;
         if (n > 0) {
+          self->ReserveSeq();
           // A PTY's output is fd 1, like stdout.
           self->stream_.Append(StreamEvent::Kind::kOutput, index + 1, std::string(self->buffer_[index].data(), n));
           if (self->ctx_.observer) self->ctx_.observer->OnOutputBytes(n);
@@ -207,7 +212,10 @@ void Command::ResumeOutput() {
 }
 
 Status Command::WriteStdin(std::string data) {
-  if (finished_ || !in_ || in_close_after_) return Status::Error("stdin is closed", EPIPE);
+  // A PTY command's terminal reaches us from the child just before it execs: what a client types
+  // meanwhile (right after the exec reply) waits in the queue, as it would for a pipe.
+  const bool pty_coming = pty_ && !in_ && row_.state == "starting";
+  if (finished_ || (!in_ && !pty_coming) || in_close_after_) return Status::Error("stdin is closed", EPIPE);
   if (in_queued_bytes_ + data.size() > kStdinHardLimit) {
     return Status::Error("stdin queue full: the command is not reading its input", EAGAIN);
   }
@@ -219,7 +227,7 @@ Status Command::WriteStdin(std::string data) {
 }
 
 Status Command::CloseStdin() {
-  if (finished_ || !in_) return Status();
+  if (finished_ || (!in_ && !(pty_ && row_.state == "starting"))) return Status();
   if (pty_) {
     // A terminal has no close: the line discipline's EOF character does what users expect.
     return WriteStdin(std::string(1, '\x04'));
@@ -358,6 +366,8 @@ void Command::Finish(const OutcomeEvidence& evidence) {
   row_.state = "exited";
   row_.outcome_json = OutcomeToJson(outcome).dump();
   row_.ended_at = time(nullptr);
+  // The exit is the last event: its seq is the exact end of the numbering.
+  row_.seq_reserved = std::max<int64_t>(row_.seq_reserved, static_cast<int64_t>(stream_.last_seq() + 1));
   StoreState();
   stream_.Append(StreamEvent::Kind::kExit, 0, row_.outcome_json);
   if (!aborted_) (void)SendAck(control_, seq());
@@ -366,6 +376,22 @@ void Command::Finish(const OutcomeEvidence& evidence) {
     auto done = std::move(on_finished_);
     done(*this);
   }
+}
+
+// Seqs are handed out in blocks recorded in the store before any of the block's events goes
+// out (one write per kSeqBlock events): after a crash, the next daemon starts above the block.
+void Command::ReserveSeq() {
+  constexpr int64_t kSeqBlock = 1024;
+  const auto next = static_cast<int64_t>(stream_.last_seq() + 1);
+  if (next <= row_.seq_reserved) return;
+  row_.seq_reserved = next - 1 + kSeqBlock;
+  StoreState();
+}
+
+void Command::Release() {
+  if (finished_) return;
+  row_.seq_reserved = static_cast<int64_t>(stream_.last_seq());
+  StoreState();
 }
 
 void Command::StoreState() {

@@ -95,6 +95,9 @@ class Command : public std::enable_shared_from_this<Command> {
   void Abort(bool by_request);
   // Marks the command as killed because a client asked (stop, destroy, KILL).
   void MarkKilledByRequest() { killed_by_request_ = true; }
+  // The daemon is stopping cleanly and leaves the command to the next one: store exactly the
+  // last seq handed out, so the next daemon's numbering goes on without a gap.
+  void Release();
 
  private:
   void ReadSync();
@@ -106,6 +109,7 @@ class Command : public std::enable_shared_from_this<Command> {
   void MaybeFinish();
   void Finish(const OutcomeEvidence& evidence);
   void StoreState();
+  void ReserveSeq();
   void StdinDrained();
 
   Context ctx_;

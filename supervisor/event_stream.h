@@ -41,7 +41,10 @@ class StreamSubscriber {
 
 class EventStream {
  public:
-  explicit EventStream(size_t max_buffer_bytes) : max_bytes_(max_buffer_bytes) {}
+  // `first_seq` > 1 for a command adopted after a restart: its numbering goes on above every
+  // seq the previous daemon may have handed out.
+  explicit EventStream(size_t max_buffer_bytes, uint64_t first_seq = 1)
+      : max_bytes_(max_buffer_bytes), next_seq_(first_seq < 1 ? 1 : first_seq) {}
 
   // Appends, numbers, buffers and delivers an event to every subscriber.
   const StreamEvent& Append(StreamEvent::Kind kind, int fd, std::string data);

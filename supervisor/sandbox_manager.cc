@@ -940,6 +940,7 @@ void SandboxManager::SweepIdle() {
 void SandboxManager::Detach() {
   detached_ = true;
   idle_timer_.cancel();
+  for (auto& [id, command] : commands_) command->Release();
   for (auto& [id, live] : live_) {
     // Release without closing what init must keep: the control connection closes (init waits
     // for the next daemon), the sandbox keeps running.

@@ -103,6 +103,11 @@ CREATE INDEX events_by_sandbox ON events (sandbox_id, seq);
 ALTER TABLE snapshots ADD COLUMN uid_base INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE snapshots ADD COLUMN limits_json TEXT NOT NULL DEFAULT '{}';
 )sql",
+    // 2 -> 3: the highest event seq a command's stream may have handed out, so that a daemon
+    // that adopts the command after a restart numbers its events above it.
+    R"sql(
+ALTER TABLE commands ADD COLUMN seq_reserved INTEGER NOT NULL DEFAULT 0;
+)sql",
 };
 constexpr int kLatestSchemaVersion = static_cast<int>(std::size(kMigrations));
 constexpr int kMinSqliteVersion = 3037000;  // STRICT tables.
@@ -116,7 +121,8 @@ constexpr std::string_view kSandboxColumns =
 constexpr std::string_view kSnapshotColumns =
     "id, sandbox_id, iss, sub, image, created_at, bytes, uid_base, limits_json";
 constexpr std::string_view kCommandColumns =
-    "id, sandbox_id, iss, sub, argv_json, pty, state, outcome_json, created_at, ended_at, init_seq";
+    "id, sandbox_id, iss, sub, argv_json, pty, state, outcome_json, created_at, ended_at, init_seq, "
+    "seq_reserved";
 constexpr std::string_view kEventColumns = "seq, sandbox_id, type, data_json, at";
 
 std::string Sql(std::initializer_list<std::string_view> parts) {
@@ -242,7 +248,7 @@ auto Fields(RowOf<SnapshotRow> auto& r) {
 
 auto Fields(RowOf<CommandRow> auto& r) {
   return std::tie(r.id, r.sandbox_id, r.iss, r.sub, r.argv_json, r.pty, r.state, r.outcome_json,
-                  r.created_at, r.ended_at, r.init_seq);
+                  r.created_at, r.ended_at, r.init_seq, r.seq_reserved);
 }
 
 auto Fields(RowOf<EventRow> auto& r) {
@@ -642,7 +648,7 @@ StatusOr<CommandRow> Store::InsertCommand(CommandRow row) {
     row.init_seq = next_seq.value_or(1);
     return Run(db_,
                Sql({"INSERT INTO commands (", kCommandColumns,
-                    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"}),
+                    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"}),
                Values(row), "insert command " + row.id);
   });
   if (!status.ok()) return status;
@@ -654,7 +660,8 @@ Status Store::UpdateCommand(const CommandRow& row) {
   return RunOnExistingRow(
       db_,
       "UPDATE commands SET sandbox_id = ?2, iss = ?3, sub = ?4, argv_json = ?5, pty = ?6, "
-      "state = ?7, outcome_json = ?8, created_at = ?9, ended_at = ?10, init_seq = ?11 "
+      "state = ?7, outcome_json = ?8, created_at = ?9, ended_at = ?10, init_seq = ?11, "
+      "seq_reserved = ?12 "
       "WHERE id = ?1",
       Values(row), "update command " + row.id);
 }

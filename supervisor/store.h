@@ -77,6 +77,7 @@ struct CommandRow {
   int64_t created_at = 0;
   int64_t ended_at = 0;
   int64_t init_seq = 0;       // the number corral-init knows it by, unique per sandbox
+  int64_t seq_reserved = 0;   // no event of this command has a higher seq (see Command::ReserveSeq)
 };
 
 struct EventRow {

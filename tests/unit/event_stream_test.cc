@@ -30,6 +30,25 @@ TEST(EventStreamTest, NumbersEventsAndDeliversThemLive) {
   EXPECT_TRUE(stream.ended());
 }
 
+TEST(EventStreamTest, AnAdoptedCommandsStreamNumbersAboveThePreviousDaemons) {
+  EventStream stream(1 << 20, 1025);
+  EXPECT_EQ(stream.first_seq(), 1025u);
+  EXPECT_EQ(stream.last_seq(), 1024u);
+  // A client that saw seq 10 from the previous daemon is told it may have missed some...
+  Recorder before;
+  Status gap = stream.Subscribe(&before, 10);
+  EXPECT_EQ(gap.error_number(), ERANGE);
+  // ...and resumes from what this daemon holds.
+  Recorder after;
+  ASSERT_TRUE(stream.Subscribe(&after, stream.first_seq() - 1).ok());
+  EXPECT_EQ(stream.Append(Kind::kOutput, 1, "a").seq, 1025u);
+  EXPECT_EQ(after.seqs, (std::vector<uint64_t>{1025}));
+  // A client that saw everything (a clean stop stores the exact last seq) goes on seamlessly.
+  Recorder seamless;
+  ASSERT_TRUE(stream.Subscribe(&seamless, 1024).ok());
+  EXPECT_EQ(seamless.seqs, (std::vector<uint64_t>{1025}));
+}
+
 TEST(EventStreamTest, ResumeReplaysOnlyWhatFollowsTheLastSeenSeq) {
   EventStream stream(1 << 20);
   for (int i = 0; i < 5; ++i) stream.Append(Kind::kOutput, 1, "x");

@@ -97,7 +97,7 @@ auto Fields(const SnapshotRow& r) {
 }
 auto Fields(const CommandRow& r) {
   return std::tie(r.id, r.sandbox_id, r.iss, r.sub, r.argv_json, r.pty, r.state, r.outcome_json,
-                  r.created_at, r.ended_at, r.init_seq);
+                  r.created_at, r.ended_at, r.init_seq, r.seq_reserved);
 }
 
 SandboxRow NewSandbox(const std::string& id, const std::string& sub = "alice",
@@ -250,6 +250,11 @@ TEST_F(StoreTest, MigratesSchemaOneSnapshots) {
         "CREATE TABLE snapshots (id TEXT NOT NULL PRIMARY KEY, sandbox_id TEXT NOT NULL, iss TEXT NOT NULL,"
         " sub TEXT NOT NULL, image TEXT NOT NULL, created_at INTEGER NOT NULL, bytes INTEGER NOT NULL) STRICT;"
         "INSERT INTO snapshots VALUES ('snap_old', 'sb_1', 'corp', 'alice', 'host', 5, 4096);"
+        "CREATE TABLE commands (id TEXT NOT NULL PRIMARY KEY, sandbox_id TEXT NOT NULL, iss TEXT NOT NULL,"
+        " sub TEXT NOT NULL, argv_json TEXT NOT NULL, pty INTEGER NOT NULL, state TEXT NOT NULL,"
+        " outcome_json TEXT NOT NULL, created_at INTEGER NOT NULL, ended_at INTEGER NOT NULL,"
+        " init_seq INTEGER NOT NULL, UNIQUE (sandbox_id, init_seq)) STRICT;"
+        "INSERT INTO commands VALUES ('cmd_old', 'sb_1', 'corp', 'alice', '[\"true\"]', 0, 'running', '', 5, 0, 1);"
         "PRAGMA user_version=1;");
   }
   auto opened = Store::Open(old_path);
@@ -261,6 +266,12 @@ TEST_F(StoreTest, MigratesSchemaOneSnapshots) {
   EXPECT_EQ((*old)->bytes, 4096);
   EXPECT_EQ((*old)->uid_base, 0);
   EXPECT_EQ((*old)->limits_json, "{}");
+  // 2 -> 3: a command from before has reserved no seq (its adopter numbers from 1, as before).
+  auto command = (*opened)->GetCommand("cmd_old");
+  ASSERT_TRUE(command.ok()) << command.status().ToString();
+  ASSERT_TRUE(command->has_value());
+  EXPECT_EQ((*command)->init_seq, 1);
+  EXPECT_EQ((*command)->seq_reserved, 0);
 }
 
 TEST_F(StoreTest, RefusesFileThatIsNotADatabase) {
@@ -633,6 +644,7 @@ TEST_F(StoreTest, UpdateCommandRoundTrip) {
   row.state = "exited";
   row.outcome_json = R"({"status":"exited","code":3})";
   row.ended_at = 2500;
+  row.seq_reserved = 2048;
   ASSERT_TRUE(store_->UpdateCommand(row).ok());
   auto got = store_->GetCommand("cmd_1");
   ASSERT_TRUE(got.ok());
