@@ -510,6 +510,9 @@ void WsSession::Start(Request request, bool select_subprotocol, const std::strin
   timeout.keep_alive_pings = true;
   ws_.set_option(timeout);
   ws_.read_message_max(core_->limits.max_ws_message_bytes);
+  // One frame per message, written in one go: Beast's default splits every message into 4 KiB
+  // fragments, each its own socket write and trip through the event loop.
+  ws_.auto_fragment(false);
   ws_.set_option(
       websocket::stream_base::decorator([select_subprotocol, request_id](websocket::response_type& res) {
         res.set(http::field::server, "corrald");
