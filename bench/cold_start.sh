@@ -7,8 +7,9 @@
 #   latency     hyperfine -N, $WARMUP warmups + $RUNS runs -> p50, p95 (from hyperfine's `times`)
 #   throughput  $TP_WORKERS workers running the command back to back for $TP_SECONDS s
 #   peak RSS    /usr/bin/time -f %M, $RSS_RUNS runs
-# and writes bench/RESULTS.md (a full run: every tool, RUNS >= 100, TP_SECONDS >= 10) or
-# bench/out/RESULTS-trial.md (anything less). Raw data goes to bench/out/, generated bundles and
+# and writes the cold_start section of bench/RESULTS.md (a full run: every tool, RUNS >= 100,
+# TP_SECONDS >= 10; other sections of the file stay as they are) or bench/out/RESULTS-trial.md
+# (anything less). Raw data goes to bench/out/, generated bundles and
 # the wrapper binary to bench/.work/ (both git-ignored). Run as root. See bench/README.md.
 #
 # Environment:
@@ -232,6 +233,9 @@ TRIAL=
 [ "$RUNS" -ge 100 ] && [ "$WARMUP" -ge 5 ] && awk -v s="$TP_SECONDS" 'BEGIN{exit !(s >= 10)}' || TRIAL="RUNS=$RUNS WARMUP=$WARMUP TP_SECONDS=$TP_SECONDS"
 for t in $ALL_TOOLS; do case " ${PRESENT[*]} " in *" $t "*) ;; *) TRIAL="${TRIAL:+$TRIAL, }without $t" ;; esac; done
 RESULTS_MD=${RESULTS_MD:-$([ -z "$TRIAL" ] && echo "$HERE/RESULTS.md" || echo "$OUT/RESULTS-trial.md")}
+# The report replaces only the cold_start section of RESULTS_MD (bench/results_md.py); the trial
+# file is this script's alone, so it starts afresh.
+[ "$RESULTS_MD" != "$OUT/RESULTS-trial.md" ] || rm -f "$RESULTS_MD"
 corral_version=
 if [ -x "$CORRAL" ]; then
   corral_version="$("$CORRAL" --version 2>/dev/null | head -1 || true)"

@@ -3,7 +3,8 @@
 
   bundle OUT_DIR ROOTFS CGROUPS_PATH MEM_BYTES PIDS HOST_UID   write OUT_DIR/config.json
   throughput SECONDS CMD_JSON [CMD_JSON...]                    one worker per command; JSON out
-  report OUT_DIR RESULTS_MD                                    percentiles + RESULTS.md
+  report OUT_DIR RESULTS_MD                                    percentiles + the cold_start
+                                                               section of RESULTS_MD
 """
 import ctypes
 import ctypes.util
@@ -14,6 +15,10 @@ import subprocess
 import sys
 import threading
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.dont_write_bytecode = True  # no bench/__pycache__ in the source tree
+import results_md as results_md_lib  # noqa: E402  (bench/results_md.py: sections with markers)
 
 # ---------------------------------------------------------------------------------- OCI bundle
 # Seccomp for crun/runc: no Docker/containers profile is installed on this host, so the bundle
@@ -245,8 +250,8 @@ def report(out_dir, results_md):
         L.append(f"- `{tool}`: `{meta['commands'][tool]}`")
     L.append("")
     L.append("Raw hyperfine JSON, throughput counts and RSS samples: `bench/out/` (git-ignored).")
-    with open(results_md, "w") as f:
-        f.write("\n".join(L) + "\n")
+    # Only this benchmark's section of the file (between its markers); other sections stay.
+    results_md_lib.write_section(results_md, "cold_start", "\n".join(L))
     # console summary
     for tool in meta["tools"]:
         r = rows[tool]

@@ -1,5 +1,6 @@
 #include "supervisor/command.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/wait.h>
@@ -8,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <memory>
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
@@ -168,6 +170,11 @@ void Command::StartPumps() {
   for (int i = 0; i < 2; ++i) {
     if (out_[i] && !out_open_[i] && !finished_) {
       out_open_[i] = true;
+      const int fd = out_[i]->native_handle();
+      (void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+      // A bigger pipe: fewer, larger reads (and messages) for a command that writes a lot. The
+      // pages are the writer's, charged to the sandbox. (A PTY master refuses; it keeps its own.)
+      (void)fcntl(fd, F_SETPIPE_SZ, kOutputPipeBytes);
       Pump(i);
     }
   }
@@ -183,26 +190,33 @@ void Command::Pump(int index) {
   out_paused_[index] = false;
   out_reading_[index] = true;
   auto self = shared_from_this();
-  out_[index]->async_read_some(
-      asio::buffer(buffer_[index]), [self, index](boost::system::error_code ec, size_t n) {
-        self->out_reading_[index] = false;
-        if (n > 0) {
-          self->ReserveSeq();
-          // A PTY's output is fd 1, like stdout.
-          self->stream_.Append(StreamEvent::Kind::kOutput, index + 1, std::string(self->buffer_[index].data(), n));
-          if (self->ctx_.observer) self->ctx_.observer->OnOutputBytes(n);
-        }
-        if (ec) {
-          // EOF, or EIO from a PTY master whose terminal has no more holders.
-          if (ec != asio::error::operation_aborted) {
-            self->out_open_[index] = false;
-            self->out_[index].reset();
-            self->MaybeFinish();
-          }
-          return;
-        }
-        self->Pump(index);
-      });
+  // Wait, then read on the event loop into one buffer that every command shares (the loop is
+  // one thread and the bytes are copied into the event at once): no per-command buffer.
+  out_[index]->async_wait(asio::posix::stream_descriptor::wait_read, [self, index](boost::system::error_code ec) {
+    self->out_reading_[index] = false;
+    if (ec == asio::error::operation_aborted || !self->out_[index]) return;
+    ssize_t n = -1;
+    if (!ec) {
+      static thread_local std::unique_ptr<char[]> buffer(new char[kOutputChunkBytes]);
+      n = read(self->out_[index]->native_handle(), buffer.get(), kOutputChunkBytes);
+      if (n > 0) {
+        self->ReserveSeq();
+        // A PTY's output is fd 1, like stdout.
+        self->stream_.Append(StreamEvent::Kind::kOutput, index + 1, std::string(buffer.get(), static_cast<size_t>(n)));
+        if (self->ctx_.observer) self->ctx_.observer->OnOutputBytes(static_cast<size_t>(n));
+      } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+        n = 1;  // nothing after all: wait again
+      }
+    }
+    if (n <= 0) {
+      // EOF, or EIO from a PTY master whose terminal has no more holders.
+      self->out_open_[index] = false;
+      self->out_[index].reset();
+      self->MaybeFinish();
+      return;
+    }
+    self->Pump(index);
+  });
 }
 
 void Command::ResumeOutput() {

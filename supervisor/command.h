@@ -37,6 +37,10 @@ namespace corral::supervisor {
 inline constexpr size_t kStdinHighWater = 4 << 20;
 inline constexpr size_t kStdinLowWater = 1 << 20;
 inline constexpr size_t kStdinHardLimit = 16 << 20;
+// Output is read (and sent, one message per read) in chunks of up to this many bytes, from pipes
+// enlarged to kOutputPipeBytes.
+inline constexpr size_t kOutputChunkBytes = 256 << 10;
+inline constexpr int kOutputPipeBytes = 1 << 20;
 
 // Counters the API turns into metrics; called on the event loop.
 class CommandObserver {
@@ -133,7 +137,6 @@ class Command : public std::enable_shared_from_this<Command> {
   bool in_writing_ = false;
   bool in_close_after_ = false;
   std::vector<std::function<void()>> in_drained_;
-  std::array<char, 65536> buffer_[2];
 
   pid_t host_pid_ = 0;
   int failed_step_ = 0;
