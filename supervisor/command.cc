@@ -23,7 +23,6 @@ namespace {
 namespace asio = boost::asio;
 using initproto::MsgType;
 
-
 uint64_t MonotonicMicros() {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -653,6 +653,9 @@ StatusOr<std::shared_ptr<Command>> SandboxManager::Exec(const Caller& caller, co
                                                         const ExecSpec& spec) {
   ASSIGN_OR_RETURN(SandboxRow row, Owned(caller, spec.sandbox));
   auto it = live_.find(row.id);
+  if (it != live_.end() && busy_[row.id] && row.state == "running") {
+    return Status::Error("sandbox " + row.id + " is busy (its files are being copied); try again", EBUSY);
+  }
   if (it == live_.end() || busy_[row.id] || !it->second->control) {
     return Status::Error("sandbox " + row.id + " is not running (it is " + row.state + ")", EBUSY);
   }
@@ -779,6 +782,9 @@ StatusOr<std::vector<CommandRow>> SandboxManager::ListCommands(const Caller& cal
 StatusOr<FileAccess> SandboxManager::OpenFiles(const Caller& caller, const std::string& sandbox_id) {
   ASSIGN_OR_RETURN(SandboxRow row, Owned(caller, sandbox_id));
   auto it = live_.find(row.id);
+  if (it != live_.end() && busy_[row.id] && row.state == "running") {
+    return Status::Error("sandbox " + row.id + " is busy (its files are being copied); try again", EBUSY);
+  }
   if (it == live_.end() || busy_[row.id]) {
     return Status::Error("sandbox " + row.id + " is not running (it is " + row.state + ")", EBUSY);
   }
