@@ -243,6 +243,10 @@ void SortUnique(std::vector<pid_t>* pids) {
 }
 
 Status MakeCgroupDirs(const std::string& base, const std::string& relative) {
+  // The parents usually exist already (a command's cgroup in its sandbox's): one mkdir.
+  const std::string full = base + "/" + relative;
+  if (::mkdir(full.c_str(), 0755) == 0) return Status();
+  if (errno != ENOENT) return ErrnoError("mkdir " + full);
   std::vector<std::string> parts = SplitCgroupName(relative);
   // A concurrent run may remove a shared parent (RemoveIfEmpty) between our mkdir of it and
   // of its child: the child's mkdir then fails with ENOENT, and we start again from the top.

@@ -58,6 +58,14 @@ V1Backend::V1Backend(std::string root) : root_(std::move(root)) {
 }
 
 StatusOr<V1Backend::Layout> V1Backend::ResolveLayout() const {
+  std::lock_guard lock(layout_mu_);
+  if (layout_) return *layout_;
+  ASSIGN_OR_RETURN(Layout layout, FindLayout());
+  if (!layout.hierarchies.empty()) layout_ = layout;
+  return layout;
+}
+
+StatusOr<V1Backend::Layout> V1Backend::FindLayout() const {
   Layout layout;
   std::vector<std::pair<dev_t, ino_t>> identities;
   for (Controller controller : kAllControllers) {

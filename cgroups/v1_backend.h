@@ -29,6 +29,8 @@
 #include <array>
 #include <chrono>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -86,7 +88,10 @@ class V1Backend final : public CgroupBackend {
     std::array<int, kControllerCount> index{-1, -1, -1, -1, -1};
   };
 
+  // The hierarchies under root_, found once (they are mounted at boot and stay) and then reused:
+  // every call used to stat each controller's path again.
   StatusOr<Layout> ResolveLayout() const;
+  StatusOr<Layout> FindLayout() const;
   // The directory of cgroup `name` in `controller`'s hierarchy, or an error naming the missing
   // hierarchy and `purpose`.
   StatusOr<std::string> DirOf(const Layout& layout, Controller controller, const std::string& name,
@@ -99,6 +104,8 @@ class V1Backend final : public CgroupBackend {
   Status KillRound(const std::string& name, const std::string& freezer_dir, bool can_freeze);
 
   std::string root_;
+  mutable std::mutex layout_mu_;
+  mutable std::optional<Layout> layout_;
 };
 
 }  // namespace corral::cgroups

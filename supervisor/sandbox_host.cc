@@ -337,9 +337,17 @@ Status SandboxHost::CreateCommandCgroup(const std::string& id, uint64_t seq) {
 
 StatusOr<cgroups::CgroupStats> SandboxHost::FinishCommandCgroup(const std::string& id, uint64_t seq) {
   const std::string cgroup = CommandCgroup(id, seq);
-  // A command is its whole process tree: what its main process left running goes with it.
-  RETURN_IF_ERROR(backend_.Kill(cgroup));
   ASSIGN_OR_RETURN(cgroups::CgroupStats stats, backend_.Stats(cgroup));
+  if (stats.pids_current == 0) {
+    // The usual case, and on the path of every exec's answer: nothing is left in it.
+    RETURN_IF_ERROR(backend_.RemoveIfEmpty(cgroup));
+  } else {
+    // A command is its whole process tree: what its main process left running goes with it
+    // (and its figures are read again once it is gone).
+    RETURN_IF_ERROR(backend_.Kill(cgroup));
+    ASSIGN_OR_RETURN(stats, backend_.Stats(cgroup));
+  }
+  // Whatever is still there (a task that appeared after the check, a leftover) goes for good.
   RETURN_IF_ERROR(backend_.Destroy(cgroup));
   return stats;
 }
