@@ -6,7 +6,6 @@
 #include <archive_entry.h>
 #include <fcntl.h>
 #include <grp.h>
-#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/fsuid.h>
@@ -29,6 +28,7 @@
 #include "supervisor/ids.h"
 #include "supervisor/init_client.h"
 #include "supervisor/sandbox_host.h"
+#include "tests/root/init_test_util.h"
 #include "tests/root/root_test_util.h"
 
 namespace corral::supervisor {
@@ -42,33 +42,6 @@ using initproto::MsgType;
 
 constexpr uint64_t kMaxBytes = 1 << 20;
 constexpr const char* kHostname = "sbfiles";
-
-bool WaitReadable(int fd, int timeout_ms = 10000) {
-  struct pollfd pfd = {fd, POLLIN, 0};
-  return poll(&pfd, 1, timeout_ms) == 1;
-}
-
-std::optional<InitMessage> Expect(int fd, MsgType type) {
-  for (;;) {
-    if (!WaitReadable(fd)) return std::nullopt;
-    auto message = ReceiveMessage(fd, true);
-    if (!message.ok() || !message->has_value()) return std::nullopt;
-    if ((*message)->type == type) return std::move(**message);
-  }
-}
-
-std::string Drain(int fd) {
-  std::string out;
-  char buf[4096];
-  for (;;) {
-    if (!WaitReadable(fd)) break;
-    ssize_t n = read(fd, buf, sizeof(buf));
-    if (n < 0 && errno == EAGAIN) continue;
-    if (n <= 0) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
-  return out;
-}
 
 // ---- Tar archives built and read in the test ----
 

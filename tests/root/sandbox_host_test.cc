@@ -2,7 +2,6 @@
 // corrald, tested on the real kernel without the daemon.
 #include "supervisor/sandbox_host.h"
 
-#include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -14,6 +13,7 @@
 #include "common/file_util.h"
 #include "supervisor/ids.h"
 #include "supervisor/init_client.h"
+#include "tests/root/init_test_util.h"
 #include "tests/root/root_test_util.h"
 
 namespace corral::supervisor {
@@ -21,34 +21,6 @@ namespace {
 
 using ::testing::HasSubstr;
 using initproto::MsgType;
-
-bool WaitReadable(int fd, int timeout_ms = 10000) {
-  struct pollfd pfd = {fd, POLLIN, 0};
-  return poll(&pfd, 1, timeout_ms) == 1;
-}
-
-// Reads messages (blocking, with a timeout) until one of `type` arrives.
-std::optional<InitMessage> Expect(int fd, MsgType type) {
-  for (;;) {
-    if (!WaitReadable(fd)) return std::nullopt;
-    auto message = ReceiveMessage(fd, true);
-    if (!message.ok() || !message->has_value()) return std::nullopt;
-    if ((*message)->type == type) return std::move(**message);
-  }
-}
-
-std::string Drain(int fd) {
-  std::string out;
-  char buf[4096];
-  for (;;) {
-    if (!WaitReadable(fd)) break;
-    ssize_t n = read(fd, buf, sizeof(buf));
-    if (n < 0 && errno == EAGAIN) continue;
-    if (n <= 0) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
-  return out;
-}
 
 struct Finished {
   int wait_status = -1;
