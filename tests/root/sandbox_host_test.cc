@@ -185,6 +185,75 @@ TEST_F(SandboxHostTest, AMissingProgramIsAnExecFailureWithItsErrno) {
   EXPECT_EQ(Run(request).failed_step, 0);
 }
 
+// corral-init starts commands with CLONE_VM and its own PATH search (execvp's is not safe in a
+// child that shares its parent's memory): it must find what execvp finds and fail as it fails.
+TEST_F(SandboxHostTest, ThePathSearchFindsWhatExecvpFinds) {
+  StartSandbox();
+  // Setup: a directory with a script without #!, one not executable, and one that is.
+  ASSERT_EQ(Run(Sh("mkdir -p bin && printf 'echo no-shebang \"$@\"\\n' > bin/plain && chmod 755 bin/plain && "
+                   "printf '#!/bin/sh\\necho denied\\n' > bin/noexec && chmod 644 bin/noexec && "
+                   "cp bin/noexec bin/runs && chmod 755 bin/runs && printf '#!/bin/sh\\necho second\\n' > "
+                   "bin/second && chmod 755 bin/second"))
+                .wait_status,
+            0);
+  ExecRequest request = Sh("");
+  request.env = {"PATH=/nonexistent:/home/agent/bin:/usr/bin", "HOME=/home/agent"};
+  // Found in a later PATH entry, the earlier one missing.
+  request.argv = {"runs"};
+  Finished found = Run(request);
+  EXPECT_EQ(found.failed_step, 0);
+  EXPECT_EQ(found.out, "denied\n");
+  EXPECT_EQ(found.wait_status, 0);
+  // A file the kernel cannot execute (no #!) is run by /bin/sh, with its arguments.
+  request.argv = {"plain", "a", "b c"};
+  Finished plain = Run(request);
+  EXPECT_EQ(plain.failed_step, 0);
+  EXPECT_EQ(plain.out, "no-shebang a b c\n");
+  // Not executable, and nothing further on the PATH: EACCES (126), not ENOENT.
+  request.argv = {"noexec"};
+  Finished denied = Run(request);
+  EXPECT_EQ(denied.failed_step, static_cast<int>(initproto::ChildStep::kExec));
+  EXPECT_EQ(denied.failed_errno, EACCES);
+  ASSERT_TRUE(WIFEXITED(denied.wait_status));
+  EXPECT_EQ(WEXITSTATUS(denied.wait_status), 126);
+  // Not anywhere: ENOENT (127).
+  request.argv = {"no-such-command-anywhere"};
+  Finished missing = Run(request);
+  EXPECT_EQ(missing.failed_errno, ENOENT);
+  ASSERT_TRUE(WIFEXITED(missing.wait_status));
+  EXPECT_EQ(WEXITSTATUS(missing.wait_status), 127);
+  // A denied file earlier on the PATH does not hide an executable one further on.
+  request.env = {"PATH=/home/agent/bin:/usr/bin", "HOME=/home/agent"};
+  ASSERT_EQ(Run(Sh("cp bin/noexec bin/second_denied && mkdir -p bin2 && cp bin/second bin2/second_denied"))
+                .wait_status,
+            0);
+  request.env = {"PATH=/home/agent/bin:/home/agent/bin2", "HOME=/home/agent"};
+  request.argv = {"second_denied"};
+  Finished later = Run(request);
+  EXPECT_EQ(later.failed_step, 0);
+  EXPECT_EQ(later.out, "second\n");
+  // Without PATH in the environment, execvp's default (/bin:/usr/bin) is searched.
+  request.env = {"HOME=/home/agent"};
+  request.argv = {"true"};
+  EXPECT_EQ(Run(request).wait_status, 0);
+}
+
+// PID 1 ignores the usual termination signals and blocks SIGCHLD; a command gets the defaults.
+TEST_F(SandboxHostTest, ACommandStartsWithDefaultSignalsAndAnEmptyMask) {
+  StartSandbox();
+  ExecRequest request = Sh("");
+  request.argv = {"grep", "-E", "^Sig(Ign|Blk)", "/proc/self/status"};
+  Finished result = Run(request);
+  EXPECT_THAT(result.out, HasSubstr("SigIgn:\t0000000000000000"));
+  EXPECT_THAT(result.out, HasSubstr("SigBlk:\t0000000000000000"));
+  // Positive control: init itself (serving us, so past its set-up) ignores some and blocks
+  // SIGCHLD (bit 17 = 0x10000).
+  auto init_status = ReadFileToString("/proc/" + std::to_string(running_->pid) + "/status");
+  ASSERT_TRUE(init_status.ok());
+  EXPECT_THAT(*init_status, ::testing::Not(HasSubstr("SigIgn:\t0000000000000000")));
+  EXPECT_THAT(*init_status, HasSubstr("SigBlk:\t0000000000010000"));
+}
+
 TEST_F(SandboxHostTest, APtyCommandHasAControllingTerminalOwnedByItsUser) {
   StartSandbox();
   ExecRequest request = Sh("tty; stat -c %u $(tty); stty size");

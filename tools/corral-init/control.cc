@@ -12,7 +12,9 @@
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -22,9 +24,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <memory>
 #include <vector>
 
 #include "supervisor/init_protocol.h"
+#include "tools/corral-init/raw_syscall.h"
 
 extern char** environ;
 
@@ -45,6 +49,7 @@ struct Command {
   bool running = true;
   int wait_status = 0;
   std::vector<int> kept;  // the daemon's ends by position (-1: closed), held across a restart
+  std::unique_ptr<struct Spawn> spawn;  // what the child reads until it is reaped
 };
 
 struct Message {
@@ -122,33 +127,50 @@ bool Send(int fd, MsgType type, const void* body, uint32_t size, const int* fds 
   return n == static_cast<ssize_t>(sizeof(header) + size);
 }
 
-// ---- The command's side, from fork to execve ----
+// ---- The command's side, from clone to execve ----
+//
+// The child is cloned with CLONE_VM: it runs in PID 1's memory until execve, so starting a
+// command copies no page tables and breaks no copy-on-write pages (on a virtualised host, a
+// fork of PID 1 and the faults after it were most of a command's start-up). PID 1 goes on
+// serving meanwhile. The child therefore reads only its Spawn (kept until the child is reaped),
+// writes only its own stack, and makes raw system calls: no errno (PID 1's, shared), no malloc,
+// no locks.
 
-[[noreturn]] void ChildFail(int sync, ChildStep step, int error) {
-  initproto::ChildFailedBody body = {static_cast<int32_t>(step), error};
-  Send(sync, MsgType::kChildFailed, &body, sizeof(body));
-  _exit(step == ChildStep::kExec ? (error == ENOENT ? 127 : 126) : 125);
-}
-
-struct ExecRequest {
+// Everything one child reads, at a fixed address until the child is reaped.
+struct Spawn {
   initproto::ExecBody body{};
+  std::vector<char> strings;  // the message's cwd, argv and env, NUL-terminated
   const char* cwd = nullptr;
-  std::vector<char*> argv;
-  std::vector<char*> env;
+  const char* path = nullptr;  // the command's PATH, for the search
+  std::vector<char*> argv;     // argc + NULL
+  std::vector<char*> sh_argv;  // "/bin/sh", (file), argv[1..], NULL: for a file without #!
+  std::vector<char*> env;      // envc + NULL
+  int child_fds[4] = {-1, -1, -1, -1};
+  int close_fds[3] = {-1, -1, -1};  // PID 1's own: the listener, the daemon's connection, signalfd
+  void* stack = nullptr;
+  size_t stack_bytes = 0;
+
+  ~Spawn() {
+    if (stack != nullptr) munmap(stack, stack_bytes);
+  }
 };
 
-bool ParseExec(Message& message, ExecRequest& request) {
+constexpr size_t kChildStackBytes = 64 * 1024;
+
+// Parses an exec request into `spawn` (the body is moved there). fds are not taken.
+bool ParseExec(Message& message, Spawn& spawn) {
   if (message.body.size() < sizeof(initproto::ExecBody)) return false;
-  memcpy(&request.body, message.body.data(), sizeof(initproto::ExecBody));
-  const auto& b = request.body;
+  memcpy(&spawn.body, message.body.data(), sizeof(initproto::ExecBody));
+  const auto& b = spawn.body;
   if (b.argc == 0 || b.n_child_fds == 0 || b.n_child_fds + b.n_keep_fds != message.fds.size()) {
     return false;
   }
   const bool pty = (b.flags & initproto::kExecPty) != 0;
   if (b.n_child_fds != (pty ? 1u : 4u) || b.n_keep_fds > (pty ? 1u : 3u)) return false;
   // The strings: cwd, argv, env, each NUL-terminated, nothing after them.
-  char* p = message.body.data() + sizeof(initproto::ExecBody);
-  char* end = message.body.data() + message.body.size();
+  spawn.strings.assign(message.body.begin() + sizeof(initproto::ExecBody), message.body.end());
+  char* p = spawn.strings.data();
+  char* end = p + spawn.strings.size();
   std::vector<char*> strings;
   while (p < end) {
     char* nul = static_cast<char*>(memchr(p, '\0', static_cast<size_t>(end - p)));
@@ -157,71 +179,188 @@ bool ParseExec(Message& message, ExecRequest& request) {
     p = nul + 1;
   }
   if (strings.size() != 1 + static_cast<size_t>(b.argc) + b.envc) return false;
-  request.cwd = strings[0];
-  request.argv.assign(strings.begin() + 1, strings.begin() + 1 + b.argc);
-  request.argv.push_back(nullptr);
-  request.env.assign(strings.begin() + 1 + b.argc, strings.end());
-  request.env.push_back(nullptr);
+  spawn.cwd = strings[0];
+  spawn.argv.assign(strings.begin() + 1, strings.begin() + 1 + b.argc);
+  spawn.argv.push_back(nullptr);
+  spawn.env.assign(strings.begin() + 1 + b.argc, strings.end());
+  spawn.env.push_back(nullptr);
+  static char sh[] = "/bin/sh";
+  spawn.sh_argv.push_back(sh);
+  spawn.sh_argv.push_back(nullptr);  // the file, set by the child
+  spawn.sh_argv.insert(spawn.sh_argv.end(), spawn.argv.begin() + 1, spawn.argv.end());
+  // execvp's default when the environment has no PATH.
+  spawn.path = "/bin:/usr/bin";
+  for (char* var : spawn.env) {
+    if (var != nullptr && strncmp(var, "PATH=", 5) == 0) spawn.path = var + 5;
+  }
   return true;
 }
 
-[[noreturn]] void CommandChild(ExecRequest& request, const std::vector<int>& child_fds) {
-  const int sync = child_fds[0];
-  sigset_t empty;
-  sigemptyset(&empty);
-  struct sigaction dfl = {};
-  dfl.sa_handler = SIG_DFL;
-  for (int sig : kIgnored) sigaction(sig, &dfl, nullptr);
-  sigaction(SIGCHLD, &dfl, nullptr);
-  sigprocmask(SIG_SETMASK, &empty, nullptr);
+bool RawSend(int fd, MsgType type, const void* body, uint32_t size, int pass_fd = -1) {
+  Header header = {type, size};
+  struct iovec iov[2] = {{&header, sizeof(header)}, {const_cast<void*>(body), size}};
+  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  struct msghdr msg = {};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = size > 0 ? 2 : 1;
+  if (pass_fd >= 0) {
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+    struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+  }
+  return RawSyscallRetry(SYS_sendmsg, fd, &msg, MSG_NOSIGNAL) == static_cast<long>(sizeof(header) + size);
+}
+
+[[noreturn]] void RawExit(int code) {
+  for (;;) RawSyscall(SYS_exit_group, code);
+}
+
+[[noreturn]] void ChildFail(int sync, ChildStep step, long error) {
+  initproto::ChildFailedBody body = {static_cast<int32_t>(step), static_cast<int32_t>(error)};
+  RawSend(sync, MsgType::kChildFailed, &body, sizeof(body));
+  RawExit(step == ChildStep::kExec ? (error == ENOENT ? 127 : 126) : 125);
+}
+
+// execvp's search, on the stack: each PATH entry in turn; EACCES is kept if nothing is found; a
+// file the kernel cannot execute (no #!) is run by /bin/sh, as POSIX shells and execvp do.
+long ExecSearch(const Spawn& spawn) {
+  const char* file = spawn.argv[0];
+  char** env = const_cast<char**>(spawn.env.data());
+  auto exec = [&](const char* path) {
+    long rc = RawSyscall(SYS_execve, path, spawn.argv.data(), env);
+    if (rc == -ENOEXEC) {
+      char** sh = const_cast<char**>(spawn.sh_argv.data());
+      sh[1] = const_cast<char*>(path);  // our own copy of the memory is about to go
+      rc = RawSyscall(SYS_execve, "/bin/sh", sh, env);
+    }
+    return rc;
+  };
+  if (file[0] == '\0') return -ENOENT;
+  if (strchr(file, '/') != nullptr) return exec(file);
+  const size_t file_len = strlen(file);
+  char candidate[4096];
+  bool denied = false;
+  for (const char* dir = spawn.path;;) {
+    const char* colon = strchr(dir, ':');
+    const size_t dir_len = colon != nullptr ? static_cast<size_t>(colon - dir) : strlen(dir);
+    if (dir_len + 1 + file_len < sizeof(candidate)) {
+      size_t n = 0;
+      if (dir_len == 0) {
+        candidate[n++] = '.';  // an empty entry is the working directory
+      } else {
+        memcpy(candidate, dir, dir_len);
+        n = dir_len;
+      }
+      candidate[n++] = '/';
+      memcpy(candidate + n, file, file_len + 1);
+      long rc = exec(candidate);
+      switch (-rc) {
+        case EACCES:
+          denied = true;
+          break;
+        case ENOENT:
+        case ENOTDIR:
+        case ESTALE:
+        case ENODEV:
+        case ETIMEDOUT:
+        case ELOOP:
+        case ENAMETOOLONG:
+          break;
+        default:
+          return rc;
+      }
+    }
+    if (colon == nullptr) break;
+    dir = colon + 1;
+  }
+  return denied ? -EACCES : -ENOENT;
+}
+
+int CommandChild(void* arg) {
+  const Spawn& spawn = *static_cast<const Spawn*>(arg);
+  const int sync = spawn.child_fds[0];
+  for (int fd : spawn.close_fds) {
+    if (fd >= 0) RawSyscall(SYS_close, fd);
+  }
+  // Default dispositions (PID 1 ignores the usual termination signals) and an empty mask (PID 1
+  // blocks SIGCHLD for its signalfd). The kernel's struct sigaction: handler, flags, restorer,
+  // mask.
+  struct {
+    void* handler;
+    unsigned long flags;
+    void* restorer;
+    uint64_t mask;
+  } dfl = {nullptr /* SIG_DFL */, 0, nullptr, 0};
+  for (int sig : kIgnored) RawSyscall(SYS_rt_sigaction, sig, &dfl, nullptr, sizeof(uint64_t));
+  RawSyscall(SYS_rt_sigaction, SIGCHLD, &dfl, nullptr, sizeof(uint64_t));
+  const uint64_t empty = 0;
+  RawSyscall(SYS_rt_sigprocmask, SIG_SETMASK, &empty, nullptr, sizeof(uint64_t));
 
   // Barrier 1 and 2: the daemon learns our pid from this message's credentials and puts us in
   // the command's cgroup before we run anything of the command's.
-  if (!Send(sync, MsgType::kChildHello, nullptr, 0)) _exit(125);
-  Message go;
-  if (Receive(sync, go) != 1 || go.header.type != MsgType::kChildGo) _exit(125);
+  if (!RawSend(sync, MsgType::kChildHello, nullptr, 0)) RawExit(125);
+  Header go = {};
+  struct iovec iov = {&go, sizeof(go)};
+  struct msghdr msg = {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  if (RawSyscallRetry(SYS_recvmsg, sync, &msg, MSG_CMSG_CLOEXEC) != sizeof(go) || go.type != MsgType::kChildGo) {
+    RawExit(125);
+  }
 
-  if (setsid() < 0) ChildFail(sync, ChildStep::kSetsid, errno);
-  const uid_t uid = request.body.uid;
-  const gid_t gid = request.body.gid;
-  if (setgroups(0, nullptr) != 0 || setresgid(gid, gid, gid) != 0 || setresuid(uid, uid, uid) != 0) {
-    ChildFail(sync, ChildStep::kCredentials, errno);
+  long rc;
+  if ((rc = RawSyscall(SYS_setsid)) < 0) ChildFail(sync, ChildStep::kSetsid, -rc);
+  const long uid = spawn.body.uid;
+  const long gid = spawn.body.gid;
+  if ((rc = RawSyscall(SYS_setgroups, 0, nullptr)) < 0 || (rc = RawSyscall(SYS_setresgid, gid, gid, gid)) < 0 ||
+      (rc = RawSyscall(SYS_setresuid, uid, uid, uid)) < 0) {
+    ChildFail(sync, ChildStep::kCredentials, -rc);
   }
   // A uid change has already cleared every capability; for root inside, clear them here.
   struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
   struct __user_cap_data_struct data[2] = {};
-  if (syscall(SYS_capset, &header, data) != 0 ||
-      prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0) {
-    ChildFail(sync, ChildStep::kCredentials, errno);
+  if ((rc = RawSyscall(SYS_capset, &header, data)) < 0 ||
+      (rc = RawSyscall(SYS_prctl, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)) < 0) {
+    ChildFail(sync, ChildStep::kCredentials, -rc);
   }
 
-  if ((request.body.flags & initproto::kExecPty) != 0) {
+  if ((spawn.body.flags & initproto::kExecPty) != 0) {
     // Opened as the command's user, so the terminal belongs to it.
-    int master = open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC);
-    if (master < 0) ChildFail(sync, ChildStep::kPty, errno);
+    const long master = RawSyscall(SYS_openat, AT_FDCWD, "/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (master < 0) ChildFail(sync, ChildStep::kPty, -master);
     int unlock = 0;
-    if (ioctl(master, TIOCSPTLCK, &unlock) != 0) ChildFail(sync, ChildStep::kPty, errno);
-    struct winsize size = {request.body.rows, request.body.cols, 0, 0};
-    if (size.ws_row > 0 && size.ws_col > 0) ioctl(master, TIOCSWINSZ, &size);
-    int slave = ioctl(master, TIOCGPTPEER, O_RDWR | O_NOCTTY);
-    if (slave < 0) ChildFail(sync, ChildStep::kPty, errno);
-    if (!Send(sync, MsgType::kChildPty, nullptr, 0, &master, 1)) _exit(125);
-    close(master);
-    if (ioctl(slave, TIOCSCTTY, 0) != 0) ChildFail(sync, ChildStep::kPty, errno);
+    if ((rc = RawSyscall(SYS_ioctl, master, TIOCSPTLCK, &unlock)) < 0) ChildFail(sync, ChildStep::kPty, -rc);
+    struct winsize size = {spawn.body.rows, spawn.body.cols, 0, 0};
+    if (size.ws_row > 0 && size.ws_col > 0) RawSyscall(SYS_ioctl, master, TIOCSWINSZ, &size);
+    const long slave = RawSyscall(SYS_ioctl, master, TIOCGPTPEER, O_RDWR | O_NOCTTY);
+    if (slave < 0) ChildFail(sync, ChildStep::kPty, -slave);
+    if (!RawSend(sync, MsgType::kChildPty, nullptr, 0, static_cast<int>(master))) RawExit(125);
+    RawSyscall(SYS_close, master);
+    if ((rc = RawSyscall(SYS_ioctl, slave, TIOCSCTTY, 0)) < 0) ChildFail(sync, ChildStep::kPty, -rc);
     for (int target = 0; target < 3; ++target) {
-      if (dup2(slave, target) != target) ChildFail(sync, ChildStep::kStdio, errno);
+      if ((rc = RawSyscall(SYS_dup3, slave, target, 0)) < 0 && !(rc == -EINVAL && slave == target)) {
+        ChildFail(sync, ChildStep::kStdio, -rc);
+      }
     }
-    if (slave > 2) close(slave);
+    if (slave > 2) RawSyscall(SYS_close, slave);
   } else {
     for (int target = 0; target < 3; ++target) {
-      if (dup2(child_fds[1 + target], target) != target) ChildFail(sync, ChildStep::kStdio, errno);
+      const int from = spawn.child_fds[1 + target];
+      // dup3 refuses from == to (dup2 would keep it, and keep its close-on-exec).
+      if (from == target) {
+        rc = RawSyscall(SYS_fcntl, from, F_SETFD, 0);
+      } else {
+        rc = RawSyscall(SYS_dup3, from, target, 0);
+      }
+      if (rc < 0) ChildFail(sync, ChildStep::kStdio, -rc);
     }
   }
-  if (chdir(request.cwd) != 0) ChildFail(sync, ChildStep::kChdir, errno);
-  // execvp searches the PATH of `environ`: make it the command's.
-  environ = request.env.data();
-  execvp(request.argv[0], request.argv.data());
-  ChildFail(sync, ChildStep::kExec, errno);
+  if ((rc = RawSyscall(SYS_chdir, spawn.cwd)) < 0) ChildFail(sync, ChildStep::kChdir, -rc);
+  ChildFail(sync, ChildStep::kExec, -ExecSearch(spawn));
 }
 
 // ---- PID 1 ----
@@ -363,32 +502,43 @@ void Controller::OnMessage(Message& message) {
 }
 
 void Controller::OnExec(Message& message) {
-  ExecRequest request;
-  if (!ParseExec(message, request)) {
+  auto spawn = std::make_unique<Spawn>();
+  if (!ParseExec(message, *spawn)) {
     CloseAll(message.fds);
     return;
   }
-  const uint32_t n_child = request.body.n_child_fds;
-  std::vector<int> child_fds(message.fds.begin(), message.fds.begin() + n_child);
+  const uint32_t n_child = spawn->body.n_child_fds;
+  for (uint32_t i = 0; i < n_child; ++i) spawn->child_fds[i] = message.fds[i];
   std::vector<int> kept(message.fds.begin() + n_child, message.fds.end());
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(kListenFd);
-    if (conn_ >= 0) close(conn_);
-    close(signal_fd_);
-    CommandChild(request, child_fds);
+  spawn->close_fds[0] = kListenFd;
+  spawn->close_fds[1] = conn_;
+  spawn->close_fds[2] = signal_fd_;
+  int error = 0;
+  pid_t pid = -1;
+  spawn->stack_bytes = kChildStackBytes;
+  spawn->stack = mmap(nullptr, spawn->stack_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (spawn->stack == MAP_FAILED) {
+    spawn->stack = nullptr;
+    error = errno;
+  } else {
+    // The lowest page stays unmapped: an overflow faults instead of writing PID 1's memory.
+    mprotect(spawn->stack, 4096, PROT_NONE);
+    pid = clone(CommandChild, static_cast<char*>(spawn->stack) + spawn->stack_bytes, CLONE_VM | SIGCHLD,
+                spawn.get());
+    if (pid < 0) error = errno;
   }
-  CloseAll(child_fds);
+  for (uint32_t i = 0; i < n_child; ++i) close(spawn->child_fds[i]);
   if (pid < 0) {
-    initproto::ExecFailedBody body = {request.body.seq, errno, 0};
+    initproto::ExecFailedBody body = {spawn->body.seq, error, 0};
     CloseAll(kept);
     if (conn_ >= 0 && !Send(conn_, MsgType::kExecFailed, &body, sizeof(body))) Drop();
     return;
   }
   Command command;
-  command.seq = request.body.seq;
+  command.seq = spawn->body.seq;
   command.pid = pid;
   command.kept = std::move(kept);
+  command.spawn = std::move(spawn);
   commands_.push_back(std::move(command));
 }
 
@@ -430,6 +580,7 @@ void Controller::ReapChildren() {
       if (command.pid == pid && command.running) {
         command.running = false;
         command.wait_status = status;
+        command.spawn.reset();
         ReportExit(command);
         break;
       }
