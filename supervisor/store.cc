@@ -10,6 +10,9 @@
 #include <concepts>
 #include <ctime>
 #include <initializer_list>
+#include <map>
+#include <mutex>
+#include <string>
 #include <iterator>
 #include <string_view>
 #include <tuple>
@@ -159,13 +162,86 @@ Status NotFound(std::string_view what) {
 // ---------------------------------------------------------------------------------------------
 // Statements: prepare, bind, step, read
 
+// Prepared statements are kept, per connection and SQL text, and reused: preparing costs more
+// than running most of ours (an exec runs five). A statement in use that is asked for again (a
+// query inside another of the same text) gets a fresh one, finalized after use. The cache is
+// process-wide, under its own lock; a connection's statements are finalized before it closes.
+class StatementCache {
+ public:
+  static StatementCache& Get() {
+    static StatementCache* cache = new StatementCache();  // never destroyed: used until exit
+    return *cache;
+  }
+
+  // An idle cached statement for (db, sql), marked in use; nullptr when there is none.
+  sqlite3_stmt* Take(sqlite3* db, std::string_view sql) {
+    std::lock_guard lock(mu_);
+    auto it = entries_.find(Key{db, std::string(sql)});
+    if (it == entries_.end() || it->second.in_use) return nullptr;
+    it->second.in_use = true;
+    return it->second.stmt;
+  }
+
+  // Caches a new statement (in use); false when (db, sql) already has one.
+  bool Add(sqlite3* db, std::string_view sql, sqlite3_stmt* stmt) {
+    std::lock_guard lock(mu_);
+    return entries_.emplace(Key{db, std::string(sql)}, Entry{stmt, true}).second;
+  }
+
+  // Back to idle, its bindings cleared (they may hold copies of secrets).
+  void Release(sqlite3* db, sqlite3_stmt* stmt) {
+    sqlite3_reset(stmt);
+    sqlite3_clear_bindings(stmt);
+    std::lock_guard lock(mu_);
+    auto it = entries_.find(Key{db, sqlite3_sql(stmt)});
+    if (it != entries_.end() && it->second.stmt == stmt) it->second.in_use = false;
+  }
+
+  void Drop(sqlite3* db) {
+    std::lock_guard lock(mu_);
+    for (auto it = entries_.begin(); it != entries_.end();) {
+      if (it->first.db == db) {
+        sqlite3_finalize(it->second.stmt);
+        it = entries_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+ private:
+  struct Key {
+    sqlite3* db;
+    std::string sql;
+    bool operator<(const Key& o) const { return db != o.db ? std::less<sqlite3*>()(db, o.db) : sql < o.sql; }
+  };
+  struct Entry {
+    sqlite3_stmt* stmt;
+    bool in_use;
+  };
+  std::mutex mu_;
+  std::map<Key, Entry> entries_;
+};
+
 struct StmtDeleter {
-  void operator()(sqlite3_stmt* stmt) const { sqlite3_finalize(stmt); }
+  bool cached = false;
+  void operator()(sqlite3_stmt* stmt) const {
+    if (cached) {
+      StatementCache::Get().Release(sqlite3_db_handle(stmt), stmt);
+    } else {
+      sqlite3_finalize(stmt);
+    }
+  }
 };
 using Stmt = std::unique_ptr<sqlite3_stmt, StmtDeleter>;
 
+void CloseDb(sqlite3* db) {
+  StatementCache::Get().Drop(db);
+  sqlite3_close(db);
+}
+
 struct DbDeleter {
-  void operator()(sqlite3* db) const { sqlite3_close(db); }
+  void operator()(sqlite3* db) const { CloseDb(db); }
 };
 using Db = std::unique_ptr<sqlite3, DbDeleter>;
 
@@ -174,12 +250,21 @@ using Value = std::variant<int64_t, std::string_view>;
 
 StatusOr<Stmt> Prepare(sqlite3* db, std::string_view sql, const std::vector<Value>& values,
                        std::string_view what) {
-  sqlite3_stmt* raw = nullptr;
-  int rc = sqlite3_prepare_v2(db, sql.data(), static_cast<int>(sql.size()), &raw, nullptr);
-  Stmt stmt(raw);
-  if (rc != SQLITE_OK) return SqliteError(db, rc, what);
+  StatementCache& cache = StatementCache::Get();
+  Stmt stmt(cache.Take(db, sql), StmtDeleter{true});
+  if (!stmt) {
+    sqlite3_stmt* raw = nullptr;
+    int rc = sqlite3_prepare_v3(db, sql.data(), static_cast<int>(sql.size()), SQLITE_PREPARE_PERSISTENT, &raw,
+                                nullptr);
+    if (rc != SQLITE_OK) {
+      sqlite3_finalize(raw);
+      return SqliteError(db, rc, what);
+    }
+    stmt = Stmt(raw, StmtDeleter{cache.Add(db, sql, raw)});
+  }
   int index = 1;
   for (const Value& value : values) {
+    int rc;
     if (const int64_t* number = std::get_if<int64_t>(&value)) {
       rc = sqlite3_bind_int64(stmt.get(), index, *number);
     } else {
@@ -458,9 +543,10 @@ StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path, Synchronou
 }
 
 Store::~Store() {
-  // Every statement is finalized by its Stmt, so this close cannot be refused with SQLITE_BUSY.
-  // Closing the last connection checkpoints the WAL and removes the -wal and -shm files.
-  sqlite3_close(db_);
+  // Every statement is finalized, by its Stmt or with the cache, so this close cannot be
+  // refused with SQLITE_BUSY. Closing the last connection checkpoints the WAL and removes the
+  // -wal and -shm files.
+  CloseDb(db_);
 }
 
 int Store::schema_version() const {

@@ -209,6 +209,34 @@ TEST_F(StoreTest, ReopenKeepsData) {
   EXPECT_FALSE(missing->has_value());
 }
 
+// Statements are prepared once per connection and reused. Two stores side by side each see
+// their own file; a store closed and opened again (its new connection may get the freed one's
+// address) prepares afresh instead of reusing statements of the closed connection.
+TEST_F(StoreTest, StatementsAreReusedPerConnectionAndDroppedWithIt) {
+  const std::string other_path = dir_.path() + "/other.db";
+  for (int round = 0; round < 20; ++round) {
+    auto other = Store::Open(other_path);
+    ASSERT_TRUE(other.ok()) << other.status().ToString();
+    const std::string name = "issuer" + std::to_string(round);
+    ASSERT_TRUE((*other)->AddIssuer({name, "secret-" + name, round}).ok());
+    ASSERT_TRUE(store_->AddIssuer({"main" + std::to_string(round), "s", round}).ok());
+    // The same statement text on both connections, alternately: each answers from its own file.
+    auto listed = (*other)->ListIssuers();
+    ASSERT_TRUE(listed.ok()) << listed.status().ToString();
+    EXPECT_EQ(listed->size(), static_cast<size_t>(round + 1));
+    auto mine = store_->ListIssuers();
+    ASSERT_TRUE(mine.ok());
+    EXPECT_EQ(mine->size(), static_cast<size_t>(round + 1));
+    auto got = (*other)->GetIssuer(name);
+    ASSERT_TRUE(got.ok() && got->has_value());
+    EXPECT_EQ((*got)->secret, "secret-" + name);
+    // Control: the main store does not have the other's issuer.
+    auto absent = store_->GetIssuer(name);
+    ASSERT_TRUE(absent.ok());
+    EXPECT_FALSE(absent->has_value());
+  }
+}
+
 TEST_F(StoreTest, SchemaVersionIsLatest) {
   EXPECT_GE(Store::latest_schema_version(), 1);
   EXPECT_EQ(store_->schema_version(), Store::latest_schema_version());
