@@ -126,14 +126,19 @@ void Command::OnSyncMessage(InitMessage message) {
     case MsgType::kChildHello: {
       host_pid_ = message.sender_pid;
       // Into its own cgroup before it runs anything of the command's.
-      Status attached = host_pid_ > 0
-                            ? ctx_.host->backend().Attach(ctx_.host->CommandCgroup(row_.sandbox_id, seq()), host_pid_)
-                            : Status::Error("no credentials on the child's hello", EPROTO);
+      Status attached = cgroup_;
+      if (attached.ok()) {
+        attached = host_pid_ > 0 ? ctx_.host->backend().Attach(ctx_.host->CommandCgroup(row_.sandbox_id, seq()),
+                                                               host_pid_)
+                                 : Status::Error("no credentials on the child's hello", EPROTO);
+      }
       if (!attached.ok()) {
-        LogError("command", "cannot attach to cgroup", {{"command", row_.id}, {"error", attached.ToString()}});
+        LogError("command", "cannot put the command in its cgroup",
+                 {{"command", row_.id}, {"error", attached.ToString()}});
         // Without its cgroup the command must not run: closing sync makes the child exit 125.
         sync_watch_.reset();
         failed_step_ = static_cast<int>(initproto::ChildStep::kCredentials);
+        failed_what_ = "cgroup";
         failed_errno_ = attached.error_number() != 0 ? attached.error_number() : EIO;
         return;
       }
@@ -316,8 +321,23 @@ void Command::OnExited(int wait_status) {
 
 void Command::CollectStats() {
   if (stats_pending_ || stats_ || aborted_) return;
-  stats_pending_ = true;
   auto self = shared_from_this();
+  // The usual case: the tree is gone with its main process. The figures are a few small reads,
+  // done here so the outcome goes out at once; the empty cgroup is removed after it.
+  auto quick = ctx_.host->CommandCgroupStats(row_.sandbox_id, seq());
+  if (quick.ok() && quick->pids_current == 0) {
+    stats_ = *quick;
+    MaybeFinish();
+    asio::post(*ctx_.pool, [self] {
+      Status removed = self->ctx_.host->RemoveCommandCgroup(self->row_.sandbox_id, self->seq());
+      if (!removed.ok()) {
+        LogWarn("command", "cannot remove the command's cgroup",
+                {{"command", self->row_.id}, {"error", removed.ToString()}});
+      }
+    });
+    return;
+  }
+  stats_pending_ = true;
   // Killing the rest of the tree may wait for it to die: off the event loop.
   asio::post(*ctx_.pool, [self] {
     auto stats = self->ctx_.host->FinishCommandCgroup(self->row_.sandbox_id, self->seq());
@@ -356,7 +376,7 @@ void Command::MaybeFinish() {
   OutcomeEvidence evidence;
   if (failed_step_ != 0) {
     evidence.setup_failed = true;
-    evidence.setup_step = initproto::ChildStepName(failed_step_);
+    evidence.setup_step = !failed_what_.empty() ? failed_what_ : initproto::ChildStepName(failed_step_);
     evidence.setup_errno = failed_errno_;
   }
   evidence.command_status = *wait_status_;

@@ -71,6 +71,8 @@ class Command : public std::enable_shared_from_this<Command> {
           std::vector<UniqueFd> kept, std::function<void(Command&)> on_finished);
   ~Command();
 
+  // How making the command's cgroup went (before Start): a command without one never runs.
+  void SetCgroup(Status made) { cgroup_ = std::move(made); }
   void Start();
 
   const CommandRow& row() const { return row_; }
@@ -140,6 +142,8 @@ class Command : public std::enable_shared_from_this<Command> {
 
   pid_t host_pid_ = 0;
   int failed_step_ = 0;
+  std::string failed_what_;  // overrides the step's name
+  Status cgroup_;
   int failed_errno_ = 0;
   std::optional<int> wait_status_;
   bool stats_pending_ = false;

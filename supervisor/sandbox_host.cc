@@ -330,25 +330,34 @@ Status SandboxHost::Thaw(const std::string& id) { return backend_.Thaw(SandboxCg
 
 Status SandboxHost::CreateCommandCgroup(const std::string& id, uint64_t seq) {
   const std::string cgroup = CommandCgroup(id, seq);
-  // A leftover from a command that a crashed daemon never finished.
+  Status made = backend_.Create(cgroup);
+  if (made.ok() || made.error_number() != EEXIST) return made;
+  // A leftover from a command that a crashed daemon never finished: it goes, with anything in it.
   RETURN_IF_ERROR(backend_.Destroy(cgroup));
   return backend_.Create(cgroup);
+}
+
+StatusOr<cgroups::CgroupStats> SandboxHost::CommandCgroupStats(const std::string& id, uint64_t seq) {
+  return backend_.Stats(CommandCgroup(id, seq));
+}
+
+Status SandboxHost::RemoveCommandCgroup(const std::string& id, uint64_t seq) {
+  const std::string cgroup = CommandCgroup(id, seq);
+  RETURN_IF_ERROR(backend_.RemoveIfEmpty(cgroup));
+  // Whatever is still there (a task that appeared after the check, a leftover) goes for good.
+  return backend_.Destroy(cgroup);
 }
 
 StatusOr<cgroups::CgroupStats> SandboxHost::FinishCommandCgroup(const std::string& id, uint64_t seq) {
   const std::string cgroup = CommandCgroup(id, seq);
   ASSIGN_OR_RETURN(cgroups::CgroupStats stats, backend_.Stats(cgroup));
-  if (stats.pids_current == 0) {
-    // The usual case, and on the path of every exec's answer: nothing is left in it.
-    RETURN_IF_ERROR(backend_.RemoveIfEmpty(cgroup));
-  } else {
+  if (stats.pids_current != 0) {
     // A command is its whole process tree: what its main process left running goes with it
     // (and its figures are read again once it is gone).
     RETURN_IF_ERROR(backend_.Kill(cgroup));
     ASSIGN_OR_RETURN(stats, backend_.Stats(cgroup));
   }
-  // Whatever is still there (a task that appeared after the check, a leftover) goes for good.
-  RETURN_IF_ERROR(backend_.Destroy(cgroup));
+  RETURN_IF_ERROR(RemoveCommandCgroup(id, seq));
   return stats;
 }
 

@@ -85,6 +85,10 @@ class SandboxHost {
   Status CreateCommandCgroup(const std::string& id, uint64_t seq);
   // Kills what is left of the command's tree, returns its figures, removes the cgroup.
   StatusOr<cgroups::CgroupStats> FinishCommandCgroup(const std::string& id, uint64_t seq);
+  // The two halves of the usual case, where nothing is left: its figures (quick reads), and the
+  // removal of the empty cgroup, which can wait until the outcome is out.
+  StatusOr<cgroups::CgroupStats> CommandCgroupStats(const std::string& id, uint64_t seq);
+  Status RemoveCommandCgroup(const std::string& id, uint64_t seq);
 
   std::string LayerPath(const std::string& id) const;      // .../sandboxes/<id>/disk.img
   std::string SnapshotPath(const std::string& snapshot_id) const;

@@ -28,6 +28,9 @@ using initproto::MsgType;
 
 constexpr size_t kRecentCommands = 256;
 constexpr auto kIdleSweep = std::chrono::seconds(5);
+// How stale the store's last_active_at of a running sandbox may be (the daemon holds the
+// newer value; a crash loses at most this much of it).
+constexpr auto kActivityWrite = std::chrono::seconds(10);
 
 int64_t Now() { return static_cast<int64_t>(time(nullptr)); }
 
@@ -79,6 +82,10 @@ struct SandboxManager::Live {
   std::unique_ptr<asio::posix::stream_descriptor> init_exit;
   std::map<uint64_t, std::shared_ptr<Command>> commands;
   bool adopting = false;
+  // Activity is kept here and written to the store at most every kActivityWrite: every exec
+  // would otherwise cost a write. Readers of last_active_at take the newer of the two (Fresh).
+  int64_t active_at = 0;
+  int64_t active_stored = 0;
   int control_fd() const { return control ? control->native_handle() : -1; }
 };
 
@@ -114,7 +121,13 @@ StatusOr<SandboxRow> SandboxManager::Owned(const Caller& caller, const std::stri
   if (!row || (!caller.admin && (row->iss != caller.iss || row->sub != caller.sub))) {
     return NotFound("sandbox " + id);
   }
+  Fresh(*row);
   return *row;
+}
+
+void SandboxManager::Fresh(SandboxRow& row) const {
+  auto it = live_.find(row.id);
+  if (it != live_.end()) row.last_active_at = std::max(row.last_active_at, it->second->active_at);
 }
 
 StatusOr<SandboxLimits> SandboxManager::Resolve(const UserCaps& caps, const CreateRequest& request) const {
@@ -426,8 +439,11 @@ StatusOr<SandboxRow> SandboxManager::InsertSandbox(const Caller& caller, const U
 }
 
 StatusOr<std::vector<SandboxRow>> SandboxManager::List(const Caller& caller) {
-  if (caller.admin) return store_.ListSandboxes();
-  return store_.ListSandboxes(caller.iss, caller.sub);
+  auto rows = caller.admin ? store_.ListSandboxes() : store_.ListSandboxes(caller.iss, caller.sub);
+  if (rows.ok()) {
+    for (SandboxRow& row : *rows) Fresh(row);
+  }
+  return rows;
 }
 
 StatusOr<SandboxRow> SandboxManager::Get(const Caller& caller, const std::string& id) { return Owned(caller, id); }
@@ -553,7 +569,10 @@ void SandboxManager::Stop(const Caller& caller, const std::string& id, Done<Sand
 
 void SandboxManager::DoStop(const std::string& id, bool by_request, std::function<void(Status)> done) {
   auto row = store_.GetSandbox(id);
-  if (row.ok() && row->has_value()) SetState(**row, "stopping");
+  if (row.ok() && row->has_value()) {
+    Fresh(**row);
+    SetState(**row, "stopping");
+  }
   std::shared_ptr<Live> live;
   if (auto it = live_.find(id); it != live_.end()) live = it->second;
   auto finish = [this, id, by_request, live, done = std::move(done)]() mutable {
@@ -720,8 +739,6 @@ StatusOr<std::shared_ptr<Command>> SandboxManager::Exec(const Caller& caller, co
     (void)store_.UpdateCommand(command_row);
     return status;
   };
-  Status cgroup = host_.CreateCommandCgroup(row.id, request.seq);
-  if (!cgroup.ok()) return fail(cgroup);
   auto fds = SendExec(live->control_fd(), request);
   if (!fds.ok()) return fail(fds.status());
   std::string sandbox_id = row.id;
@@ -731,6 +748,9 @@ StatusOr<std::shared_ptr<Command>> SandboxManager::Exec(const Caller& caller, co
       [this, sandbox_id, seq](Command& finished) { OnCommandFinished(sandbox_id, seq, finished); });
   live->commands[seq] = command;
   commands_[command_row.id] = command;
+  // Made while corral-init clones the child: it waits for us before it runs anything of the
+  // command's, and without its cgroup it never does (the command ends as a setup failure).
+  command->SetCgroup(host_.CreateCommandCgroup(row.id, request.seq));
   command->Start();
   Touch(row.id);
   return command;
@@ -803,9 +823,25 @@ StatusOr<FileAccess> SandboxManager::OpenFiles(const Caller& caller, const std::
 }
 
 void SandboxManager::Touch(const std::string& sandbox_id) {
+  const int64_t now = Now();
+  if (auto it = live_.find(sandbox_id); it != live_.end()) {
+    Live& live = *it->second;
+    live.active_at = now;
+    if (now - live.active_stored < kActivityWrite.count()) return;
+    live.active_stored = now;
+  }
   auto row = store_.GetSandbox(sandbox_id);
   if (!row.ok() || !row->has_value()) return;
-  (*row)->last_active_at = Now();
+  (*row)->last_active_at = std::max((*row)->last_active_at, now);
+  (void)store_.UpdateSandbox(**row);
+}
+
+// The activity not yet written, written (before the sandbox leaves live_, and at shutdown).
+void SandboxManager::StoreActivity(const Live& live) {
+  if (live.active_at <= live.active_stored) return;
+  auto row = store_.GetSandbox(live.id);
+  if (!row.ok() || !row->has_value() || (*row)->last_active_at >= live.active_at) return;
+  (*row)->last_active_at = live.active_at;
   (void)store_.UpdateSandbox(**row);
 }
 
@@ -931,7 +967,8 @@ void SandboxManager::SweepIdle() {
     auto row = store_.GetSandbox(id);
     if (!row.ok() || !row->has_value()) continue;
     const SandboxRow& r = **row;
-    if (r.idle_timeout_s > 0 && now - r.last_active_at >= r.idle_timeout_s) idle.push_back(id);
+    const int64_t active_at = std::max(r.last_active_at, live->active_at);
+    if (r.idle_timeout_s > 0 && now - active_at >= r.idle_timeout_s) idle.push_back(id);
   }
   for (const std::string& id : idle) {
     LogInfo("sandbox", "idle timeout: stopping", {{"sandbox", id}});
@@ -948,6 +985,7 @@ void SandboxManager::Detach() {
   idle_timer_.cancel();
   for (auto& [id, command] : commands_) command->Release();
   for (auto& [id, live] : live_) {
+    StoreActivity(*live);
     // Release without closing what init must keep: the control connection closes (init waits
     // for the next daemon), the sandbox keeps running.
     live->control.reset();

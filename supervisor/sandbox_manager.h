@@ -146,6 +146,10 @@ class SandboxManager {
  private:
   struct Live;
 
+  void StoreActivity(const Live& live);
+  // The row with the activity the daemon holds and has not written yet.
+  void Fresh(SandboxRow& row) const;
+
   // Where a new sandbox's layer comes from: a snapshot's image, or another sandbox's layer.
   struct LayerSource {
     std::string snapshot_id;       // copy this snapshot's image, or

@@ -6,7 +6,9 @@ not configurable), so with idle_timeout_s = 2 a sandbox stops 2 to 7 seconds aft
 activity; the deadlines below leave room for that.
 """
 import os
+import sqlite3
 import subprocess
+import time
 import unittest
 
 from corral_e2e import CORRAL, DaemonTestCase, WsClient, wait_until
@@ -96,6 +98,61 @@ class IdleTimeout(DaemonTestCase):
         status, body = self.daemon.http("POST", "/v1/sandboxes", capped, {"idle_timeout_s": 60})
         self.assertEqual((status, body.get("idle_timeout_s")), (201, 60), body)
         self.daemon.http("DELETE", f"/v1/sandboxes/{body['id']}", capped)
+
+
+class Activity(DaemonTestCase):
+    """corrald keeps a running sandbox's last activity in memory and writes it to the store at
+    most every 10 s (kActivityWrite): the API shows the newer value at once, and a daemon that
+    stops writes what it holds."""
+
+    def stored_last_active(self, sid):
+        db = sqlite3.connect(f"file:{self.daemon.state_dir}/corrald.db?mode=ro", uri=True)
+        try:
+            return db.execute("SELECT last_active_at FROM sandboxes WHERE id = ?", (sid,)).fetchone()[0]
+        finally:
+            db.close()
+
+    def api_last_active(self, token, sid):
+        status, body = self.daemon.http("GET", f"/v1/sandboxes/{sid}", token)
+        self.assertEqual(status, 200, body)
+        return body["last_active_at"]
+
+    def exec_true(self, token, sid):
+        async def go():
+            c = await WsClient.connect(self.daemon.ws_url(), token)
+            try:
+                return await c.run(sid, ["true"])
+            finally:
+                await c.close()
+        _, _, outcome, _ = self.run_async(go())
+        self.assertEqual(outcome.get("exit_code"), 0, outcome)
+
+    def next_second(self, after):
+        while time.time() < after + 1:
+            time.sleep(0.05)
+
+    def test_activity_is_current_in_the_api_and_written_at_shutdown(self):
+        owner = self.token("active")
+        sid = self.create_sandbox(owner)["id"]
+        self.addCleanup(self.daemon.http, "DELETE", f"/v1/sandboxes/{sid}", owner)
+        created = self.api_last_active(owner, sid)
+        # The first activity is written at once (nothing written for this sandbox yet).
+        self.next_second(created)
+        self.exec_true(owner, sid)
+        first = self.api_last_active(owner, sid)
+        self.assertGreater(first, created)
+        self.assertGreater(self.stored_last_active(sid), created)
+        # The next one, within 10 s: the API has it, the store not yet.
+        self.next_second(first)
+        self.exec_true(owner, sid)
+        second = self.api_last_active(owner, sid)
+        self.assertGreater(second, first)
+        self.assertLess(self.stored_last_active(sid), second)
+        # A daemon that stops writes it (SIGTERM; the sandbox runs on) and the next one shows it.
+        self.daemon.stop()
+        self.assertEqual(self.stored_last_active(sid), second)
+        self.daemon.start()
+        self.assertEqual(self.api_last_active(owner, sid), second)
 
 
 if __name__ == "__main__":
