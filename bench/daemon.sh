@@ -4,7 +4,7 @@
 # Starts a private corrald (own state dir, run dir, admin socket, cgroup parent corral/bench-<pid>,
 # a free loopback port) and measures, in ONE run:
 #   1. exec round trip in a running sandbox: `exec` of ["true"] over one open WebSocket until its
-#      `exit` event ($WARMUP + $RUNS), and `corral exec SB -- true` as a whole process
+#      `exit` event ($WARMUP + $RUNS; bench/exec_rtt.cc, then the Python client), and `corral exec SB -- true` as a whole process
 #      (hyperfine -N); against `crun exec` and `runc exec` of `true` into a running container
 #      (hyperfine -N, same runs), with ratios
 #   2. streaming throughput: `cat` of a $STREAM_BYTES file in the sandbox to the `corral exec`
@@ -20,6 +20,7 @@
 #
 # Environment:
 #   CORRALD, CORRAL  the binaries (default BUILD_DIR/tools/{corrald,corral}; BUILD_DIR: ./build)
+#   EXEC_RTT         the lean exec client (default BUILD_DIR/bench/exec_rtt)
 #   PHASES="exec stream idle"   RUNTIMES="crun runc"   (subsets for a trial)
 #   RUNS=200 WARMUP=10
 #   STREAM_BYTES=1G STREAM_REPEAT=3 SANDBOX_MEMORY=3G SANDBOX_DISK=2G  (the exec/stream sandbox)
@@ -34,6 +35,7 @@ BUILD=${1:-$REPO/build}
 [ ! -d "$BUILD" ] || BUILD=$(cd "$BUILD" && pwd -P)
 CORRALD=${CORRALD:-$BUILD/tools/corrald}
 CORRAL=${CORRAL:-$BUILD/tools/corral}
+EXEC_RTT=${EXEC_RTT:-$BUILD/bench/exec_rtt}
 CORRALD_REAL=$(readlink -f "$CORRALD" || true)   # how cleanup recognises the daemon it started
 ALL_PHASES="exec stream idle"
 PHASES=${PHASES:-$ALL_PHASES}
@@ -65,8 +67,8 @@ for c in hyperfine "$PY" unshare numfmt losetup; do
   command -v "$c" >/dev/null || die "$c not found (dist/install-deps.sh installs what this needs)"
 done
 "$PY" -c 'import websockets' 2>/dev/null || die "$PY has no websockets module (apt-get install python3-websockets)"
-for b in "$CORRALD" "$CORRAL" "$(dirname "$CORRALD")/corral-init"; do
-  [ -x "$b" ] || die "$b not built (cmake --build BUILD_DIR --target corrald corral corral-init)"
+for b in "$CORRALD" "$CORRAL" "$(dirname "$CORRALD")/corral-init" "$EXEC_RTT"; do
+  [ -x "$b" ] || die "$b not built (cmake --build BUILD_DIR --target corrald corral corral-init exec_rtt)"
 done
 for r in $RUNTIMES; do command -v "$r" >/dev/null || die "$r not installed"; done
 MEM_BYTES=$(numfmt --from=iec "$MEM")
@@ -243,6 +245,9 @@ declare -A CMD
 if has_phase exec; then
   say "exec: over one WebSocket ($WARMUP warmup + $RUNS runs)"
   "$PY" "$DRIVER" exec-ws "$OUT/exec-ws.json" || die "exec over WebSocket"
+  say "exec: over one WebSocket, lean client ($WARMUP warmup + $RUNS runs)"
+  "$EXEC_RTT" "$CORRAL_URL" "$CORRAL_TOKEN" "$BENCH_SANDBOX" "$RUNS" "$WARMUP" "$OUT/exec-lean.json" \
+    || die "exec over WebSocket (exec_rtt)"
   CMD[corral-cli]="$CORRAL exec $BENCH_SANDBOX -- true"
   CMD[corral-version]="$CORRAL version"     # the CLI's process start alone (no connection)
   CMD[true]=/bin/true                       # fork+exec of `true` on the host: the floor
