@@ -15,6 +15,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/sendfile.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -61,6 +62,7 @@ enum class ChildStep : int32_t {
   kFds,
   kSeccomp,
   kExec,
+  kListeners,  // index = which port
 };
 
 struct SyncMessage {
@@ -74,7 +76,7 @@ struct SyncMessage {
 // Data the child reads; built before clone.
 struct ChildArgs {
   const LaunchPlan* plan;
-  int sync_fd;  // both >= 4: fd 3 is where the status fd goes
+  int sync_fd;  // both above 3 + the listeners: fd 3 is where the status fd goes, then those
   int init_fd;
   char* const* argv;
   char* const* envp;
@@ -145,6 +147,23 @@ int BringLoopbackUp() {
     ChildFail(sync_fd, ChildStep::kHostname, errno);
   }
   if (int rc = BringLoopbackUp(); rc != 0) ChildFail(sync_fd, ChildStep::kLoopback, rc);
+  // The daemon's services on this loopback. Held above their final fds until those are free.
+  const size_t n_listeners = plan.loopback_ports.size();
+  int listeners[kMaxLoopbackListeners];
+  for (size_t i = 0; i < n_listeners; ++i) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) ChildFail(sync_fd, ChildStep::kListeners, errno, 0, static_cast<int>(i));
+    struct sockaddr_in address = {};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(plan.loopback_ports[i]);
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(fd, reinterpret_cast<struct sockaddr*>(&address), sizeof(address)) != 0 || listen(fd, 128) != 0) {
+      ChildFail(sync_fd, ChildStep::kListeners, errno, 0, static_cast<int>(i));
+    }
+    listeners[i] = fcntl(fd, F_DUPFD_CLOEXEC, static_cast<int>(4 + n_listeners));
+    if (listeners[i] < 0) ChildFail(sync_fd, ChildStep::kListeners, errno, 0, static_cast<int>(i));
+    close(fd);
+  }
   // The host root's supplementary groups must not follow us in.
   if (setgroups(0, nullptr) != 0) ChildFail(sync_fd, ChildStep::kGroups, errno);
   if (unshare(CLONE_NEWUSER) != 0) ChildFail(sync_fd, ChildStep::kUserNamespace, errno);
@@ -217,8 +236,15 @@ int BringLoopbackUp() {
   } else if (plan.status_fd >= 0) {
     if (dup2(plan.status_fd, 3) != 3) ChildFail(sync_fd, ChildStep::kFds, errno);
   }
-  // Everything but stdio and the status fd closes at exec.
-  if (syscall(SYS_close_range, plan.status_fd >= 0 ? 4 : 3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
+  for (size_t i = 0; i < n_listeners; ++i) {
+    // dup2 leaves the new fd open at exec; the temporary one closes then.
+    if (dup2(listeners[i], static_cast<int>(4 + i)) != static_cast<int>(4 + i)) {
+      ChildFail(sync_fd, ChildStep::kFds, errno);
+    }
+  }
+  // Everything but stdio, the status fd and the listeners closes at exec.
+  const unsigned keep_below = n_listeners > 0 ? static_cast<unsigned>(4 + n_listeners) : plan.status_fd >= 0 ? 4 : 3;
+  if (syscall(SYS_close_range, keep_below, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
     ChildFail(sync_fd, ChildStep::kFds, errno);
   }
   // Seccomp last: from here on only the sandbox's own policy applies.
@@ -272,6 +298,11 @@ std::string StepName(const LaunchPlan& plan, const SyncMessage& msg) {
     case ChildStep::kFds: return "file descriptors";
     case ChildStep::kSeccomp: return "seccomp";
     case ChildStep::kExec: return "exec corral-init";
+    case ChildStep::kListeners:
+      if (msg.index >= 0 && static_cast<size_t>(msg.index) < plan.loopback_ports.size()) {
+        return "listen on 127.0.0.1:" + std::to_string(plan.loopback_ports[msg.index]);
+      }
+      return "loopback listeners";
   }
   return "setup";
 }
@@ -337,16 +368,24 @@ StatusOr<LaunchedSandbox> Launch(const LaunchPlan& plan, const AttachFn& attach)
     return ErrnoError("socketpair");
   }
   UniqueFd parent_end(pair[0]), child_end(pair[1]);
-  // The child puts the status fd at 3; nothing it still needs may sit there.
+  if (plan.loopback_ports.size() > kMaxLoopbackListeners) {
+    return Status::Error("launch: at most " + std::to_string(kMaxLoopbackListeners) + " loopback listeners", EINVAL);
+  }
+  if (!plan.loopback_ports.empty() && plan.status_fd < 0) {
+    return Status::Error("launch: loopback listeners need a status fd (they follow it)", EINVAL);
+  }
+  // The child puts the status fd at 3 and the listeners after it; nothing it still needs may
+  // sit there.
+  const int first_free = static_cast<int>(4 + plan.loopback_ports.size());
   UniqueFd moved_sync, moved_init;
   int child_sync = child_end.get(), init_fd = plan.init_fd;
-  if (child_sync <= 3) {
-    moved_sync.reset(fcntl(child_sync, F_DUPFD_CLOEXEC, 4));
+  if (child_sync < first_free) {
+    moved_sync.reset(fcntl(child_sync, F_DUPFD_CLOEXEC, first_free));
     if (!moved_sync) return ErrnoError("move sync socket");
     child_sync = moved_sync.get();
   }
-  if (init_fd <= 3) {
-    moved_init.reset(fcntl(init_fd, F_DUPFD_CLOEXEC, 4));
+  if (init_fd < first_free) {
+    moved_init.reset(fcntl(init_fd, F_DUPFD_CLOEXEC, first_free));
     if (!moved_init) return ErrnoError("move init fd");
     init_fd = moved_init.get();
   }

@@ -64,7 +64,14 @@ struct LaunchPlan {
   // CAP_SETUID, CAP_SETGID and CAP_KILL to start commands as other users and to signal them.
   // Every command it starts drops them before exec. Requires uid 0 inside; 0 keeps none.
   uint64_t init_capabilities = 0;
+  // TCP ports on the sandbox's loopback (127.0.0.1) where the child listens before it leaves the
+  // host's user namespace: the services the daemon gives the sandbox (model relay, egress
+  // proxy, tool bridge). The listening sockets become fds 4, 5, ... of corral-init, which hands
+  // them to the daemon (init_protocol.h, kListeners). At most kMaxLoopbackListeners.
+  std::vector<uint16_t> loopback_ports;
 };
+
+inline constexpr size_t kMaxLoopbackListeners = 8;
 
 struct LaunchedSandbox {
   pid_t pid = -1;  // host pid of the sandbox's PID 1

@@ -1,6 +1,7 @@
 #include "supervisor/init_client.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -184,6 +185,40 @@ StatusOr<std::optional<InitMessage>> ReceiveMessage(int fd, bool nonblocking) {
     (void)SetNonBlocking(received.get());
   }
   return std::optional<InitMessage>(std::move(out));
+}
+
+StatusOr<InitHello> Hello(int control, std::chrono::milliseconds timeout,
+                          const std::function<void(InitMessage)>& other) {
+  RETURN_IF_ERROR(SendHello(control));
+  InitHello hello;
+  for (;;) {
+    struct pollfd pfd = {control, POLLIN, 0};
+    int ready;
+    do {
+      ready = poll(&pfd, 1, static_cast<int>(timeout.count()));
+    } while (ready < 0 && errno == EINTR);
+    if (ready < 0) return ErrnoError("wait for corral-init's hello");
+    if (ready == 0) return Status::Error("corral-init did not answer hello", ETIMEDOUT);
+    ASSIGN_OR_RETURN(std::optional<InitMessage> message, ReceiveMessage(control, true));
+    if (!message) return Status::Error("corral-init closed the connection during hello", ECONNRESET);
+    switch (message->type) {
+      case MsgType::kHelloDone:
+        return hello;
+      case MsgType::kCommandState: {
+        HeldCommand held;
+        if (!message->BodyAs(held.state)) return Status::Error("bad command state from corral-init", EPROTO);
+        held.fds = std::move(message->fds);
+        hello.commands[held.state.seq] = std::move(held);
+        break;
+      }
+      case MsgType::kListeners:
+        hello.listeners = std::move(message->fds);
+        break;
+      default:
+        if (other) other(std::move(*message));
+        break;
+    }
+  }
 }
 
 }  // namespace corral::supervisor

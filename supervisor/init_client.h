@@ -4,6 +4,10 @@
 // for readability, then Receive with `nonblocking`).
 #pragma once
 
+#include <chrono>
+#include <functional>
+#include <map>
+
 #include <sys/types.h>
 
 #include <cstdint>
@@ -65,5 +69,21 @@ struct InitMessage {
 
 // One message. nullopt on EOF. With `nonblocking`, EAGAIN when none is waiting.
 StatusOr<std::optional<InitMessage>> ReceiveMessage(int fd, bool nonblocking);
+
+// What init holds, as its answer to kHello tells it.
+struct HeldCommand {
+  initproto::CommandStateBody state{};
+  std::vector<UniqueFd> fds;  // the kept fds still open, by position (see state.fd_mask)
+};
+struct InitHello {
+  std::map<uint64_t, HeldCommand> commands;  // by seq
+  std::vector<UniqueFd> listeners;           // the loopback listeners, in the order of the ports
+};
+
+// Says kHello on `control` and reads init's answer up to kHelloDone (init answers at once;
+// `timeout` bounds the wait for each message). Messages of other kinds that arrive meanwhile
+// (a command's kExited) are given to `other`.
+StatusOr<InitHello> Hello(int control, std::chrono::milliseconds timeout,
+                          const std::function<void(InitMessage)>& other);
 
 }  // namespace corral::supervisor

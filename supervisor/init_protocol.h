@@ -17,15 +17,17 @@
 //                    kAck       SeqBody: the daemon has the command's exit and its output;
 //                               init closes what it kept and forgets the command
 //                    kHello     (no body): init answers one kCommandState per command it holds,
-//                               with the kept fds, then kHelloDone
+//                               with the kept fds, then kListeners (when it holds any), then
+//                               kHelloDone
 //   init -> daemon   kExited    ExitedBody, when init reaps a command's main process
-//                    kCommandState, kHelloDone
-//                    kExecFailed ExecFailedBody: init could not fork
+//                    kCommandState, kListeners (no body; fds: the loopback listeners, in the
+//                               order of the sandbox's ports), kHelloDone
+//                    kExecFailed ExecFailedBody: init could not start the child
 //
 // Starting one command (the daemon holds the other end of the per-command `sync` socketpair,
 // with SO_PASSCRED set, so the kernel attaches the sender's pid, translated to the daemon's pid
 // namespace, to every message the command's process sends):
-//   init:    fork; the child sends kChildHello on sync                        -- barrier 1
+//   init:    clone (CLONE_VM); the child sends kChildHello on sync              -- barrier 1
 //   daemon:  reads the child's host pid from the credentials, moves it into the command's
 //            own cgroup, sends kChildGo                                        -- barrier 2
 //   child:   setsid, drops to the command's user (and every capability), opens its PTY (sends
@@ -55,6 +57,7 @@ enum class MsgType : uint32_t {
   kCommandState = 102,
   kHelloDone = 103,
   kExecFailed = 104,
+  kListeners = 105,  // answer to kHello, before kHelloDone: the loopback listeners, by position
   // On a command's sync socket.
   kChildHello = 201,
   kChildGo = 202,

@@ -157,6 +157,10 @@ StatusOr<SandboxProcess> SandboxHost::Start(const SandboxShape& shape) {
   if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_max < open_files) open_files = files.rlim_max;
   plan.rlimits.push_back({RLIMIT_NOFILE, open_files});
   plan.argv = {"corral-init", "--control"};
+  if (!shape.loopback_ports.empty()) {
+    plan.argv.push_back("--listeners=" + std::to_string(shape.loopback_ports.size()));
+    plan.loopback_ports = shape.loopback_ports;
+  }
   plan.env = {"PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"};
   plan.die_with_parent = false;
   plan.init_capabilities = kInitCapabilities;

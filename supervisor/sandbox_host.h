@@ -42,6 +42,9 @@ struct SandboxShape {
   uint64_t pids = 0;
   uint64_t disk_bytes = 0;
   std::string hostname = "corral";
+  // Where the sandbox finds the daemon's services: listening sockets on its own 127.0.0.1,
+  // made at start and held by its init (init_client.h, Hello).
+  std::vector<uint16_t> loopback_ports;
 };
 
 // A running sandbox as the host sees it.

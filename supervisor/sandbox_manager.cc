@@ -28,6 +28,7 @@ using initproto::MsgType;
 
 constexpr size_t kRecentCommands = 256;
 constexpr auto kIdleSweep = std::chrono::seconds(5);
+constexpr auto kHelloTimeout = std::chrono::milliseconds(5000);
 // How stale the store's last_active_at of a running sandbox may be (the daemon holds the
 // newer value; a crash loses at most this much of it).
 constexpr auto kActivityWrite = std::chrono::seconds(10);
@@ -154,6 +155,7 @@ SandboxShape SandboxManager::ShapeOf(const SandboxRow& row) const {
     shape.pids = limits->pids;
     shape.disk_bytes = limits->disk_bytes;
   }
+  if (loopback_) shape.loopback_ports = loopback_->Ports();
   return shape;
 }
 
@@ -462,7 +464,17 @@ void SandboxManager::DoStart(SandboxRow row, Done<SandboxRow> done) {
   SandboxShape shape = ShapeOf(row);
   asio::post(pool_, [this, row, shape, done = std::move(done)]() mutable {
     auto started = host_.Start(shape);
-    asio::post(io_, [this, row = std::move(row), started = std::move(started), done = std::move(done)]() mutable {
+    // What init holds for us: its loopback listeners (a new sandbox holds no commands).
+    StatusOr<InitHello> hello = Status::Error("not started");
+    if (started.ok()) {
+      hello = Hello(started->control.get(), kHelloTimeout, nullptr);
+      if (!hello.ok()) {
+        (void)host_.Stop(shape.id, &*started);
+        started = Status::Error("corral-init did not answer: " + hello.status().ToString(), EIO);
+      }
+    }
+    asio::post(io_, [this, row = std::move(row), started = std::move(started), hello = std::move(hello),
+                     done = std::move(done)]() mutable {
       busy_.erase(row.id);
       if (!started.ok()) {
         LogError("sandbox", "start failed", {{"sandbox", row.id}, {"error", started.status().ToString()}});
@@ -475,13 +487,14 @@ void SandboxManager::DoStart(SandboxRow row, Done<SandboxRow> done) {
       row.last_active_at = Now();
       SetState(row, "running");
       (void)store_.AppendEvent(row.id, "sandbox.started", "{}");
-      OnStarted(row, std::move(*started));
+      OnStarted(row, std::move(*started), std::move(hello->listeners));
       done(row);
     });
   });
 }
 
-void SandboxManager::OnStarted(SandboxRow row, SandboxProcess process) {
+void SandboxManager::OnStarted(SandboxRow row, SandboxProcess process, std::vector<UniqueFd> listeners) {
+  if (loopback_ && !listeners.empty()) loopback_->Serve(row.id, std::move(listeners));
   auto live = std::make_shared<Live>();
   live->id = row.id;
   live->control = std::make_unique<asio::posix::stream_descriptor>(io_, process.control.release());
@@ -582,6 +595,7 @@ void SandboxManager::DoStop(const std::string& id, bool by_request, std::functio
       live->control.reset();
       live->init_exit.reset();
       live_.erase(id);
+      if (loopback_) loopback_->Forget(id);
     }
     auto process = std::make_shared<SandboxProcess>(live ? std::move(live->process) : SandboxProcess());
     if (live) {
@@ -862,8 +876,14 @@ Status SandboxManager::Recover() {
       // A snapshot may have frozen it when the previous daemon died.
       Status thawed = host_.Thaw(row.id);
       if (!thawed.ok()) LogWarn("recovery", "cannot thaw", {{"sandbox", row.id}, {"error", thawed.ToString()}});
-      OnStarted(row, std::move(**process));
-      AdoptCommands(live_[row.id]);
+      // Ask init what it still holds; it answers at once.
+      auto hello = Hello((*process)->control.get(), kHelloTimeout, nullptr);
+      if (!hello.ok()) {
+        LogWarn("recovery", "corral-init did not answer hello", {{"sandbox", row.id}, {"error", hello.status().ToString()}});
+        hello = InitHello{};
+      }
+      OnStarted(row, std::move(**process), std::move(hello->listeners));
+      AdoptCommands(live_[row.id], std::move(hello->commands));
       ++adopted;
       continue;
     }
@@ -902,22 +922,8 @@ Status SandboxManager::Recover() {
   return Status();
 }
 
-void SandboxManager::AdoptCommands(const std::shared_ptr<Live>& live) {
-  // Ask init what it still holds; the answers arrive synchronously here (init answers at once).
-  int fd = live->control_fd();
-  if (fd < 0 || !SendHello(fd).ok()) return;
-  std::map<uint64_t, std::pair<initproto::CommandStateBody, std::vector<UniqueFd>>> held;
-  for (;;) {
-    struct pollfd pfd = {fd, POLLIN, 0};
-    if (poll(&pfd, 1, 5000) != 1) break;
-    auto message = ReceiveMessage(fd, true);
-    if (!message.ok() || !message->has_value()) break;
-    if ((*message)->type == MsgType::kHelloDone) break;
-    if ((*message)->type != MsgType::kCommandState) continue;
-    initproto::CommandStateBody body;
-    if (!(*message)->BodyAs(body)) continue;
-    held[body.seq] = {body, std::move((*message)->fds)};
-  }
+void SandboxManager::AdoptCommands(const std::shared_ptr<Live>& live, std::map<uint64_t, HeldCommand> held) {
+  const int fd = live->control_fd();
   auto rows = store_.ListCommands(live->id, /*active_only=*/true);
   if (!rows.ok()) return;
   for (CommandRow& row : *rows) {
@@ -935,7 +941,7 @@ void SandboxManager::AdoptCommands(const std::shared_ptr<Live>& live) {
     uint64_t seq = it->first;
     std::string sandbox_id = live->id;
     auto command = std::make_shared<Command>(
-        CommandContext(), row, fd, it->second.first, std::move(it->second.second),
+        CommandContext(), row, fd, it->second.state, std::move(it->second.fds),
         [this, sandbox_id, seq](Command& finished) { OnCommandFinished(sandbox_id, seq, finished); });
     live->commands[seq] = command;
     commands_[row.id] = command;
@@ -945,7 +951,7 @@ void SandboxManager::AdoptCommands(const std::shared_ptr<Live>& live) {
   // What init holds that the store does not know (a crash between the exec and its row): let
   // it go.
   for (auto& [seq, entry] : held) {
-    if (entry.first.running) (void)SendSignal(fd, seq, SIGKILL);
+    if (entry.state.running) (void)SendSignal(fd, seq, SIGKILL);
     else (void)SendAck(fd, seq);
   }
 }

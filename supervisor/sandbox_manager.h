@@ -95,6 +95,21 @@ struct FileAccess {
   gid_t gid = 0;
 };
 
+// What the daemon serves on each sandbox's own loopback (the model relay; later the egress proxy
+// and the tool bridge). The sandbox's init listens on Ports() from its start and holds the
+// sockets; the manager hands them over when a sandbox starts or is adopted, and says when it
+// stops.
+class LoopbackServices {
+ public:
+  virtual ~LoopbackServices() = default;
+  // Ports on the sandbox's 127.0.0.1, at most isolation::kMaxLoopbackListeners.
+  virtual std::vector<uint16_t> Ports() const = 0;
+  // The listening sockets of a running sandbox, in the order of Ports() when it started.
+  virtual void Serve(const std::string& sandbox_id, std::vector<UniqueFd> listeners) = 0;
+  // The sandbox stopped: stop accepting for it and drop its connections.
+  virtual void Forget(const std::string& sandbox_id) = 0;
+};
+
 class SandboxManager {
  public:
   template <typename T>
@@ -108,6 +123,8 @@ class SandboxManager {
   Status Recover();
   // Starts the idle-timeout sweeper.
   void StartTimers();
+  // Before Recover: who serves the sandboxes' loopback (null: nobody; sandboxes get no listeners).
+  void SetLoopbackServices(LoopbackServices* services) { loopback_ = services; }
   // Stops timers and lets go of every sandbox (they keep running for the next daemon).
   void Detach();
 
@@ -168,12 +185,12 @@ class SandboxManager {
   SandboxShape ShapeOf(const SandboxRow& row) const;
   void DoStart(SandboxRow row, Done<SandboxRow> done);
   void DoStop(const std::string& id, bool by_request, std::function<void(Status)> done);
-  void OnStarted(SandboxRow row, SandboxProcess process);
+  void OnStarted(SandboxRow row, SandboxProcess process, std::vector<UniqueFd> listeners);
   void WatchControl(const std::shared_ptr<Live>& live);
   void WatchInit(const std::shared_ptr<Live>& live);
   void OnControlMessage(const std::shared_ptr<Live>& live, InitMessage message);
   void OnInitGone(const std::string& id);
-  void AdoptCommands(const std::shared_ptr<Live>& live);
+  void AdoptCommands(const std::shared_ptr<Live>& live, std::map<uint64_t, HeldCommand> held);
   void OnCommandFinished(const std::string& sandbox_id, uint64_t seq, Command& finished);
   void SweepIdle();
   void SetState(SandboxRow& row, const std::string& state);
@@ -185,6 +202,7 @@ class SandboxManager {
   Store& store_;
   SandboxHost& host_;
   CommandObserver* observer_;
+  LoopbackServices* loopback_ = nullptr;
   std::map<std::string, std::shared_ptr<Live>> live_;  // running sandboxes by id
   std::map<std::string, bool> busy_;                   // a lifecycle operation is under way
   std::map<std::string, std::shared_ptr<Command>> commands_;  // by command id, until they end

@@ -2,12 +2,17 @@
 // corrald, tested on the real kernel without the daemon.
 #include "supervisor/sandbox_host.h"
 
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <memory>
+#include <thread>
 
 #include "cgroups/cgroup_backend.h"
 #include "common/file_util.h"
@@ -305,6 +310,71 @@ TEST_F(SandboxHostTest, ARestartedDaemonGetsTheRunningCommandAndItsPipesBack) {
   ASSERT_TRUE(exited.has_value());
   ASSERT_TRUE(host_->FinishCommandCgroup(shape_.id, request.seq).ok());
   ASSERT_TRUE(SendAck(running_->control.get(), request.seq).ok());
+}
+
+// The daemon's services on the sandbox's loopback: init listens on the sandbox's ports from its
+// start, holds the sockets, and hands them to every daemon that says hello.
+TEST_F(SandboxHostTest, LoopbackListenersReachTheDaemonAndOnlyThem) {
+  shape_.loopback_ports = {7880, 7881};
+  StartSandbox();
+  auto hello = Hello(running_->control.get(), std::chrono::seconds(5), nullptr);
+  ASSERT_TRUE(hello.ok()) << hello.status().ToString();
+  ASSERT_EQ(hello->listeners.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    struct sockaddr_in address = {};
+    socklen_t length = sizeof(address);
+    ASSERT_EQ(getsockname(hello->listeners[i].get(), reinterpret_cast<sockaddr*>(&address), &length), 0);
+    EXPECT_EQ(ntohs(address.sin_port), shape_.loopback_ports[i]);
+    EXPECT_EQ(ntohl(address.sin_addr.s_addr), INADDR_LOOPBACK);
+  }
+  // A command inside connects to the first port: the daemon's end accepts and answers.
+  const int listener = hello->listeners[0].get();
+  std::string received;
+  std::thread server([&] {
+    struct pollfd pfd = {listener, POLLIN, 0};
+    if (poll(&pfd, 1, 10000) != 1) return;
+    UniqueFd connection(accept4(listener, nullptr, nullptr, SOCK_CLOEXEC));
+    if (!connection) return;
+    char buffer[64];
+    ssize_t n = read(connection.get(), buffer, sizeof(buffer));
+    if (n > 0) received.assign(buffer, static_cast<size_t>(n));
+    (void)!write(connection.get(), "pong\n", 5);
+  });
+  Finished talked = Run(Sh("exec bash -c 'exec 3<>/dev/tcp/127.0.0.1/7880 && echo ping >&3 && read -r l <&3 && echo $l'"));
+  server.join();
+  EXPECT_EQ(received, "ping\n");
+  EXPECT_EQ(talked.out, "pong\n");
+  EXPECT_EQ(talked.wait_status, 0) << talked.err;
+  // A port nobody listens on is refused: the loopback has exactly the daemon's services.
+  Finished refused = Run(Sh("exec bash -c 'exec 3<>/dev/tcp/127.0.0.1/7882'"));
+  EXPECT_NE(refused.wait_status, 0);
+  EXPECT_THAT(refused.err, HasSubstr("Connection refused"));
+  // No command inherits init's sockets: only its own stdio (pipes) and ls's directory.
+  Finished fds = Run(Sh("ls -l /proc/self/fd/ | grep -c socket: || true"));
+  EXPECT_EQ(fds.out, "0\n");
+  // A daemon that comes back (a new connection, another hello) gets the same sockets again.
+  struct stat before = {}, after = {};
+  ASSERT_EQ(fstat(listener, &before), 0);
+  running_->control.reset();
+  auto control = ConnectControl(host_->ControlPath(shape_.id));
+  ASSERT_TRUE(control.ok()) << control.status().ToString();
+  running_->control = std::move(*control);
+  auto again = Hello(running_->control.get(), std::chrono::seconds(5), nullptr);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  ASSERT_EQ(again->listeners.size(), 2u);
+  ASSERT_EQ(fstat(again->listeners[0].get(), &after), 0);
+  EXPECT_EQ(before.st_ino, after.st_ino);
+}
+
+// Control: a sandbox without ports has no listener, and its init hands over none.
+TEST_F(SandboxHostTest, WithoutPortsTheLoopbackHasNoListener) {
+  StartSandbox();
+  auto hello = Hello(running_->control.get(), std::chrono::seconds(5), nullptr);
+  ASSERT_TRUE(hello.ok()) << hello.status().ToString();
+  EXPECT_TRUE(hello->listeners.empty());
+  Finished refused = Run(Sh("exec bash -c 'exec 3<>/dev/tcp/127.0.0.1/7880'"));
+  EXPECT_NE(refused.wait_status, 0);
+  EXPECT_THAT(refused.err, HasSubstr("Connection refused"));
 }
 
 TEST_F(SandboxHostTest, SignalsReachTheCommandsProcessGroup) {

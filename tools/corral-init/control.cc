@@ -367,6 +367,7 @@ int CommandChild(void* arg) {
 
 class Controller {
  public:
+  explicit Controller(int listeners) : listeners_(listeners) {}
   int Run();
 
  private:
@@ -381,6 +382,7 @@ class Controller {
 
   int conn_ = -1;
   int signal_fd_ = -1;
+  int listeners_ = 0;  // fds kListenFd + 1 ...
   std::vector<Command> commands_;
 };
 
@@ -402,7 +404,8 @@ int Controller::Run() {
   sigprocmask(SIG_BLOCK, &chld, nullptr);
   signal_fd_ = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
   if (signal_fd_ < 0) return 125;
-  fcntl(kListenFd, F_SETFD, FD_CLOEXEC);
+  // The control listener and the loopback listeners stay here: no command inherits them.
+  for (int fd = kListenFd; fd <= kListenFd + listeners_; ++fd) fcntl(fd, F_SETFD, FD_CLOEXEC);
 
   for (;;) {
     struct pollfd fds[3] = {{signal_fd_, POLLIN, 0}, {kListenFd, POLLIN, 0}, {conn_, POLLIN, 0}};
@@ -559,6 +562,14 @@ void Controller::OnHello() {
       return;
     }
   }
+  if (listeners_ > 0) {
+    int fds[initproto::kMaxFds];
+    for (int i = 0; i < listeners_; ++i) fds[i] = kListenFd + 1 + i;
+    if (!Send(conn_, MsgType::kListeners, nullptr, 0, fds, listeners_)) {
+      Drop();
+      return;
+    }
+  }
   if (!Send(conn_, MsgType::kHelloDone, nullptr, 0)) Drop();
 }
 
@@ -591,6 +602,6 @@ void Controller::ReapChildren() {
 
 }  // namespace
 
-int RunControl() { return Controller().Run(); }
+int RunControl(int listeners) { return Controller(listeners).Run(); }
 
 }  // namespace corral::init

@@ -15,6 +15,7 @@
 // and it needs nothing from the image.
 #include <fcntl.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -46,7 +47,18 @@ void WriteAll(int fd, const char* text) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc == 2 && strcmp(argv[1], "--control") == 0) return corral::init::RunControl();
+  if (argc >= 2 && strcmp(argv[1], "--control") == 0) {
+    // --listeners=N: fds 4 .. 3+N are listening sockets on the loopback, for the daemon.
+    int listeners = 0;
+    if (argc == 3 && strncmp(argv[2], "--listeners=", 12) == 0) {
+      listeners = atoi(argv[2] + 12);
+    } else if (argc != 2) {
+      WriteAll(2, "usage: corral-init --control [--listeners=N]\n");
+      return 125;
+    }
+    if (listeners < 0 || listeners > 8) return 125;
+    return corral::init::RunControl(listeners);
+  }
   int first = 1;
   if (first < argc && strcmp(argv[first], "--") == 0) ++first;
   if (first >= argc) {
