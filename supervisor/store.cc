@@ -111,6 +111,27 @@ ALTER TABLE snapshots ADD COLUMN limits_json TEXT NOT NULL DEFAULT '{}';
     R"sql(
 ALTER TABLE commands ADD COLUMN seq_reserved INTEGER NOT NULL DEFAULT 0;
 )sql",
+    // 3 -> 4: the ledger. One row per debit: a model request's price (kind 'ai', micro-dollars,
+    // with the usage it was priced from) or CPU time used in a sandbox (kind 'compute',
+    // milliseconds). No foreign keys: the ledger outlives sandboxes and sessions.
+    R"sql(
+CREATE TABLE ledger (
+  id                  INTEGER PRIMARY KEY AUTOINCREMENT,
+  iss                 TEXT NOT NULL,
+  sub                 TEXT NOT NULL,
+  kind                TEXT NOT NULL CHECK (kind IN ('ai', 'compute')),
+  amount              INTEGER NOT NULL,
+  at                  INTEGER NOT NULL,
+  sandbox_id          TEXT NOT NULL,
+  session_id          TEXT NOT NULL,
+  model               TEXT NOT NULL,
+  input_tokens        INTEGER NOT NULL,
+  output_tokens       INTEGER NOT NULL,
+  cache_write_tokens  INTEGER NOT NULL,
+  cache_read_tokens   INTEGER NOT NULL
+) STRICT;
+CREATE INDEX ledger_by_user ON ledger (iss, sub, kind, at);
+)sql",
 };
 constexpr int kLatestSchemaVersion = static_cast<int>(std::size(kMigrations));
 constexpr int kMinSqliteVersion = 3037000;  // STRICT tables.
@@ -127,6 +148,9 @@ constexpr std::string_view kCommandColumns =
     "id, sandbox_id, iss, sub, argv_json, pty, state, outcome_json, created_at, ended_at, init_seq, "
     "seq_reserved";
 constexpr std::string_view kEventColumns = "seq, sandbox_id, type, data_json, at";
+constexpr std::string_view kLedgerColumns =
+    "id, iss, sub, kind, amount, at, sandbox_id, session_id, model, input_tokens, output_tokens, "
+    "cache_write_tokens, cache_read_tokens";
 
 std::string Sql(std::initializer_list<std::string_view> parts) {
   std::string sql;
@@ -334,6 +358,11 @@ auto Fields(RowOf<SnapshotRow> auto& r) {
 auto Fields(RowOf<CommandRow> auto& r) {
   return std::tie(r.id, r.sandbox_id, r.iss, r.sub, r.argv_json, r.pty, r.state, r.outcome_json,
                   r.created_at, r.ended_at, r.init_seq, r.seq_reserved);
+}
+
+auto Fields(RowOf<LedgerRow> auto& r) {
+  return std::tie(r.id, r.iss, r.sub, r.kind, r.amount, r.at, r.sandbox_id, r.session_id, r.model,
+                  r.input_tokens, r.output_tokens, r.cache_write_tokens, r.cache_read_tokens);
 }
 
 auto Fields(RowOf<EventRow> auto& r) {
@@ -796,6 +825,53 @@ StatusOr<std::vector<EventRow>> Store::ListEvents(const std::string& sandbox_id,
                               "ORDER BY seq LIMIT ?3"}),
                          {sandbox_id, after_seq, ClampLimit(limit)},
                          "list events of " + sandbox_id);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ledger
+
+namespace {
+
+Status CheckLedgerKind(const std::string& kind) {
+  if (kind == "ai" || kind == "compute") return Status();
+  return Status::Error("store: ledger kind must be \"ai\" or \"compute\", not \"" + kind + "\"", EINVAL);
+}
+
+}  // namespace
+
+StatusOr<int64_t> Store::AddLedger(const LedgerRow& row) {
+  RETURN_IF_ERROR(CheckLedgerKind(row.kind));
+  std::lock_guard lock(mu_);
+  RETURN_IF_ERROR(Run(db_,
+                      Sql({"INSERT INTO ledger (", kLedgerColumns.substr(4),
+                           ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"}),
+                      {row.iss, row.sub, row.kind, row.amount, row.at, row.sandbox_id, row.session_id, row.model,
+                       row.input_tokens, row.output_tokens, row.cache_write_tokens, row.cache_read_tokens},
+                      "add to the ledger of " + row.sub));
+  return static_cast<int64_t>(sqlite3_last_insert_rowid(db_));
+}
+
+StatusOr<int64_t> Store::LedgerSum(const std::string& iss, const std::string& sub, const std::string& kind,
+                                   int64_t from, int64_t to) {
+  RETURN_IF_ERROR(CheckLedgerKind(kind));
+  std::lock_guard lock(mu_);
+  ASSIGN_OR_RETURN(std::optional<int64_t> sum,
+                   QueryInt(db_,
+                            "SELECT COALESCE(SUM(amount), 0) FROM ledger "
+                            "WHERE iss = ?1 AND sub = ?2 AND kind = ?3 AND at >= ?4 AND at < ?5",
+                            {iss, sub, kind, from, to}, "sum the ledger of " + sub));
+  return sum.value_or(0);
+}
+
+StatusOr<std::vector<LedgerRow>> Store::ListLedger(const std::string& iss, const std::string& sub, int64_t from,
+                                                   int64_t to, int64_t after_id, int64_t limit) {
+  std::lock_guard lock(mu_);
+  // Empty iss: every issuer; empty sub: every user of the issuer.
+  return Query<LedgerRow>(db_,
+                          Sql({"SELECT ", kLedgerColumns,
+                               " FROM ledger WHERE (?1 = '' OR iss = ?1) AND (?2 = '' OR sub = ?2) "
+                               "AND at >= ?3 AND at < ?4 AND id > ?5 ORDER BY id LIMIT ?6"}),
+                          {iss, sub, from, to, after_id, limit}, "list the ledger");
 }
 
 }  // namespace corral::supervisor

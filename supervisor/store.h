@@ -88,6 +88,23 @@ struct EventRow {
   int64_t at = 0;
 };
 
+// One debit (see budget.h for the units).
+struct LedgerRow {
+  int64_t id = 0;             // assigned, increasing
+  std::string iss;
+  std::string sub;
+  std::string kind;           // "ai": amount in micro-dollars; "compute": CPU milliseconds
+  int64_t amount = 0;
+  int64_t at = 0;             // unix seconds
+  std::string sandbox_id;     // "" when none
+  std::string session_id;     // "" when none
+  std::string model;          // ai: the model as the answer named it
+  int64_t input_tokens = 0;   // ai: the usage the amount was priced from
+  int64_t output_tokens = 0;
+  int64_t cache_write_tokens = 0;
+  int64_t cache_read_tokens = 0;
+};
+
 enum class Synchronous { kNormal, kFull };
 
 class Store {
@@ -140,6 +157,15 @@ class Store {
                                 const std::string& data_json);
   StatusOr<std::vector<EventRow>> ListEvents(const std::string& sandbox_id, int64_t after_seq,
                                              int64_t limit = 1000);
+
+  // Ledger. AddLedger returns the row's id; LedgerSum adds up one user's debits of a kind with
+  // from <= at < to. ListLedger (for exports): empty iss or sub match every one, rows after
+  // `after_id` by id, at most `limit`.
+  StatusOr<int64_t> AddLedger(const LedgerRow& row);
+  StatusOr<int64_t> LedgerSum(const std::string& iss, const std::string& sub, const std::string& kind,
+                              int64_t from, int64_t to);
+  StatusOr<std::vector<LedgerRow>> ListLedger(const std::string& iss, const std::string& sub, int64_t from,
+                                              int64_t to, int64_t after_id = 0, int64_t limit = 10000);
 
   // Runs `body` in one transaction (BEGIN IMMEDIATE ... COMMIT, ROLLBACK when it fails). The
   // methods above may be called inside it; they join the transaction.

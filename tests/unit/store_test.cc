@@ -903,5 +903,66 @@ TEST_F(StoreTest, WriteLockHeldElsewhereIsEbusyAfterTimeout) {
   EXPECT_TRUE(store_->AddIssuer({"corp", "s", 1}).ok());
 }
 
+// ---------------------------------------------------------------------------------------------
+// Ledger
+
+LedgerRow Debit(const std::string& sub, const std::string& kind, int64_t amount, int64_t at,
+                const std::string& session = "") {
+  LedgerRow row;
+  row.iss = "corp";
+  row.sub = sub;
+  row.kind = kind;
+  row.amount = amount;
+  row.at = at;
+  row.session_id = session;
+  row.model = kind == "ai" ? "claude-sonnet-4-5" : "";
+  row.input_tokens = kind == "ai" ? 100 : 0;
+  return row;
+}
+
+TEST_F(StoreTest, LedgerSumsOneUsersDebitsOfAKindInAWindow) {
+  ASSERT_TRUE(store_->AddLedger(Debit("alice", "ai", 1500, 1000, "ses_a")).ok());
+  ASSERT_TRUE(store_->AddLedger(Debit("alice", "ai", 250, 1999, "ses_b")).ok());
+  ASSERT_TRUE(store_->AddLedger(Debit("alice", "ai", 7, 2000)).ok());       // the next window
+  ASSERT_TRUE(store_->AddLedger(Debit("alice", "compute", 9000, 1500)).ok());
+  ASSERT_TRUE(store_->AddLedger(Debit("bob", "ai", 100000, 1500)).ok());
+  auto spent = store_->LedgerSum("corp", "alice", "ai", 1000, 2000);
+  ASSERT_TRUE(spent.ok()) << spent.status().ToString();
+  EXPECT_EQ(*spent, 1750);
+  EXPECT_EQ(*store_->LedgerSum("corp", "alice", "ai", 2000, 3000), 7);
+  EXPECT_EQ(*store_->LedgerSum("corp", "alice", "compute", 0, 3000), 9000);
+  EXPECT_EQ(*store_->LedgerSum("corp", "bob", "ai", 0, 3000), 100000);
+  // The user is the pair: the same sub under another issuer has spent nothing.
+  EXPECT_EQ(*store_->LedgerSum("other", "alice", "ai", 0, 3000), 0);
+  EXPECT_FALSE(store_->LedgerSum("corp", "alice", "dollars", 0, 3000).ok());
+  EXPECT_FALSE(store_->AddLedger(Debit("alice", "dollars", 1, 1)).ok());
+}
+
+TEST_F(StoreTest, LedgerRowsKeepTheirUsageAndListInOrder) {
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(store_->AddLedger(Debit(i % 2 ? "bob" : "alice", "ai", 10 + i, 100 + i)).ok());
+  auto all = store_->ListLedger("", "", 0, 1000);
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  ASSERT_EQ(all->size(), 5u);
+  EXPECT_EQ((*all)[0].amount, 10);
+  EXPECT_EQ((*all)[0].model, "claude-sonnet-4-5");
+  EXPECT_EQ((*all)[0].input_tokens, 100);
+  EXPECT_LT((*all)[0].id, (*all)[1].id);
+  auto alice = store_->ListLedger("corp", "alice", 0, 1000);
+  ASSERT_TRUE(alice.ok());
+  EXPECT_EQ(alice->size(), 3u);
+  // Paging by id, and the window's end is exclusive.
+  auto page = store_->ListLedger("corp", "", 0, 104, (*all)[1].id, 10);
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->size(), 2u);
+  EXPECT_EQ((*page)[0].amount, 12);
+  EXPECT_EQ((*page)[1].amount, 13);
+  // Control: a debit outlives a reopen (it is committed).
+  store_.reset();
+  store_ = OpenStore();
+  ASSERT_NE(store_, nullptr);
+  EXPECT_EQ(*store_->LedgerSum("corp", "alice", "ai", 0, 1000), 10 + 12 + 14);
+}
+
 }  // namespace
 }  // namespace corral::supervisor
+
