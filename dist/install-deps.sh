@@ -39,11 +39,22 @@ for p in "${packages[@]}"; do
     missing+=("$p")
   fi
 done
+# npm: the machine's own when it has one, else Debian's.
+command -v npm >/dev/null || missing+=(npm)
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present"
-  exit 0
+else
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-echo "install-deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${missing[@]}"
+
+# Claude Code, the agent that sessions run (a native binary; npm only installs it). In the
+# host's /usr, so the `host` image shows it inside every sandbox. Pinned: the session runner and
+# the scripted model server (tests/fixtures) are tested against this version's stream-json.
+CLAUDE_CODE_VERSION=2.1.330
+if [ "$(claude --version 2>/dev/null | awk '{print $1}')" != "$CLAUDE_CODE_VERSION" ]; then
+  echo "install-deps: installing @anthropic-ai/claude-code@$CLAUDE_CODE_VERSION"
+  npm install -g --no-fund --no-audit --loglevel=error "@anthropic-ai/claude-code@$CLAUDE_CODE_VERSION"
+fi
