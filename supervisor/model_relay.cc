@@ -1,0 +1,473 @@
+#include "supervisor/model_relay.h"
+
+#include <arpa/inet.h>
+#include <openssl/ssl.h>
+#include <time.h>
+
+#include <limits>
+#include <utility>  // before asio's awaitable.hpp, which uses std::exchange without it
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+#include <nlohmann/json.hpp>
+
+#include "common/log.h"
+
+namespace corral::supervisor {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using asio::awaitable;
+using asio::use_awaitable;
+using tcp = asio::ip::tcp;
+
+namespace {
+
+constexpr size_t kMaxHeaderBytes = 64 * 1024;
+constexpr size_t kChunkBytes = 64 * 1024;
+constexpr size_t kMaxWholeBody = 8 << 20;  // a non-streamed answer kept for its usage
+
+bool IsLoopbackHost(std::string_view host) {
+  if (host == "localhost" || host == "::1" || host == "[::1]") return true;
+  struct in_addr address;
+  const std::string text(host);
+  return inet_pton(AF_INET, text.c_str(), &address) == 1 && (ntohl(address.s_addr) >> 24) == 127;
+}
+
+// Hop-by-hop headers and those the relay sets itself: never copied across.
+bool IsRelayOwnedHeader(beast::string_view name) {
+  static constexpr const char* kOwned[] = {
+      "host", "x-api-key", "authorization", "connection", "keep-alive", "proxy-authorization",
+      "proxy-authenticate", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade",
+      "content-length", "accept-encoding", "cookie", "set-cookie"};
+  for (const char* owned : kOwned) {
+    if (beast::iequals(name, owned)) return true;
+  }
+  return false;
+}
+
+std::string ErrorBody(std::string_view type, std::string_view message) {
+  return nlohmann::json{{"type", "error"}, {"error", {{"type", type}, {"message", message}}}}.dump();
+}
+
+std::string IsoTime(int64_t t) {
+  char text[32];
+  struct tm tm = {};
+  const time_t tt = static_cast<time_t>(t);
+  gmtime_r(&tt, &tm);
+  strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return text;
+}
+
+}  // namespace
+
+StatusOr<UpstreamUrl> ParseUpstream(std::string_view url) {
+  UpstreamUrl out;
+  std::string_view rest;
+  if (url.substr(0, 8) == "https://") {
+    rest = url.substr(8);
+  } else if (url.substr(0, 7) == "http://") {
+    out.tls = false;
+    rest = url.substr(7);
+  } else {
+    return Status::Error("relay.upstream: expected https://HOST[:PORT], not \"" + std::string(url) + "\"", EINVAL);
+  }
+  while (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);
+  if (rest.find('/') != std::string_view::npos) {
+    return Status::Error("relay.upstream: a host and port only, without a path: \"" + std::string(url) + "\"", EINVAL);
+  }
+  size_t colon = rest.rfind(':');
+  if (!rest.empty() && rest.front() == '[') {  // [v6]:port
+    size_t close = rest.find(']');
+    if (close == std::string_view::npos) return Status::Error("relay.upstream: bad IPv6 host", EINVAL);
+    colon = rest.find(':', close);
+  }
+  out.host = std::string(colon == std::string_view::npos ? rest : rest.substr(0, colon));
+  out.port = colon == std::string_view::npos ? (out.tls ? "443" : "80") : std::string(rest.substr(colon + 1));
+  if (out.host.empty() || out.port.empty() || out.port.find_first_not_of("0123456789") != std::string::npos) {
+    return Status::Error("relay.upstream: expected https://HOST[:PORT], not \"" + std::string(url) + "\"", EINVAL);
+  }
+  if (!out.tls && !IsLoopbackHost(out.host)) {
+    return Status::Error("relay.upstream: plain http only to a loopback host (a test upstream); use https", EINVAL);
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
+  Impl(asio::io_context& io_context, RelayConfig relay_config, Store& the_store, RelayAuthority& the_authority,
+       uint64_t& request_count)
+      : io(io_context), config(std::move(relay_config)), store(the_store), authority(the_authority),
+        requests(request_count), tls(asio::ssl::context::tls_client) {
+    auto parsed = ParseUpstream(this->config.upstream);
+    if (parsed.ok()) {
+      upstream = *parsed;
+    } else {
+      upstream_error = parsed.status();
+    }
+    tls.set_verify_mode(asio::ssl::verify_peer);
+    boost::system::error_code ec;
+    tls.set_default_verify_paths(ec);
+    if (!this->config.ca_file.empty()) tls.load_verify_file(this->config.ca_file, ec);
+    if (ec) upstream_error = Status::Error("relay: cannot load the CA certificates: " + ec.message(), EINVAL);
+    SSL_CTX_set_min_proto_version(tls.native_handle(), TLS1_2_VERSION);
+  }
+
+  struct Sandbox {
+    std::unique_ptr<tcp::acceptor> acceptor;
+    std::set<std::shared_ptr<beast::tcp_stream>> clients;
+  };
+
+  asio::io_context& io;
+  const RelayConfig config;
+  Store& store;
+  RelayAuthority& authority;
+  uint64_t& requests;
+  asio::ssl::context tls;
+  std::optional<UpstreamUrl> upstream;
+  Status upstream_error;
+  std::map<std::string, Sandbox> sandboxes;
+  bool stopped = false;
+
+  void Accept(const std::string& sandbox_id) {
+    auto it = sandboxes.find(sandbox_id);
+    if (it == sandboxes.end() || !it->second.acceptor) return;
+    auto self = shared_from_this();
+    it->second.acceptor->async_accept([self, sandbox_id](boost::system::error_code ec, tcp::socket socket) {
+      if (ec == asio::error::operation_aborted || self->stopped) return;
+      auto sandbox = self->sandboxes.find(sandbox_id);
+      if (sandbox == self->sandboxes.end()) return;
+      if (!ec) {
+        auto client = std::make_shared<beast::tcp_stream>(std::move(socket));
+        sandbox->second.clients.insert(client);
+        asio::co_spawn(self->io, self->ServeConnection(sandbox_id, client), asio::detached);
+      } else if (ec == asio::error::no_descriptors) {
+        LogWarn("relay", "accept: out of file descriptors", {{"sandbox", sandbox_id}});
+      }
+      self->Accept(sandbox_id);
+    });
+  }
+
+  awaitable<void> ServeConnection(std::string sandbox_id, std::shared_ptr<beast::tcp_stream> client) {
+    auto self = shared_from_this();  // alive until the coroutine ends
+    beast::flat_buffer buffer;
+    boost::system::error_code ec;
+    while (!stopped) {
+      http::request_parser<http::string_body> parser;
+      parser.header_limit(kMaxHeaderBytes);
+      parser.body_limit(config.max_request_bytes);
+      client->expires_after(std::chrono::seconds(config.timeout_s));
+      co_await http::async_read(*client, buffer, parser, asio::redirect_error(use_awaitable, ec));
+      if (ec == http::error::body_limit) {
+        co_await Reply(*client, http::status::payload_too_large, "request_too_large",
+                       "corral: the request is larger than relay.max_request", false);
+        break;
+      }
+      if (ec) break;
+      http::request<http::string_body> request = parser.release();
+      const bool keep_alive = request.keep_alive();
+      const bool clean = co_await Relay(sandbox_id, *client, request);
+      if (!clean || !keep_alive) break;
+    }
+    client->socket().shutdown(tcp::socket::shutdown_both, ec);
+    client->close();
+    if (auto it = sandboxes.find(sandbox_id); it != sandboxes.end()) it->second.clients.erase(client);
+  }
+
+  awaitable<bool> Reply(beast::tcp_stream& client, http::status status, std::string_view type,
+                        std::string_view message, bool keep_alive) {
+    http::response<http::string_body> response{status, 11};
+    response.set(http::field::content_type, "application/json");
+    response.set("request-id", "corral-relay");
+    response.keep_alive(keep_alive);
+    response.body() = ErrorBody(type, message);
+    response.prepare_payload();
+    boost::system::error_code ec;
+    client.expires_after(std::chrono::seconds(config.timeout_s));
+    co_await http::async_write(client, response, asio::redirect_error(use_awaitable, ec));
+    co_return !ec;
+  }
+
+  // One request: false when the connection is no longer usable.
+  awaitable<bool> Relay(const std::string& sandbox_id, beast::tcp_stream& client,
+                        http::request<http::string_body>& request) {
+    ++requests;
+    const bool keep = request.keep_alive();
+    std::string_view target(request.target().data(), request.target().size());
+    std::string_view path = target.substr(0, target.find('?'));
+    const bool messages = path == "/v1/messages";
+    const bool count_tokens = path == "/v1/messages/count_tokens";
+    if (request.method() != http::verb::post || (!messages && !count_tokens)) {
+      co_return co_await Reply(client, http::status::not_found, "not_found_error",
+                               "corral: the relay serves POST /v1/messages and /v1/messages/count_tokens only", keep);
+    }
+    // Whose session: the placeholder key, which must belong to this sandbox.
+    std::string key(request[http::field::authorization]);
+    if (key.rfind("Bearer ", 0) == 0) {
+      key.erase(0, 7);
+    } else {
+      key = std::string(request["x-api-key"]);
+    }
+    std::optional<RelayClient> found = key.empty() ? std::nullopt : authority.FindKey(key);
+    if (!found || found->sandbox_id != sandbox_id) {
+      LogWarn("relay", "unknown key", {{"sandbox", sandbox_id}});
+      co_return co_await Reply(client, http::status::unauthorized, "authentication_error",
+                               "corral: this key belongs to no session of this sandbox", keep);
+    }
+    const RelayClient who = *found;
+    nlohmann::json body = nlohmann::json::parse(request.body(), nullptr, /*allow_exceptions=*/false);
+    const std::string model = body.is_object() ? body.value("model", "") : "";
+    std::optional<ModelPrice> price = config.prices.Find(model);
+    if (messages) {
+      if (!price) {
+        co_return co_await Reply(client, http::status::bad_request, "invalid_request_error",
+                                 "corral: the model \"" + model + "\" has no price in the relay's table (relay.prices)",
+                                 keep);
+      }
+      if (!who.budget.ai_micro_usd) {
+        authority.OnBudgetExhausted(who);
+        co_return co_await Reply(client, http::status::forbidden, "permission_error",
+                                 "corral: this session's token carries no AI budget (budget.ai_usd)", keep);
+      }
+      const int64_t now = static_cast<int64_t>(time(nullptr));
+      const WindowRange window = CurrentWindow(who.budget, now);
+      auto spent = store.LedgerSum(who.iss, who.sub, "ai", window.start, window.end);
+      if (!spent.ok()) {
+        LogError("relay", "cannot read the ledger", {{"error", spent.status().ToString()}});
+        co_return co_await Reply(client, http::status::internal_server_error, "api_error",
+                                 "corral: the ledger cannot be read", keep);
+      }
+      if (*spent >= *who.budget.ai_micro_usd) {
+        authority.OnBudgetExhausted(who);
+        co_return co_await Reply(client, http::status::forbidden, "permission_error",
+                                 "corral: the AI budget of this " + std::string(WindowName(who.budget.window)) +
+                                     " is spent (USD " + FormatMicroUsd(*spent) + " of " +
+                                     FormatMicroUsd(*who.budget.ai_micro_usd) + "; the window ends " +
+                                     IsoTime(window.end) + ")",
+                                 keep);
+      }
+    }
+    if (!upstream || config.api_key.empty()) {
+      co_return co_await Reply(client, http::status::internal_server_error, "api_error",
+                               !upstream ? "corral: " + upstream_error.message()
+                                         : std::string("corral: the operator has not configured a model API key "
+                                                       "(relay.api_key_file)"),
+                               keep);
+    }
+    // The request as the upstream gets it.
+    http::request<http::string_body> forward{request.method(), request.target(), 11};
+    for (const auto& field : request) {
+      if (!IsRelayOwnedHeader(field.name_string())) forward.insert(field.name_string(), field.value());
+    }
+    forward.set(http::field::host, upstream->host);
+    forward.set("x-api-key", config.api_key);
+    forward.set(http::field::accept_encoding, "identity");  // the relay reads the usage
+    forward.keep_alive(false);
+    forward.body() = std::move(request.body());
+    forward.prepare_payload();
+
+    Metered metered;
+    bool clean = true;
+    if (upstream->tls) {
+      beast::ssl_stream<beast::tcp_stream> stream(io, tls);
+      if (!SSL_set_tlsext_host_name(stream.native_handle(), upstream->host.c_str())) {
+        co_return co_await Reply(client, http::status::bad_gateway, "api_error", "corral: TLS set-up failed", keep);
+      }
+      stream.set_verify_callback(asio::ssl::host_name_verification(upstream->host));
+      std::string failed = co_await Connect(beast::get_lowest_layer(stream));
+      if (failed.empty()) {
+        boost::system::error_code ec;
+        beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(config.timeout_s));
+        co_await stream.async_handshake(asio::ssl::stream_base::client, asio::redirect_error(use_awaitable, ec));
+        if (ec) failed = "TLS handshake with " + upstream->host + ": " + ec.message();
+      }
+      if (!failed.empty()) {
+        LogWarn("relay", "upstream unreachable", {{"error", failed}});
+        co_return co_await Reply(client, http::status::bad_gateway, "api_error", "corral: " + failed, keep);
+      }
+      clean = co_await Exchange(stream, beast::get_lowest_layer(stream), client, forward, metered);
+    } else {
+      beast::tcp_stream stream(io);
+      std::string failed = co_await Connect(stream);
+      if (!failed.empty()) {
+        LogWarn("relay", "upstream unreachable", {{"error", failed}});
+        co_return co_await Reply(client, http::status::bad_gateway, "api_error", "corral: " + failed, keep);
+      }
+      clean = co_await Exchange(stream, stream, client, forward, metered);
+    }
+    // (After a shutdown the store and the sessions may be gone: nothing more is written.)
+    if (messages && !stopped) Debit(who, model, *price, metered);
+    co_return clean && keep;
+  }
+
+  awaitable<std::string> Connect(beast::tcp_stream& stream) {
+    boost::system::error_code ec;
+    tcp::resolver resolver(io);
+    auto endpoints = co_await resolver.async_resolve(upstream->host, upstream->port, asio::redirect_error(use_awaitable, ec));
+    if (ec) co_return "resolve " + upstream->host + ": " + ec.message();
+    stream.expires_after(std::chrono::seconds(30));
+    co_await stream.async_connect(endpoints, asio::redirect_error(use_awaitable, ec));
+    if (ec) co_return "connect to " + upstream->host + ":" + upstream->port + ": " + ec.message();
+    co_return "";
+  }
+
+  struct Metered {
+    bool streamed = false;
+    int status = 0;
+    SseUsageReader sse;
+    std::string whole;
+  };
+
+  // Sends the request upstream and streams the answer to the client as it comes, metering it.
+  // False when either side failed part way (the client connection is then closed).
+  template <typename Stream>
+  awaitable<bool> Exchange(Stream& upstream_stream, beast::tcp_stream& upstream_layer, beast::tcp_stream& client,
+                           http::request<http::string_body>& forward, Metered& metered) {
+    boost::system::error_code ec;
+    upstream_layer.expires_after(std::chrono::seconds(config.timeout_s));
+    co_await http::async_write(upstream_stream, forward, asio::redirect_error(use_awaitable, ec));
+    if (ec) {
+      (void)co_await Reply(client, http::status::bad_gateway, "api_error",
+                           "corral: sending to the upstream failed: " + ec.message(), false);
+      co_return false;
+    }
+    beast::flat_buffer upstream_buffer;
+    http::response_parser<http::buffer_body> parser;
+    parser.body_limit(std::numeric_limits<std::uint64_t>::max());  // streamed through, not kept
+    parser.header_limit(kMaxHeaderBytes);
+    upstream_layer.expires_after(std::chrono::seconds(config.timeout_s));
+    co_await http::async_read_header(upstream_stream, upstream_buffer, parser, asio::redirect_error(use_awaitable, ec));
+    if (ec) {
+      (void)co_await Reply(client, http::status::bad_gateway, "api_error",
+                           "corral: no answer from the upstream: " + ec.message(), false);
+      co_return false;
+    }
+    const auto& head = parser.get();
+    metered.status = head.result_int();
+    metered.streamed = beast::iequals(head[http::field::content_type].substr(0, 17), "text/event-stream");
+    http::response<http::buffer_body> response;
+    response.version(11);
+    response.result(head.result_int());  // as a number: result() is `unknown` for 529 and others
+    for (const auto& field : head) {
+      if (!IsRelayOwnedHeader(field.name_string())) response.insert(field.name_string(), field.value());
+    }
+    response.chunked(true);
+    response.keep_alive(true);
+    http::response_serializer<http::buffer_body> serializer{response};
+    client.expires_after(std::chrono::seconds(config.timeout_s));
+    co_await http::async_write_header(client, serializer, asio::redirect_error(use_awaitable, ec));
+    if (ec) co_return false;
+    char chunk[kChunkBytes];
+    for (;;) {
+      size_t got = 0;
+      if (!parser.is_done()) {
+        parser.get().body().data = chunk;
+        parser.get().body().size = sizeof(chunk);
+        upstream_layer.expires_after(std::chrono::seconds(config.timeout_s));
+        // read_some: whatever has come (one event of a slow stream), not a full buffer.
+        co_await http::async_read_some(upstream_stream, upstream_buffer, parser,
+                                       asio::redirect_error(use_awaitable, ec));
+        if (ec == http::error::need_buffer) ec = {};
+        if (ec) co_return false;  // the upstream broke off: the client sees its answer end short
+        got = sizeof(chunk) - parser.get().body().size;
+        if (metered.streamed) {
+          metered.sse.Feed(std::string_view(chunk, got));
+        } else if (metered.whole.size() + got <= kMaxWholeBody) {
+          metered.whole.append(chunk, got);
+        }
+      }
+      response.body().data = got > 0 ? chunk : nullptr;
+      response.body().size = got;
+      response.body().more = !parser.is_done();
+      client.expires_after(std::chrono::seconds(config.timeout_s));
+      co_await http::async_write(client, serializer, asio::redirect_error(use_awaitable, ec));
+      if (ec == http::error::need_buffer) ec = {};
+      if (ec) co_return false;  // the client hung up: what was used so far is still paid for
+      if (serializer.is_done()) co_return true;
+    }
+  }
+
+  void Debit(const RelayClient& who, const std::string& requested_model, const ModelPrice& requested_price,
+             const Metered& metered) {
+    ModelUsage usage = metered.streamed ? metered.sse.usage() : UsageFromMessage(metered.whole);
+    if (usage.empty()) return;
+    if (usage.model.empty()) usage.model = requested_model;
+    const ModelPrice price = config.prices.Find(usage.model).value_or(requested_price);
+    const int64_t cost = CostMicroUsd(price, usage);
+    LedgerRow row;
+    row.iss = who.iss;
+    row.sub = who.sub;
+    row.kind = "ai";
+    row.amount = cost;
+    row.at = static_cast<int64_t>(time(nullptr));
+    row.sandbox_id = who.sandbox_id;
+    row.session_id = who.session_id;
+    row.model = usage.model;
+    row.input_tokens = usage.input_tokens;
+    row.output_tokens = usage.output_tokens;
+    row.cache_write_tokens = usage.cache_creation_input_tokens;
+    row.cache_read_tokens = usage.cache_read_input_tokens;
+    auto added = store.AddLedger(row);
+    if (!added.ok()) {
+      LogError("relay", "cannot write the ledger", {{"session", who.session_id}, {"error", added.status().ToString()}});
+    }
+    authority.OnUsage(who, usage, cost);
+  }
+};
+
+ModelRelay::ModelRelay(asio::io_context& io, RelayConfig config, Store& store, RelayAuthority& authority)
+    : io_(io), config_(config), store_(store), authority_(authority),
+      impl_(std::make_shared<Impl>(io, std::move(config), store, authority, requests_)) {}
+
+ModelRelay::~ModelRelay() {
+  impl_->stopped = true;
+  for (auto& [id, sandbox] : impl_->sandboxes) {
+    boost::system::error_code ec;
+    if (sandbox.acceptor) sandbox.acceptor->close(ec);
+    for (const auto& client : sandbox.clients) client->socket().close(ec);
+  }
+  impl_->sandboxes.clear();
+}
+
+void ModelRelay::Serve(const std::string& sandbox_id, std::vector<UniqueFd> listeners) {
+  Forget(sandbox_id);
+  if (listeners.empty()) return;
+  // The first listener is the relay's port (Ports()); a sandbox started with other ports by an
+  // earlier configuration is served on what it has.
+  Impl::Sandbox sandbox;
+  sandbox.acceptor = std::make_unique<tcp::acceptor>(io_);
+  boost::system::error_code ec;
+  sandbox.acceptor->assign(tcp::v4(), listeners[0].release(), ec);
+  if (ec) {
+    LogError("relay", "cannot take the sandbox's listener", {{"sandbox", sandbox_id}, {"error", ec.message()}});
+    return;
+  }
+  impl_->sandboxes[sandbox_id] = std::move(sandbox);
+  impl_->Accept(sandbox_id);
+}
+
+void ModelRelay::Forget(const std::string& sandbox_id) {
+  auto it = impl_->sandboxes.find(sandbox_id);
+  if (it == impl_->sandboxes.end()) return;
+  boost::system::error_code ec;
+  if (it->second.acceptor) it->second.acceptor->close(ec);
+  for (const auto& client : it->second.clients) client->socket().close(ec);
+  impl_->sandboxes.erase(it);
+}
+
+size_t ModelRelay::open_connections() const {
+  size_t n = 0;
+  for (const auto& [id, sandbox] : impl_->sandboxes) n += sandbox.clients.size();
+  return n;
+}
+
+}  // namespace corral::supervisor

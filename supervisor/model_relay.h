@@ -1,0 +1,101 @@
+// The model relay: the Anthropic Messages API as a sandbox sees it.
+//
+// Each sandbox's ANTHROPIC_BASE_URL is http://127.0.0.1:<port> on its own loopback, where the
+// sandbox's init holds a listening socket that the daemon accepts on (LoopbackServices). The
+// agent inside authenticates with a per-session placeholder key; the relay
+//   1. finds the session that key belongs to (RelayAuthority), in this sandbox only;
+//   2. refuses, in the API's own error format, when the user's AI budget for the current window
+//      is spent (the ledger's sum), or when the model has no price (nothing goes unmetered);
+//   3. forwards the request to the upstream with the operator's real key (which never enters a
+//      sandbox), over TLS with certificate and host name verification (plain HTTP only to a
+//      loopback upstream, for tests);
+//   4. streams the answer back as it comes while reading its usage (server-sent events, or the
+//      whole JSON body), prices it and writes one ledger row per request, also when the agent
+//      hangs up halfway (what was used is paid for).
+// A budget check is a read of the ledger before the request and the debit a write after it, so
+// concurrent requests at the edge of a budget overspend by at most the requests then in flight.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+
+#include "common/status.h"
+#include "common/unique_fd.h"
+#include "supervisor/budget.h"
+#include "supervisor/sandbox_manager.h"
+#include "supervisor/store.h"
+
+namespace corral::supervisor {
+
+struct RelayConfig {
+  uint16_t port = 7880;  // on each sandbox's 127.0.0.1
+  // https://host[:port] (any host) or http://host[:port] (loopback hosts only).
+  std::string upstream = "https://api.anthropic.com";
+  std::string api_key;   // the operator's key, sent upstream as x-api-key; "" refuses every call
+  std::string ca_file;   // extra trusted CA certificates (PEM) for the upstream; "" = the system's
+  PriceTable prices;
+  uint64_t max_request_bytes = 32ull << 20;
+  uint64_t timeout_s = 600;  // for each read or write on either side
+};
+
+// The upstream, parsed. Errors name what is wrong ("plain http only to a loopback host").
+struct UpstreamUrl {
+  bool tls = true;
+  std::string host;
+  std::string port;
+};
+StatusOr<UpstreamUrl> ParseUpstream(std::string_view url);
+
+// Who a placeholder key belongs to.
+struct RelayClient {
+  std::string session_id;
+  std::string sandbox_id;
+  std::string iss;
+  std::string sub;
+  Budget budget;
+};
+
+// What the relay asks of the sessions (SessionRunner), and tells them.
+class RelayAuthority {
+ public:
+  virtual ~RelayAuthority() = default;
+  virtual std::optional<RelayClient> FindKey(std::string_view placeholder_key) = 0;
+  // After each metered request (the ledger row is written).
+  virtual void OnUsage(const RelayClient& client, const ModelUsage& usage, int64_t cost_micro_usd) = 0;
+  // A request was refused because the AI budget is spent.
+  virtual void OnBudgetExhausted(const RelayClient& client) = 0;
+};
+
+class ModelRelay : public LoopbackServices {
+ public:
+  ModelRelay(boost::asio::io_context& io, RelayConfig config, Store& store, RelayAuthority& authority);
+  ~ModelRelay() override;
+
+  std::vector<uint16_t> Ports() const override { return {config_.port}; }
+  void Serve(const std::string& sandbox_id, std::vector<UniqueFd> listeners) override;
+  void Forget(const std::string& sandbox_id) override;
+
+  // For metrics and tests.
+  uint64_t requests() const { return requests_; }
+  size_t open_connections() const;
+
+  struct Impl;
+
+ private:
+  boost::asio::io_context& io_;
+  RelayConfig config_;
+  Store& store_;
+  RelayAuthority& authority_;
+  std::shared_ptr<Impl> impl_;
+  uint64_t requests_ = 0;
+};
+
+}  // namespace corral::supervisor

@@ -1,0 +1,369 @@
+// The model relay between a sandbox's loopback and the upstream, driven as the agent would:
+// HTTP requests on a listener handed to the relay (here one on the host's loopback, in place of
+// a sandbox's), against the scripted Messages API server (tests/fixtures/scripted_model.py) as
+// the upstream, with a real store for the ledger.
+#include "supervisor/model_relay.h"
+
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <thread>
+#include <utility>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace corral::supervisor {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using nlohmann::json;
+
+constexpr const char* kRealKey = "sk-ant-operator-REAL-key-0123456789";
+constexpr const char* kKey = "corral-session-placeholder-1";
+constexpr const char* kOtherSandboxKey = "corral-session-placeholder-2";
+constexpr const char* kModel = "claude-test-1";
+
+class FakeAuthority : public RelayAuthority {
+ public:
+  std::optional<RelayClient> FindKey(std::string_view key) override {
+    RelayClient client;
+    client.iss = "corp";
+    client.sub = "alice";
+    client.budget = budget;
+    if (key == kKey) {
+      client.session_id = "ses_1";
+      client.sandbox_id = "sb_test";
+      return client;
+    }
+    if (key == kOtherSandboxKey) {
+      client.session_id = "ses_2";
+      client.sandbox_id = "sb_other";
+      return client;
+    }
+    return std::nullopt;
+  }
+  void OnUsage(const RelayClient&, const ModelUsage& usage, int64_t cost) override {
+    usages.push_back(usage);
+    costs.push_back(cost);
+  }
+  void OnBudgetExhausted(const RelayClient& client) override { exhausted.push_back(client.session_id); }
+
+  Budget budget;
+  std::vector<ModelUsage> usages;
+  std::vector<int64_t> costs;
+  std::vector<std::string> exhausted;
+};
+
+// The scripted upstream, as a child process.
+class ScriptedUpstream {
+ public:
+  ScriptedUpstream(const std::string& dir, const json& scenario) : log_(dir + "/upstream.jsonl") {
+    const std::string scenario_path = dir + "/scenario.json";
+    std::ofstream(scenario_path) << scenario.dump();
+    int out[2];
+    if (pipe(out) != 0) return;
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(out[1], 1);
+      close(out[0]);
+      const std::string script = std::string(CORRAL_SOURCE_DIR) + "/tests/fixtures/scripted_model.py";
+      execl("/usr/bin/python3", "python3", script.c_str(), "--port", "0", "--scenario", scenario_path.c_str(),
+            "--log", log_.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    close(out[1]);
+    FILE* f = fdopen(out[0], "r");
+    char line[128] = {};
+    if (f != nullptr && fgets(line, sizeof(line), f) != nullptr) sscanf(line, "LISTENING %d", &port_);
+    if (f != nullptr) fclose(f);
+  }
+  ~ScriptedUpstream() {
+    if (pid_ > 0) {
+      kill(pid_, SIGTERM);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  int port() const { return port_; }
+  std::vector<json> Requests() const {
+    std::vector<json> out;
+    std::ifstream in(log_);
+    for (std::string line; std::getline(in, line);) {
+      if (!line.empty()) out.push_back(json::parse(line));
+    }
+    return out;
+  }
+  std::string RawLog() const {
+    std::ifstream in(log_);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  }
+
+ private:
+  std::string log_;
+  pid_t pid_ = -1;
+  int port_ = 0;
+};
+
+json Turn(const std::string& text, int input, int output, int cache_write = 0, int cache_read = 0) {
+  return {{"text", text},
+          {"usage",
+           {{"input_tokens", input},
+            {"output_tokens", output},
+            {"cache_creation_input_tokens", cache_write},
+            {"cache_read_input_tokens", cache_read}}}};
+}
+
+json MessagesBody(bool stream, const std::string& model = kModel) {
+  return {{"model", model},
+          {"max_tokens", 1000},
+          {"stream", stream},
+          {"messages", {{{"role", "user"}, {"content", "hello"}}}},
+          {"tools", {{{"name", "Bash"}, {"description", "run"}, {"input_schema", {{"type", "object"}}}}}}};
+}
+
+class ModelRelayTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char dir[] = "/tmp/corral-relay-test-XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    dir_ = dir;
+    auto store = Store::Open(dir_ + "/state.db");
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    store_ = std::move(*store);
+    authority_.budget.ai_micro_usd = 1000000;  // USD 1 a day
+    authority_.budget.window = BudgetWindow::kDay;
+  }
+
+  void TearDown() override {
+    if (relay_) {
+      asio::post(io_, [this] { relay_.reset(); });
+    }
+    work_.reset();
+    if (loop_.joinable()) loop_.join();
+    store_.reset();
+    (void)!system(("rm -rf " + dir_).c_str());
+  }
+
+  // The relay with the scripted upstream (scenario), served on a host loopback listener.
+  void Start(const json& scenario) {
+    upstream_ = std::make_unique<ScriptedUpstream>(dir_, scenario);
+    ASSERT_GT(upstream_->port(), 0) << "the scripted upstream did not start";
+    RelayConfig config;
+    config.upstream = "http://127.0.0.1:" + std::to_string(upstream_->port());
+    config.api_key = kRealKey;
+    config.prices.Set(kModel, {3000000, 15000000, 3750000, 300000});
+    config.timeout_s = 30;
+    relay_ = std::make_unique<ModelRelay>(io_, config, *store_, authority_);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in address = {};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+    ASSERT_EQ(listen(fd, 16), 0);
+    socklen_t length = sizeof(address);
+    ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length), 0);
+    port_ = ntohs(address.sin_port);
+    std::vector<UniqueFd> listeners;
+    listeners.emplace_back(fd);
+    relay_->Serve("sb_test", std::move(listeners));
+    loop_ = std::thread([this] { io_.run(); });
+  }
+
+  struct Answer {
+    int status = 0;
+    std::string body;
+    std::string content_type;
+  };
+
+  // One request as the agent sends it; `key` goes in x-api-key.
+  Answer Post(const std::string& target, const json& body, const std::string& key = kKey,
+              http::verb verb = http::verb::post) {
+    asio::io_context io;
+    beast::tcp_stream stream(io);
+    stream.connect(asio::ip::tcp::endpoint(asio::ip::address_v4::loopback(), port_));
+    http::request<http::string_body> request{verb, target, 11};
+    request.set(http::field::host, "127.0.0.1");
+    request.set(http::field::content_type, "application/json");
+    request.set("anthropic-version", "2023-06-01");
+    if (!key.empty()) request.set("x-api-key", key);
+    request.body() = body.dump();
+    request.prepare_payload();
+    http::write(stream, request);
+    beast::flat_buffer buffer;
+    http::response<http::string_body> response;
+    http::read(stream, buffer, response);
+    return {static_cast<int>(response.result_int()), response.body(), std::string(response[http::field::content_type])};
+  }
+
+  int64_t Spent() { return *store_->LedgerSum("corp", "alice", "ai", 0, INT64_MAX); }
+
+  std::string dir_;
+  std::unique_ptr<Store> store_;
+  FakeAuthority authority_;
+  asio::io_context io_;
+  asio::executor_work_guard<asio::io_context::executor_type> work_ = asio::make_work_guard(io_);
+  std::thread loop_;
+  std::unique_ptr<ScriptedUpstream> upstream_;
+  std::unique_ptr<ModelRelay> relay_;
+  uint16_t port_ = 0;
+};
+
+TEST_F(ModelRelayTest, AStreamedAnswerPassesThroughAndItsUsageIsDebitedExactly) {
+  Start({{"turns", {Turn("hi there", 1000, 500, 2000, 10000)}}});
+  Answer answer = Post("/v1/messages?beta=true", MessagesBody(true));
+  ASSERT_EQ(answer.status, 200) << answer.body;
+  EXPECT_EQ(answer.content_type.substr(0, 17), "text/event-stream");
+  EXPECT_NE(answer.body.find("event: message_start"), std::string::npos);
+  EXPECT_NE(answer.body.find("hi there"), std::string::npos);
+  EXPECT_NE(answer.body.find("event: message_stop"), std::string::npos);
+  // 1000*3 + 500*15 + 2000*3.75 + 10000*0.3 micro-dollars.
+  EXPECT_EQ(Spent(), 21000);
+  ASSERT_EQ(authority_.costs.size(), 1u);
+  EXPECT_EQ(authority_.costs[0], 21000);
+  EXPECT_EQ(authority_.usages[0].model, kModel);
+  auto rows = store_->ListLedger("corp", "alice", 0, INT64_MAX);
+  ASSERT_TRUE(rows.ok());
+  ASSERT_EQ(rows->size(), 1u);
+  EXPECT_EQ((*rows)[0].session_id, "ses_1");
+  EXPECT_EQ((*rows)[0].sandbox_id, "sb_test");
+  EXPECT_EQ((*rows)[0].cache_read_tokens, 10000);
+  // The upstream saw the operator's key, never the placeholder.
+  auto requests = upstream_->Requests();
+  ASSERT_EQ(requests.size(), 1u);
+  EXPECT_EQ(requests[0]["headers"]["x-api-key"], kRealKey);
+  EXPECT_EQ(requests[0]["path"], "/v1/messages?beta=true");
+  EXPECT_EQ(upstream_->RawLog().find(kKey), std::string::npos);
+}
+
+TEST_F(ModelRelayTest, AWholeAnswerIsDebitedFromItsBody) {
+  Start({{"turns", {Turn("whole", 40, 2)}}});
+  Answer answer = Post("/v1/messages", MessagesBody(false));
+  ASSERT_EQ(answer.status, 200) << answer.body;
+  json message = json::parse(answer.body);
+  EXPECT_EQ(message["usage"]["input_tokens"], 40);
+  EXPECT_EQ(Spent(), 40 * 3 + 2 * 15);
+}
+
+TEST_F(ModelRelayTest, UnknownKeysAndOtherSandboxesKeysAreRefusedBeforeTheUpstream) {
+  Start({{"turns", {Turn("a", 10, 1), Turn("b", 10, 1)}}});
+  Answer unknown = Post("/v1/messages", MessagesBody(true), "sk-guess");
+  EXPECT_EQ(unknown.status, 401);
+  EXPECT_EQ(json::parse(unknown.body)["error"]["type"], "authentication_error");
+  Answer missing = Post("/v1/messages", MessagesBody(true), "");
+  EXPECT_EQ(missing.status, 401);
+  // A real session's key, but of another sandbox: refused here.
+  Answer other = Post("/v1/messages", MessagesBody(true), kOtherSandboxKey);
+  EXPECT_EQ(other.status, 401);
+  EXPECT_TRUE(upstream_->Requests().empty());
+  EXPECT_EQ(Spent(), 0);
+  // Positive control: the session's own key goes through.
+  EXPECT_EQ(Post("/v1/messages", MessagesBody(true)).status, 200);
+  EXPECT_EQ(upstream_->Requests().size(), 1u);
+}
+
+TEST_F(ModelRelayTest, ASpentBudgetIsRefusedInTheApisFormat) {
+  Start({{"turns", {Turn("a", 100000, 10000)}}});  // 0.3 + 0.15 = USD 0.45
+  authority_.budget.ai_micro_usd = 400000;          // USD 0.40
+  // Positive control: the first call is admitted (nothing spent yet), and overspends.
+  ASSERT_EQ(Post("/v1/messages", MessagesBody(true)).status, 200);
+  EXPECT_EQ(Spent(), 450000);
+  EXPECT_TRUE(authority_.exhausted.empty());
+  Answer refused = Post("/v1/messages", MessagesBody(true));
+  EXPECT_EQ(refused.status, 403);
+  json error = json::parse(refused.body);
+  EXPECT_EQ(error["type"], "error");
+  EXPECT_EQ(error["error"]["type"], "permission_error");
+  EXPECT_NE(error["error"]["message"].get<std::string>().find("budget"), std::string::npos);
+  EXPECT_EQ(upstream_->Requests().size(), 1u);  // the refused call never left
+  ASSERT_EQ(authority_.exhausted.size(), 1u);
+  EXPECT_EQ(authority_.exhausted[0], "ses_1");
+  // A token without an AI budget gets nothing at all.
+  authority_.budget.ai_micro_usd.reset();
+  EXPECT_EQ(Post("/v1/messages", MessagesBody(true)).status, 403);
+}
+
+TEST_F(ModelRelayTest, AModelWithoutAPriceAndOtherRoutesAreRefused) {
+  Start({{"turns", {Turn("a", 10, 1)}}});
+  Answer unpriced = Post("/v1/messages", MessagesBody(true, "claude-unpriced-9"));
+  EXPECT_EQ(unpriced.status, 400);
+  EXPECT_NE(json::parse(unpriced.body)["error"]["message"].get<std::string>().find("no price"), std::string::npos);
+  EXPECT_EQ(Post("/v1/models", json::object(), kKey, http::verb::get).status, 404);
+  EXPECT_EQ(Post("/v1/complete", MessagesBody(true)).status, 404);
+  EXPECT_TRUE(upstream_->Requests().empty());
+  // count_tokens passes (free), the priced model too.
+  EXPECT_EQ(Post("/v1/messages/count_tokens", MessagesBody(false)).status, 200);
+  EXPECT_EQ(Post("/v1/messages", MessagesBody(true)).status, 200);
+  EXPECT_EQ(Spent(), 10 * 3 + 1 * 15);
+}
+
+TEST_F(ModelRelayTest, AnUpstreamErrorReachesTheAgentAndCostsNothing) {
+  Start({{"turns", {{{"error", {{"status", 529}, {"type", "overloaded_error"}, {"message", "Overloaded"}}}},
+                    Turn("after", 10, 1)}}});
+  Answer overloaded = Post("/v1/messages", MessagesBody(true));
+  EXPECT_EQ(overloaded.status, 529);
+  EXPECT_EQ(json::parse(overloaded.body)["error"]["type"], "overloaded_error");
+  EXPECT_EQ(Spent(), 0);
+  EXPECT_EQ(Post("/v1/messages", MessagesBody(true)).status, 200);
+  EXPECT_EQ(Spent(), 45);
+}
+
+TEST_F(ModelRelayTest, AnAgentThatHangsUpMidStreamStillPaysForWhatWasUsed) {
+  json slow = Turn("a slow answer with several words in it", 700, 50);
+  slow["chunk_delay"] = 0.3;
+  Start({{"turns", {slow}}});
+  {
+    asio::io_context io;
+    beast::tcp_stream stream(io);
+    stream.connect(asio::ip::tcp::endpoint(asio::ip::address_v4::loopback(), port_));
+    http::request<http::string_body> request{http::verb::post, "/v1/messages", 11};
+    request.set("x-api-key", kKey);
+    request.body() = MessagesBody(true).dump();
+    request.prepare_payload();
+    http::write(stream, request);
+    // The header and the first events, then gone.
+    char first[256];
+    ASSERT_GT(stream.socket().read_some(asio::buffer(first)), 0u);
+  }
+  // The relay notices at its next write; message_start's usage is what it has.
+  for (int i = 0; i < 100 && Spent() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_GE(Spent(), 700 * 3);
+  EXPECT_LT(Spent(), 700 * 3 + 50 * 15);
+}
+
+TEST(UpstreamUrlTest, HttpsAnywhereHttpOnlyToLoopback) {
+  auto anthropic = ParseUpstream("https://api.anthropic.com");
+  ASSERT_TRUE(anthropic.ok());
+  EXPECT_TRUE(anthropic->tls);
+  EXPECT_EQ(anthropic->host, "api.anthropic.com");
+  EXPECT_EQ(anthropic->port, "443");
+  auto local = ParseUpstream("http://127.0.0.1:8080/");
+  ASSERT_TRUE(local.ok());
+  EXPECT_FALSE(local->tls);
+  EXPECT_EQ(local->port, "8080");
+  EXPECT_TRUE(ParseUpstream("http://localhost:1").ok());
+  EXPECT_FALSE(ParseUpstream("http://api.anthropic.com").ok());
+  EXPECT_FALSE(ParseUpstream("http://10.0.0.1:80").ok());
+  EXPECT_FALSE(ParseUpstream("ftp://x").ok());
+  EXPECT_FALSE(ParseUpstream("https://host/v1").ok());
+  EXPECT_FALSE(ParseUpstream("https://host:port").ok());
+}
+
+}  // namespace
+}  // namespace corral::supervisor
