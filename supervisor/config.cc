@@ -4,6 +4,7 @@
 #include <sys/un.h>
 
 #include <cerrno>
+#include <cmath>
 #include <exception>
 #include <functional>
 #include <map>
@@ -14,6 +15,7 @@
 
 #include "common/file_util.h"
 #include "common/parse.h"
+#include "supervisor/model_relay.h"
 
 namespace corral::supervisor {
 namespace {
@@ -171,6 +173,72 @@ std::string ApplySynchronous(const toml::node& node, DaemonConfig& config) {
   return "";
 }
 
+Apply UrlKey(std::string DaemonConfig::*field) {
+  return [field](const toml::node& node, DaemonConfig& config) -> std::string {
+    const auto* s = node.as_string();
+    if (s == nullptr) return "expected a URL like \"https://api.anthropic.com\"";
+    auto parsed = ParseUpstream(s->get());
+    if (!parsed.ok()) {
+      std::string message = parsed.status().message();
+      const std::string prefix = "relay.upstream: ";  // the caller names the key
+      return message.rfind(prefix, 0) == 0 ? message.substr(prefix.size()) : message;
+    }
+    config.*field = s->get();
+    return "";
+  };
+}
+
+// A price in USD per million tokens: a number (3.75) or a string ("3.75"), at most 6 decimals.
+std::optional<int64_t> MicroUsdPerMtok(const toml::node& node) {
+  if (const auto* text = node.as_string()) {
+    auto parsed = ParseMicroUsd(text->get());
+    if (!parsed.ok()) return std::nullopt;
+    return *parsed;
+  }
+  if (const auto* integer = node.as_integer()) {
+    if (integer->get() < 0 || integer->get() > 1000000) return std::nullopt;
+    return integer->get() * 1000000;
+  }
+  if (const auto* floating = node.as_floating_point()) {
+    const double usd = floating->get();
+    if (!(usd >= 0) || usd > 1000000) return std::nullopt;
+    return static_cast<int64_t>(std::llround(usd * 1e6));
+  }
+  return std::nullopt;
+}
+
+// [relay.prices."claude-sonnet-4-5"] input = 3, output = 15, cache_write = 3.75, cache_read = 0.3
+std::string ApplyPrices(const toml::node& node, DaemonConfig& config) {
+  const auto* models = node.as_table();
+  if (models == nullptr) return "expected tables like [relay.prices.\"claude-sonnet-4-5\"]";
+  for (const auto& [model, entry] : *models) {
+    const std::string name(model.str());
+    const auto* fields = entry.as_table();
+    if (fields == nullptr) return name + ": expected a table with input, output, cache_write, cache_read";
+    ModelPrice price;
+    std::pair<const char*, int64_t*> parts[] = {{"input", &price.input},
+                                                {"output", &price.output},
+                                                {"cache_write", &price.cache_write},
+                                                {"cache_read", &price.cache_read}};
+    for (const auto& [key, value] : *fields) {
+      bool known = false;
+      for (auto& [part, into] : parts) {
+        if (key.str() != part) continue;
+        auto micro = MicroUsdPerMtok(value);
+        if (!micro) return name + "." + part + ": expected USD per million tokens, like 3.75";
+        *into = *micro;
+        known = true;
+      }
+      if (!known) return name + "." + std::string(key.str()) + ": unknown key (input, output, cache_write, cache_read)";
+    }
+    for (auto& [part, into] : parts) {
+      if (!fields->contains(part)) return name + ": " + part + " is missing (every part of a price is needed)";
+    }
+    config.relay_prices.Set(name, price);
+  }
+  return "";
+}
+
 const std::vector<KeySpec>& Keys() {
   static const std::vector<KeySpec> keys = {
       {"daemon", "state_dir", AbsolutePathKey(&DaemonConfig::state_dir)},
@@ -207,6 +275,13 @@ const std::vector<KeySpec>& Keys() {
       {"streams", "replay_buffer", SizeKey(&DaemonConfig::replay_buffer_bytes)},
       {"streams", "max_file", SizeKey(&DaemonConfig::max_file_bytes)},
       {"store", "synchronous", ApplySynchronous},
+      {"relay", "port", CountKey(&DaemonConfig::relay_port)},
+      {"relay", "upstream", UrlKey(&DaemonConfig::relay_upstream)},
+      {"relay", "api_key_file", AbsolutePathKey(&DaemonConfig::relay_api_key_file, /*empty_ok=*/true)},
+      {"relay", "ca_file", AbsolutePathKey(&DaemonConfig::relay_ca_file, /*empty_ok=*/true)},
+      {"relay", "max_request", SizeKey(&DaemonConfig::relay_max_request_bytes)},
+      {"relay", "timeout", SecondsKey(&DaemonConfig::relay_timeout_s)},
+      {"relay", "prices", ApplyPrices},
   };
   return keys;
 }
@@ -289,6 +364,12 @@ Status Validate(const DaemonConfig& c, const std::string& origin, const Lines& l
                                "sandbox.max_idle_timeout", c.max_idle_timeout_s));
   RETURN_IF_ERROR(check.AtMost("sandbox.max_sandboxes_per_user", c.max_sandboxes_per_user,
                                "sandbox.max_sandboxes", c.max_sandboxes));
+
+  if (c.relay_port == 0 || c.relay_port > 65535) {
+    return Status::Error(check.Where({"relay.port"}) + "relay.port: expected a port, 1 to 65535");
+  }
+  RETURN_IF_ERROR(check.Positive("relay.max_request", c.relay_max_request_bytes));
+  RETURN_IF_ERROR(check.Positive("relay.timeout", c.relay_timeout_s));
 
   // sockaddr_un.sun_path holds 107 characters and the terminating NUL.
   if (c.admin_socket.size() >= sizeof(sockaddr_un{}.sun_path)) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "supervisor/budget.h"
 
 namespace corral::supervisor {
 
@@ -64,6 +65,15 @@ struct DaemonConfig {
 
   // [store]
   bool store_synchronous_full = false;            // store.synchronous = "normal" | "full"
+
+  // [relay]: the model relay on each sandbox's loopback (supervisor/model_relay.h)
+  uint64_t relay_port = 7880;                     // ANTHROPIC_BASE_URL=http://127.0.0.1:<port> inside
+  std::string relay_upstream = "https://api.anthropic.com";
+  std::string relay_api_key_file;                 // the operator's key; "" = no model calls
+  std::string relay_ca_file;                      // extra CAs for the upstream; "" = the system's
+  uint64_t relay_max_request_bytes = 32ull << 20;
+  uint64_t relay_timeout_s = 600;
+  PriceTable relay_prices;                        // [relay.prices."MODEL"] input/output/cache_write/cache_read
 };
 
 // Parses TOML text; `origin` names the file in error messages.

@@ -33,7 +33,15 @@ std::string Dump(const DaemonConfig& c) {
       << "\nmax_snapshots_per_user=" << c.max_snapshots_per_user
       << "\nmax_commands_per_sandbox=" << c.max_commands_per_sandbox << "\nstop_grace_s=" << c.stop_grace_s
       << "\nreplay_buffer_bytes=" << c.replay_buffer_bytes << "\nmax_file_bytes=" << c.max_file_bytes
-      << "\nstore_synchronous_full=" << c.store_synchronous_full << "\n";
+      << "\nstore_synchronous_full=" << c.store_synchronous_full << "\nrelay_port=" << c.relay_port
+      << "\nrelay_upstream=" << c.relay_upstream << "\nrelay_api_key_file=" << c.relay_api_key_file
+      << "\nrelay_ca_file=" << c.relay_ca_file << "\nrelay_max_request_bytes=" << c.relay_max_request_bytes
+      << "\nrelay_timeout_s=" << c.relay_timeout_s << "\nrelay_prices=";
+  for (const auto& [model, price] : c.relay_prices.entries()) {
+    out << model << ":" << price.input << "/" << price.output << "/" << price.cache_write << "/" << price.cache_read
+        << ",";
+  }
+  out << "\n";
   return out.str();
 }
 
@@ -300,7 +308,7 @@ TEST(ConfigTest, DistConfigDocumentsEveryKeyWithItsDefault) {
       uncommented += line + "\n";
     }
   }
-  EXPECT_EQ(keys, 34);  // every field of DaemonConfig; listen sets two
+  EXPECT_EQ(keys, 40);  // every field of DaemonConfig but the prices; listen sets two
   auto parsed = ParseConfig(uncommented, "uncommented");
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   EXPECT_EQ(Dump(*parsed), Dump(DaemonConfig{}));
@@ -333,5 +341,55 @@ TEST(ConfigTest, LoadConfig) {
   EXPECT_TRUE(RemoveTree(dir_template).ok());
 }
 
+TEST(ConfigTest, RelayKeysAndPrices) {
+  auto parsed = ParseConfig(R"(
+[relay]
+port = 9999
+upstream = "http://127.0.0.1:8080"
+api_key_file = "/etc/corral/anthropic.key"
+ca_file = "/etc/ssl/extra.pem"
+max_request = "1M"
+timeout = 30
+[relay.prices."claude-sonnet-5-5"]
+input = 3
+output = "15"
+cache_write = 3.75
+cache_read = 0.3
+[relay.prices.default]
+input = 1
+output = 1
+cache_write = 1
+cache_read = 0.000001
+)");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->relay_port, 9999u);
+  EXPECT_EQ(parsed->relay_upstream, "http://127.0.0.1:8080");
+  EXPECT_EQ(parsed->relay_api_key_file, "/etc/corral/anthropic.key");
+  EXPECT_EQ(parsed->relay_max_request_bytes, 1u << 20);
+  auto sonnet = parsed->relay_prices.Find("claude-sonnet-5-5-20261101");
+  ASSERT_TRUE(sonnet.has_value());
+  EXPECT_EQ(sonnet->input, 3000000);
+  EXPECT_EQ(sonnet->output, 15000000);
+  EXPECT_EQ(sonnet->cache_write, 3750000);
+  EXPECT_EQ(sonnet->cache_read, 300000);  // 0.3 as a float, rounded to the micro-dollar
+  EXPECT_EQ(parsed->relay_prices.Find("claude-opus-5-5")->cache_read, 1);
+
+  EXPECT_EQ(ErrorOf("[relay]\nupstream = \"http://api.anthropic.com\"\n"),
+            "corrald.toml:2: relay.upstream: plain http only to a loopback host (a test upstream); use https");
+  EXPECT_NE(ErrorOf("[relay]\nupstream = \"https://host/v1\"\n").find("without a path"), std::string::npos);
+  EXPECT_NE(ErrorOf("[relay]\nport = 0\n").find("relay.port: expected a port"), std::string::npos);
+  EXPECT_NE(ErrorOf("[relay]\nport = 70000\n").find("relay.port"), std::string::npos);
+  EXPECT_NE(ErrorOf("[relay.prices.m]\ninput = 1\noutput = 1\ncache_write = 1\n").find("m: cache_read is missing"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("[relay.prices.m]\ninput = -1\noutput = 1\ncache_write = 1\ncache_read = 1\n")
+                .find("m.input: expected USD per million tokens"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("[relay.prices.m]\nin = 1\n").find("m.in: unknown key"), std::string::npos);
+  EXPECT_NE(ErrorOf("[relay.prices.m]\ninput = \"1.0000001\"\noutput = 1\ncache_write = 1\ncache_read = 1\n")
+                .find("m.input"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace corral::supervisor
+

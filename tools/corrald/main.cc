@@ -32,6 +32,8 @@
 #include "common/unique_fd.h"
 #include "supervisor/config.h"
 #include "supervisor/sandbox_host.h"
+#include "supervisor/model_relay.h"
+#include "supervisor/relay_keys.h"
 #include "supervisor/sandbox_manager.h"
 #include "supervisor/store.h"
 
@@ -75,6 +77,37 @@ void ArmWatchdog(boost::asio::steady_timer& timer, std::chrono::microseconds int
     sd_notify(0, "WATCHDOG=1");
     ArmWatchdog(timer, interval);
   });
+}
+
+// The relay's settings; the operator's key is read from its file, which only root may read.
+StatusOr<supervisor::RelayConfig> RelayConfigOf(const supervisor::DaemonConfig& config) {
+  supervisor::RelayConfig relay;
+  relay.port = static_cast<uint16_t>(config.relay_port);
+  relay.upstream = config.relay_upstream;
+  relay.ca_file = config.relay_ca_file;
+  relay.prices = config.relay_prices;
+  relay.max_request_bytes = config.relay_max_request_bytes;
+  relay.timeout_s = config.relay_timeout_s;
+  if (config.relay_api_key_file.empty()) return relay;
+  const std::string& path = config.relay_api_key_file;
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd) return ErrnoError("relay.api_key_file: open " + path);
+  struct stat st;
+  if (fstat(fd.get(), &st) != 0) return ErrnoError("relay.api_key_file: stat " + path);
+  if (!S_ISREG(st.st_mode)) return Status::Error("relay.api_key_file: " + path + " is not a regular file");
+  if ((st.st_mode & 077) != 0 || st.st_uid != 0) {
+    return Status::Error("relay.api_key_file: " + path + " must belong to root and be readable by it alone "
+                         "(chown root " + path + "; chmod 600 " + path + ")");
+  }
+  auto text = ReadFileToString(path);
+  if (!text.ok()) return text.status();
+  std::string key = *text;
+  while (!key.empty() && (key.back() == '\n' || key.back() == '\r' || key.back() == ' ')) key.pop_back();
+  if (key.empty() || key.find_first_of(" \t\r\n") != std::string::npos) {
+    return Status::Error("relay.api_key_file: " + path + " must hold the key alone, on one line");
+  }
+  relay.api_key = std::move(key);
+  return relay;
 }
 
 int Run(int argc, char** argv) {
@@ -136,6 +169,12 @@ int Run(int argc, char** argv) {
   const std::string init_path = InitPath(*config);
   if (access(init_path.c_str(), X_OK) != 0) return Fail("corral-init not found at " + init_path);
 
+  auto relay_config = RelayConfigOf(*config);
+  if (!relay_config.ok()) return Fail(relay_config.status().ToString());
+  if (relay_config->api_key.empty()) {
+    LogWarn("corrald", "relay.api_key_file is not set: agents in sandboxes cannot reach a model");
+  }
+
   // Declared before the io_context, so that it outlives it: handlers still queued when the loop
   // stops are destroyed with the io_context, and a connection's destructor updates its gauges.
   api::Metrics metrics;
@@ -145,6 +184,10 @@ int Run(int argc, char** argv) {
   api::ApiMetrics api_metrics(metrics, nullptr);
   supervisor::SandboxManager manager(io, pool, *config, **store, host, &api_metrics);
   api_metrics.SetManager(&manager);
+  // Each sandbox's loopback: the model relay (sessions issue the keys it takes).
+  supervisor::RelayKeys relay_keys;
+  supervisor::ModelRelay relay(io, std::move(*relay_config), **store, relay_keys);
+  manager.SetLoopbackServices(&relay);
   Status recovered = manager.Recover();
   if (!recovered.ok()) return Fail("recovery: " + recovered.ToString());
 
