@@ -4,6 +4,7 @@
 #include <openssl/ssl.h>
 #include <time.h>
 
+#include <functional>
 #include <limits>
 #include <utility>  // before asio's awaitable.hpp, which uses std::exchange without it
 
@@ -277,6 +278,15 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
 
     Metered metered;
     bool clean = true;
+    // Written once the answer is complete and before its last bytes reach the agent, so that
+    // its next request is checked against it; or, for an answer cut short, once it ends. (After
+    // a shutdown the store and the sessions may be gone: nothing more is written.)
+    bool debited = !messages;
+    std::function<void()> debit = [&] {
+      if (debited || stopped) return;
+      debited = true;
+      Debit(who, model, *price, metered);
+    };
     if (upstream->tls) {
       beast::ssl_stream<beast::tcp_stream> stream(io, tls);
       if (!SSL_set_tlsext_host_name(stream.native_handle(), upstream->host.c_str())) {
@@ -294,7 +304,7 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
         LogWarn("relay", "upstream unreachable", {{"error", failed}});
         co_return co_await Reply(client, http::status::bad_gateway, "api_error", "corral: " + failed, keep);
       }
-      clean = co_await Exchange(stream, beast::get_lowest_layer(stream), client, forward, metered);
+      clean = co_await Exchange(stream, beast::get_lowest_layer(stream), client, forward, metered, debit);
     } else {
       beast::tcp_stream stream(io);
       std::string failed = co_await Connect(stream);
@@ -302,10 +312,9 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
         LogWarn("relay", "upstream unreachable", {{"error", failed}});
         co_return co_await Reply(client, http::status::bad_gateway, "api_error", "corral: " + failed, keep);
       }
-      clean = co_await Exchange(stream, stream, client, forward, metered);
+      clean = co_await Exchange(stream, stream, client, forward, metered, debit);
     }
-    // (After a shutdown the store and the sessions may be gone: nothing more is written.)
-    if (messages && !stopped) Debit(who, model, *price, metered);
+    debit();  // (a no-op when Exchange did it)
     co_return clean && keep;
   }
 
@@ -331,7 +340,8 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
   // False when either side failed part way (the client connection is then closed).
   template <typename Stream>
   awaitable<bool> Exchange(Stream& upstream_stream, beast::tcp_stream& upstream_layer, beast::tcp_stream& client,
-                           http::request<http::string_body>& forward, Metered& metered) {
+                           http::request<http::string_body>& forward, Metered& metered,
+                           const std::function<void()>& on_complete) {
     boost::system::error_code ec;
     upstream_layer.expires_after(std::chrono::seconds(config.timeout_s));
     co_await http::async_write(upstream_stream, forward, asio::redirect_error(use_awaitable, ec));
@@ -385,6 +395,7 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
           metered.whole.append(chunk, got);
         }
       }
+      if (parser.is_done()) on_complete();
       response.body().data = got > 0 ? chunk : nullptr;
       response.body().size = got;
       response.body().more = !parser.is_done();

@@ -73,7 +73,9 @@ class FakeAuthority : public RelayAuthority {
 // The scripted upstream, as a child process.
 class ScriptedUpstream {
  public:
-  ScriptedUpstream(const std::string& dir, const json& scenario) : log_(dir + "/upstream.jsonl") {
+  ScriptedUpstream(const std::string& dir, const json& scenario, const std::string& tls_cert = "",
+                   const std::string& tls_key = "")
+      : log_(dir + "/upstream.jsonl") {
     const std::string scenario_path = dir + "/scenario.json";
     std::ofstream(scenario_path) << scenario.dump();
     int out[2];
@@ -83,8 +85,13 @@ class ScriptedUpstream {
       dup2(out[1], 1);
       close(out[0]);
       const std::string script = std::string(CORRAL_SOURCE_DIR) + "/tests/fixtures/scripted_model.py";
-      execl("/usr/bin/python3", "python3", script.c_str(), "--port", "0", "--scenario", scenario_path.c_str(),
-            "--log", log_.c_str(), static_cast<char*>(nullptr));
+      if (tls_cert.empty()) {
+        execl("/usr/bin/python3", "python3", script.c_str(), "--port", "0", "--scenario", scenario_path.c_str(),
+              "--log", log_.c_str(), static_cast<char*>(nullptr));
+      } else {
+        execl("/usr/bin/python3", "python3", script.c_str(), "--port", "0", "--scenario", scenario_path.c_str(),
+              "--log", log_.c_str(), "--tls", tls_cert.c_str(), tls_key.c_str(), static_cast<char*>(nullptr));
+      }
       _exit(127);
     }
     close(out[1]);
@@ -161,12 +168,29 @@ class ModelRelayTest : public ::testing::Test {
     (void)!system(("rm -rf " + dir_).c_str());
   }
 
-  // The relay with the scripted upstream (scenario), served on a host loopback listener.
-  void Start(const json& scenario) {
-    upstream_ = std::make_unique<ScriptedUpstream>(dir_, scenario);
+  // A self-signed certificate for `name` (openssl): its files are dir_/<file>.pem, key.pem.
+  std::string Certificate(const std::string& file, const std::string& name) {
+    const std::string cert = dir_ + "/" + file + ".pem";
+    const std::string key = dir_ + "/" + file + "-key.pem";
+    const std::string command = "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=" +
+                                name + " -addext subjectAltName=DNS:" + name + " -keyout " + key + " -out " + cert +
+                                " >/dev/null 2>&1";
+    EXPECT_EQ(system(command.c_str()), 0) << command;
+    return cert;
+  }
+
+  // The relay with the scripted upstream (scenario), served on a host loopback listener. With
+  // `tls_name`, the upstream speaks HTTPS with a certificate for that name, and the relay calls
+  // https://localhost:PORT trusting `ca_file`.
+  void Start(const json& scenario, const std::string& tls_name = "", const std::string& ca_file = "") {
+    std::string cert;
+    if (!tls_name.empty()) cert = Certificate("upstream", tls_name);
+    upstream_ = std::make_unique<ScriptedUpstream>(dir_, scenario, cert, tls_name.empty() ? "" : dir_ + "/upstream-key.pem");
     ASSERT_GT(upstream_->port(), 0) << "the scripted upstream did not start";
     RelayConfig config;
-    config.upstream = "http://127.0.0.1:" + std::to_string(upstream_->port());
+    config.upstream = tls_name.empty() ? "http://127.0.0.1:" + std::to_string(upstream_->port())
+                                       : "https://localhost:" + std::to_string(upstream_->port());
+    config.ca_file = ca_file == "self" ? cert : ca_file;
     config.api_key = kRealKey;
     config.prices.Set(kModel, {3000000, 15000000, 3750000, 300000});
     config.timeout_s = 30;
@@ -345,6 +369,73 @@ TEST_F(ModelRelayTest, AnAgentThatHangsUpMidStreamStillPaysForWhatWasUsed) {
   for (int i = 0; i < 100 && Spent() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_GE(Spent(), 700 * 3);
   EXPECT_LT(Spent(), 700 * 3 + 50 * 15);
+}
+
+// 50 requests at once at the edge of a budget: each is checked when it arrives and debited when
+// it ends, so they overspend by at most what was in flight, and nothing is admitted after.
+TEST_F(ModelRelayTest, ConcurrentRequestsAtTheEdgeOverspendAtMostWhatWasInFlight) {
+  json slow = Turn("x", 10, 1);  // 45 micro-dollars each
+  slow["delay"] = 0.3;           // all of them in flight together
+  slow["repeat"] = 1000;
+  Start({{"turns", {slow}}});
+  authority_.budget.ai_micro_usd = 1000;
+  LedgerRow earlier;
+  earlier.iss = "corp";
+  earlier.sub = "alice";
+  earlier.kind = "ai";
+  earlier.amount = 990;  // 10 micro-dollars left
+  earlier.at = static_cast<int64_t>(time(nullptr));
+  ASSERT_TRUE(store_->AddLedger(earlier).ok());
+  constexpr int kRequests = 50;
+  std::vector<int> statuses(kRequests);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kRequests; ++i) {
+    clients.emplace_back([this, i, &statuses] { statuses[i] = Post("/v1/messages", MessagesBody(true)).status; });
+  }
+  for (auto& client : clients) client.join();
+  int admitted = 0;
+  for (int status : statuses) {
+    EXPECT_TRUE(status == 200 || status == 403) << status;
+    admitted += status == 200;
+  }
+  EXPECT_GE(admitted, 1);
+  EXPECT_EQ(Spent(), 990 + 45 * admitted);  // every admitted request paid, to the micro-dollar
+  const int64_t overspend = Spent() - 1000;
+  EXPECT_LE(overspend, 45 * kRequests);
+  RecordProperty("admitted", admitted);
+  RecordProperty("overspend_micro_usd", static_cast<int>(overspend));
+  std::printf("50 concurrent requests with 10 micro-dollars left: %d admitted, overspend %lld micro-dollars\n",
+              admitted, static_cast<long long>(overspend));
+  // Once they are paid for, nothing more gets through.
+  EXPECT_EQ(Post("/v1/messages", MessagesBody(true)).status, 403);
+}
+
+// TLS to the upstream: the certificate must chain to a trusted CA and name the upstream's host.
+TEST_F(ModelRelayTest, ATrustedCertificateForTheUpstreamsNameIsAccepted) {
+  Start({{"turns", {Turn("over tls", 10, 1)}}}, "localhost", "self");
+  Answer answer = Post("/v1/messages", MessagesBody(true));
+  ASSERT_EQ(answer.status, 200) << answer.body;
+  EXPECT_NE(answer.body.find("over tls"), std::string::npos);
+  EXPECT_EQ(Spent(), 10 * 3 + 1 * 15);
+  ASSERT_EQ(upstream_->Requests().size(), 1u);
+  EXPECT_EQ(upstream_->Requests()[0]["headers"]["x-api-key"], kRealKey);
+}
+
+TEST_F(ModelRelayTest, AnUntrustedCertificateIsRefusedAndNothingIsSent) {
+  Start({{"turns", {Turn("never", 10, 1)}}}, "localhost", "");  // self-signed, not trusted
+  Answer answer = Post("/v1/messages", MessagesBody(true));
+  EXPECT_EQ(answer.status, 502);
+  EXPECT_NE(answer.body.find("TLS handshake"), std::string::npos) << answer.body;
+  EXPECT_TRUE(upstream_->Requests().empty());
+  EXPECT_EQ(Spent(), 0);
+}
+
+TEST_F(ModelRelayTest, ATrustedCertificateForAnotherNameIsRefused) {
+  Start({{"turns", {Turn("never", 10, 1)}}}, "api.example.com", "self");  // trusted, wrong name
+  Answer answer = Post("/v1/messages", MessagesBody(true));
+  EXPECT_EQ(answer.status, 502);
+  EXPECT_NE(answer.body.find("TLS handshake"), std::string::npos) << answer.body;
+  EXPECT_TRUE(upstream_->Requests().empty());
 }
 
 TEST(UpstreamUrlTest, HttpsAnywhereHttpOnlyToLoopback) {
