@@ -138,6 +138,10 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
   Status upstream_error;
   std::map<std::string, Sandbox> sandboxes;
   bool stopped = false;
+  // Idle upstream connections, kept for the next call: no connect or TLS handshake per call.
+  static constexpr size_t kMaxIdle = 16;
+  std::vector<std::unique_ptr<beast::tcp_stream>> idle_plain;
+  std::vector<std::unique_ptr<beast::ssl_stream<beast::tcp_stream>>> idle_tls;
 
   void Accept(const std::string& sandbox_id) {
     auto it = sandboxes.find(sandbox_id);
@@ -148,6 +152,9 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
       auto sandbox = self->sandboxes.find(sandbox_id);
       if (sandbox == self->sandboxes.end()) return;
       if (!ec) {
+        // Events go out as they come: no Nagle delay on small writes (nor on the upstream's).
+        boost::system::error_code ignored;
+        socket.set_option(tcp::no_delay(true), ignored);
         auto client = std::make_shared<beast::tcp_stream>(std::move(socket));
         sandbox->second.clients.insert(client);
         asio::co_spawn(self->io, self->ServeConnection(sandbox_id, client), asio::detached);
@@ -272,12 +279,11 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
     forward.set(http::field::host, upstream->host);
     forward.set("x-api-key", config.api_key);
     forward.set(http::field::accept_encoding, "identity");  // the relay reads the usage
-    forward.keep_alive(false);
+    forward.keep_alive(true);  // the connection is kept for the next call
     forward.body() = std::move(request.body());
     forward.prepare_payload();
 
     Metered metered;
-    bool clean = true;
     // Written once the answer is complete and before its last bytes reach the agent, so that
     // its next request is checked against it; or, for an answer cut short, once it ends. (After
     // a shutdown the store and the sessions may be gone: nothing more is written.)
@@ -287,35 +293,70 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
       debited = true;
       Debit(who, model, *price, metered);
     };
-    if (upstream->tls) {
-      beast::ssl_stream<beast::tcp_stream> stream(io, tls);
-      if (!SSL_set_tlsext_host_name(stream.native_handle(), upstream->host.c_str())) {
-        co_return co_await Reply(client, http::status::bad_gateway, "api_error", "corral: TLS set-up failed", keep);
+    Outcome outcome = Outcome::kNoAnswer;
+    // A kept connection the upstream has closed meanwhile fails before any answer: once, the
+    // call is made again on a new one.
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      bool reused = false;
+      metered = Metered{};
+      if (upstream->tls) {
+        std::unique_ptr<beast::ssl_stream<beast::tcp_stream>> stream;
+        if (!idle_tls.empty() && attempt == 0) {
+          stream = std::move(idle_tls.back());
+          idle_tls.pop_back();
+          reused = true;
+        } else {
+          stream = std::make_unique<beast::ssl_stream<beast::tcp_stream>>(io, tls);
+          std::string failed = co_await OpenTls(*stream);
+          if (!failed.empty()) {
+            LogWarn("relay", "upstream unreachable", {{"error", failed}});
+            co_return co_await Reply(client, http::status::bad_gateway, "api_error", "corral: " + failed, keep);
+          }
+        }
+        outcome = co_await Exchange(*stream, beast::get_lowest_layer(*stream), client, forward, metered, debit);
+        if (outcome == Outcome::kDone && metered.upstream_keep_alive && idle_tls.size() < kMaxIdle && !stopped) {
+          idle_tls.push_back(std::move(stream));
+        }
+      } else {
+        std::unique_ptr<beast::tcp_stream> stream;
+        if (!idle_plain.empty() && attempt == 0) {
+          stream = std::move(idle_plain.back());
+          idle_plain.pop_back();
+          reused = true;
+        } else {
+          stream = std::make_unique<beast::tcp_stream>(io);
+          std::string failed = co_await Connect(*stream);
+          if (!failed.empty()) {
+            LogWarn("relay", "upstream unreachable", {{"error", failed}});
+            co_return co_await Reply(client, http::status::bad_gateway, "api_error", "corral: " + failed, keep);
+          }
+        }
+        outcome = co_await Exchange(*stream, *stream, client, forward, metered, debit);
+        if (outcome == Outcome::kDone && metered.upstream_keep_alive && idle_plain.size() < kMaxIdle && !stopped) {
+          idle_plain.push_back(std::move(stream));
+        }
       }
-      stream.set_verify_callback(asio::ssl::host_name_verification(upstream->host));
-      std::string failed = co_await Connect(beast::get_lowest_layer(stream));
-      if (failed.empty()) {
-        boost::system::error_code ec;
-        beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(config.timeout_s));
-        co_await stream.async_handshake(asio::ssl::stream_base::client, asio::redirect_error(use_awaitable, ec));
-        if (ec) failed = "TLS handshake with " + upstream->host + ": " + ec.message();
-      }
-      if (!failed.empty()) {
-        LogWarn("relay", "upstream unreachable", {{"error", failed}});
-        co_return co_await Reply(client, http::status::bad_gateway, "api_error", "corral: " + failed, keep);
-      }
-      clean = co_await Exchange(stream, beast::get_lowest_layer(stream), client, forward, metered, debit);
-    } else {
-      beast::tcp_stream stream(io);
-      std::string failed = co_await Connect(stream);
-      if (!failed.empty()) {
-        LogWarn("relay", "upstream unreachable", {{"error", failed}});
-        co_return co_await Reply(client, http::status::bad_gateway, "api_error", "corral: " + failed, keep);
-      }
-      clean = co_await Exchange(stream, stream, client, forward, metered, debit);
+      if (outcome != Outcome::kNoAnswer || !reused) break;
+    }
+    if (outcome == Outcome::kNoAnswer) {
+      co_return co_await Reply(client, http::status::bad_gateway, "api_error", "corral: " + metered.error, false);
     }
     debit();  // (a no-op when Exchange did it)
-    co_return clean && keep;
+    co_return outcome == Outcome::kDone && keep;
+  }
+
+  // A new TLS connection to the upstream: SNI, then the certificate checked against the CAs and
+  // the upstream's host name. "" or what failed.
+  awaitable<std::string> OpenTls(beast::ssl_stream<beast::tcp_stream>& stream) {
+    if (!SSL_set_tlsext_host_name(stream.native_handle(), upstream->host.c_str())) co_return "TLS set-up failed";
+    stream.set_verify_callback(asio::ssl::host_name_verification(upstream->host));
+    std::string failed = co_await Connect(beast::get_lowest_layer(stream));
+    if (!failed.empty()) co_return failed;
+    boost::system::error_code ec;
+    beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(config.timeout_s));
+    co_await stream.async_handshake(asio::ssl::stream_base::client, asio::redirect_error(use_awaitable, ec));
+    if (ec) co_return "TLS handshake with " + upstream->host + ": " + ec.message();
+    co_return "";
   }
 
   awaitable<std::string> Connect(beast::tcp_stream& stream) {
@@ -326,12 +367,22 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
     stream.expires_after(std::chrono::seconds(30));
     co_await stream.async_connect(endpoints, asio::redirect_error(use_awaitable, ec));
     if (ec) co_return "connect to " + upstream->host + ":" + upstream->port + ": " + ec.message();
+    stream.socket().set_option(tcp::no_delay(true), ec);
     co_return "";
   }
+
+  enum class Outcome {
+    kDone,           // the whole answer reached the agent
+    kNoAnswer,       // the upstream took no request or gave no answer: nothing reached the agent
+    kUpstreamBroke,  // the answer ended short
+    kClientGone,     // the agent hung up
+  };
 
   struct Metered {
     bool streamed = false;
     int status = 0;
+    bool upstream_keep_alive = false;
+    std::string error;  // kNoAnswer: why
     SseUsageReader sse;
     std::string whole;
   };
@@ -339,16 +390,15 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
   // Sends the request upstream and streams the answer to the client as it comes, metering it.
   // False when either side failed part way (the client connection is then closed).
   template <typename Stream>
-  awaitable<bool> Exchange(Stream& upstream_stream, beast::tcp_stream& upstream_layer, beast::tcp_stream& client,
+  awaitable<Outcome> Exchange(Stream& upstream_stream, beast::tcp_stream& upstream_layer, beast::tcp_stream& client,
                            http::request<http::string_body>& forward, Metered& metered,
                            const std::function<void()>& on_complete) {
     boost::system::error_code ec;
     upstream_layer.expires_after(std::chrono::seconds(config.timeout_s));
     co_await http::async_write(upstream_stream, forward, asio::redirect_error(use_awaitable, ec));
     if (ec) {
-      (void)co_await Reply(client, http::status::bad_gateway, "api_error",
-                           "corral: sending to the upstream failed: " + ec.message(), false);
-      co_return false;
+      metered.error = "sending to the upstream failed: " + ec.message();
+      co_return Outcome::kNoAnswer;
     }
     beast::flat_buffer upstream_buffer;
     http::response_parser<http::buffer_body> parser;
@@ -357,11 +407,11 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
     upstream_layer.expires_after(std::chrono::seconds(config.timeout_s));
     co_await http::async_read_header(upstream_stream, upstream_buffer, parser, asio::redirect_error(use_awaitable, ec));
     if (ec) {
-      (void)co_await Reply(client, http::status::bad_gateway, "api_error",
-                           "corral: no answer from the upstream: " + ec.message(), false);
-      co_return false;
+      metered.error = "no answer from the upstream: " + ec.message();
+      co_return Outcome::kNoAnswer;
     }
     const auto& head = parser.get();
+    metered.upstream_keep_alive = head.keep_alive();
     metered.status = head.result_int();
     metered.streamed = beast::iequals(head[http::field::content_type].substr(0, 17), "text/event-stream");
     http::response<http::buffer_body> response;
@@ -375,7 +425,7 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
     http::response_serializer<http::buffer_body> serializer{response};
     client.expires_after(std::chrono::seconds(config.timeout_s));
     co_await http::async_write_header(client, serializer, asio::redirect_error(use_awaitable, ec));
-    if (ec) co_return false;
+    if (ec) co_return Outcome::kClientGone;
     char chunk[kChunkBytes];
     for (;;) {
       size_t got = 0;
@@ -387,7 +437,7 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
         co_await http::async_read_some(upstream_stream, upstream_buffer, parser,
                                        asio::redirect_error(use_awaitable, ec));
         if (ec == http::error::need_buffer) ec = {};
-        if (ec) co_return false;  // the upstream broke off: the client sees its answer end short
+        if (ec) co_return Outcome::kUpstreamBroke;  // the client sees its answer end short
         got = sizeof(chunk) - parser.get().body().size;
         if (metered.streamed) {
           metered.sse.Feed(std::string_view(chunk, got));
@@ -402,8 +452,8 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
       client.expires_after(std::chrono::seconds(config.timeout_s));
       co_await http::async_write(client, serializer, asio::redirect_error(use_awaitable, ec));
       if (ec == http::error::need_buffer) ec = {};
-      if (ec) co_return false;  // the client hung up: what was used so far is still paid for
-      if (serializer.is_done()) co_return true;
+      if (ec) co_return Outcome::kClientGone;  // what was used so far is still paid for
+      if (serializer.is_done()) co_return Outcome::kDone;
     }
   }
 
@@ -447,6 +497,8 @@ ModelRelay::~ModelRelay() {
     for (const auto& client : sandbox.clients) client->socket().close(ec);
   }
   impl_->sandboxes.clear();
+  impl_->idle_plain.clear();
+  impl_->idle_tls.clear();
 }
 
 void ModelRelay::Serve(const std::string& sandbox_id, std::vector<UniqueFd> listeners) {

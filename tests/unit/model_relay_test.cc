@@ -74,8 +74,9 @@ class FakeAuthority : public RelayAuthority {
 class ScriptedUpstream {
  public:
   ScriptedUpstream(const std::string& dir, const json& scenario, const std::string& tls_cert = "",
-                   const std::string& tls_key = "")
+                   const std::string& tls_key = "", int port = 0)
       : log_(dir + "/upstream.jsonl") {
+    const std::string port_text = std::to_string(port);
     const std::string scenario_path = dir + "/scenario.json";
     std::ofstream(scenario_path) << scenario.dump();
     int out[2];
@@ -86,11 +87,12 @@ class ScriptedUpstream {
       close(out[0]);
       const std::string script = std::string(CORRAL_SOURCE_DIR) + "/tests/fixtures/scripted_model.py";
       if (tls_cert.empty()) {
-        execl("/usr/bin/python3", "python3", script.c_str(), "--port", "0", "--scenario", scenario_path.c_str(),
-              "--log", log_.c_str(), static_cast<char*>(nullptr));
+        execl("/usr/bin/python3", "python3", script.c_str(), "--port", port_text.c_str(), "--scenario",
+              scenario_path.c_str(), "--log", log_.c_str(), static_cast<char*>(nullptr));
       } else {
-        execl("/usr/bin/python3", "python3", script.c_str(), "--port", "0", "--scenario", scenario_path.c_str(),
-              "--log", log_.c_str(), "--tls", tls_cert.c_str(), tls_key.c_str(), static_cast<char*>(nullptr));
+        execl("/usr/bin/python3", "python3", script.c_str(), "--port", port_text.c_str(), "--scenario",
+              scenario_path.c_str(), "--log", log_.c_str(), "--tls", tls_cert.c_str(), tls_key.c_str(),
+              static_cast<char*>(nullptr));
       }
       _exit(127);
     }
@@ -369,6 +371,24 @@ TEST_F(ModelRelayTest, AnAgentThatHangsUpMidStreamStillPaysForWhatWasUsed) {
   for (int i = 0; i < 100 && Spent() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_GE(Spent(), 700 * 3);
   EXPECT_LT(Spent(), 700 * 3 + 50 * 15);
+}
+
+// Upstream connections are kept between calls; one the upstream closed meanwhile is replaced
+// without the agent noticing.
+TEST_F(ModelRelayTest, AKeptUpstreamConnectionThatDiedIsReplaced) {
+  json many = Turn("again", 10, 1);
+  many["repeat"] = 100;
+  Start({{"turns", {many}}});
+  ASSERT_EQ(Post("/v1/messages", MessagesBody(true)).status, 200);
+  ASSERT_EQ(Post("/v1/messages", MessagesBody(true)).status, 200);
+  // The upstream restarts on the same port: the kept connection is dead.
+  const int port = upstream_->port();
+  upstream_.reset();
+  upstream_ = std::make_unique<ScriptedUpstream>(dir_, json{{"turns", {many}}}, "", "", port);
+  ASSERT_EQ(upstream_->port(), port);
+  Answer answer = Post("/v1/messages", MessagesBody(true));
+  EXPECT_EQ(answer.status, 200) << answer.body;
+  EXPECT_EQ(Spent(), 3 * 45);
 }
 
 // 50 requests at once at the edge of a budget: each is checked when it arrives and debited when
