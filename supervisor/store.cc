@@ -132,6 +132,30 @@ CREATE TABLE ledger (
 ) STRICT;
 CREATE INDEX ledger_by_user ON ledger (iss, sub, kind, at);
 )sql",
+    // 4 -> 5: agent sessions. The transcript itself is Claude Code's, in the sandbox's
+    // workspace; a row says whose session it is, how it was started and how it ended.
+    R"sql(
+CREATE TABLE sessions (
+  id              TEXT NOT NULL PRIMARY KEY,
+  sandbox_id      TEXT NOT NULL REFERENCES sandboxes (id) ON DELETE CASCADE,
+  iss             TEXT NOT NULL,
+  sub             TEXT NOT NULL,
+  state           TEXT NOT NULL,
+  agent_session   TEXT NOT NULL,
+  parent_id       TEXT NOT NULL,
+  options_json    TEXT NOT NULL,
+  budget_json     TEXT NOT NULL,
+  outcome_json    TEXT NOT NULL,
+  cost_micro_usd  INTEGER NOT NULL,
+  turns           INTEGER NOT NULL,
+  created_at      INTEGER NOT NULL,
+  updated_at      INTEGER NOT NULL,
+  ended_at        INTEGER NOT NULL,
+  seq_reserved    INTEGER NOT NULL
+) STRICT;
+CREATE INDEX sessions_by_user ON sessions (iss, sub);
+CREATE INDEX sessions_by_sandbox ON sessions (sandbox_id);
+)sql",
 };
 constexpr int kLatestSchemaVersion = static_cast<int>(std::size(kMigrations));
 constexpr int kMinSqliteVersion = 3037000;  // STRICT tables.
@@ -148,6 +172,9 @@ constexpr std::string_view kCommandColumns =
     "id, sandbox_id, iss, sub, argv_json, pty, state, outcome_json, created_at, ended_at, init_seq, "
     "seq_reserved";
 constexpr std::string_view kEventColumns = "seq, sandbox_id, type, data_json, at";
+constexpr std::string_view kSessionColumns =
+    "id, sandbox_id, iss, sub, state, agent_session, parent_id, options_json, budget_json, outcome_json, "
+    "cost_micro_usd, turns, created_at, updated_at, ended_at, seq_reserved";
 constexpr std::string_view kLedgerColumns =
     "id, iss, sub, kind, amount, at, sandbox_id, session_id, model, input_tokens, output_tokens, "
     "cache_write_tokens, cache_read_tokens";
@@ -358,6 +385,12 @@ auto Fields(RowOf<SnapshotRow> auto& r) {
 auto Fields(RowOf<CommandRow> auto& r) {
   return std::tie(r.id, r.sandbox_id, r.iss, r.sub, r.argv_json, r.pty, r.state, r.outcome_json,
                   r.created_at, r.ended_at, r.init_seq, r.seq_reserved);
+}
+
+auto Fields(RowOf<SessionRow> auto& r) {
+  return std::tie(r.id, r.sandbox_id, r.iss, r.sub, r.state, r.agent_session, r.parent_id, r.options_json,
+                  r.budget_json, r.outcome_json, r.cost_micro_usd, r.turns, r.created_at, r.updated_at, r.ended_at,
+                  r.seq_reserved);
 }
 
 auto Fields(RowOf<LedgerRow> auto& r) {
@@ -872,6 +905,43 @@ StatusOr<std::vector<LedgerRow>> Store::ListLedger(const std::string& iss, const
                                " FROM ledger WHERE (?1 = '' OR iss = ?1) AND (?2 = '' OR sub = ?2) "
                                "AND at >= ?3 AND at < ?4 AND id > ?5 ORDER BY id LIMIT ?6"}),
                           {iss, sub, from, to, after_id, limit}, "list the ledger");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sessions
+
+Status Store::InsertSession(const SessionRow& row) {
+  std::lock_guard lock(mu_);
+  return Run(db_,
+             Sql({"INSERT INTO sessions (", kSessionColumns,
+                  ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"}),
+             Values(row), "insert session " + row.id);
+}
+
+Status Store::UpdateSession(const SessionRow& row) {
+  std::lock_guard lock(mu_);
+  return RunOnExistingRow(db_,
+                          "UPDATE sessions SET sandbox_id = ?2, iss = ?3, sub = ?4, state = ?5, agent_session = ?6, "
+                          "parent_id = ?7, options_json = ?8, budget_json = ?9, outcome_json = ?10, "
+                          "cost_micro_usd = ?11, turns = ?12, created_at = ?13, updated_at = ?14, ended_at = ?15, "
+                          "seq_reserved = ?16 WHERE id = ?1",
+                          Values(row), "update session " + row.id);
+}
+
+StatusOr<std::optional<SessionRow>> Store::GetSession(const std::string& id) {
+  std::lock_guard lock(mu_);
+  return QueryOne<SessionRow>(db_, Sql({"SELECT ", kSessionColumns, " FROM sessions WHERE id = ?1"}), {id},
+                              "get session " + id);
+}
+
+StatusOr<std::vector<SessionRow>> Store::ListSessions(const std::string& iss, const std::string& sub,
+                                                      const std::string& sandbox_id) {
+  std::lock_guard lock(mu_);
+  return Query<SessionRow>(db_,
+                           Sql({"SELECT ", kSessionColumns,
+                                " FROM sessions WHERE (?1 = '' OR iss = ?1) AND (?2 = '' OR sub = ?2) "
+                                "AND (?3 = '' OR sandbox_id = ?3) ORDER BY created_at, rowid"}),
+                           {iss, sub, sandbox_id}, "list sessions");
 }
 
 }  // namespace corral::supervisor

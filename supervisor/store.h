@@ -88,6 +88,25 @@ struct EventRow {
   int64_t at = 0;
 };
 
+struct SessionRow {
+  std::string id;             // "ses_..."
+  std::string sandbox_id;
+  std::string iss;
+  std::string sub;
+  std::string state;          // idle|initializing|ready|processing|waiting_tool|completed|failed|aborted
+  std::string agent_session;  // Claude Code's session id (a UUID), for --resume
+  std::string parent_id;      // the session this one was forked from; ""
+  std::string options_json = "{}";  // model, permission mode, tools
+  std::string budget_json = "{}";   // the budget of the token that last drove it
+  std::string outcome_json;   // "" until it ended
+  int64_t cost_micro_usd = 0; // what the relay debited for it
+  int64_t turns = 0;
+  int64_t created_at = 0;
+  int64_t updated_at = 0;
+  int64_t ended_at = 0;
+  int64_t seq_reserved = 0;   // no event of this session has a higher seq
+};
+
 // One debit (see budget.h for the units).
 struct LedgerRow {
   int64_t id = 0;             // assigned, increasing
@@ -157,6 +176,14 @@ class Store {
                                 const std::string& data_json);
   StatusOr<std::vector<EventRow>> ListEvents(const std::string& sandbox_id, int64_t after_seq,
                                              int64_t limit = 1000);
+
+  // Sessions. UpdateSession: every column, by id; ENOENT when absent. ListSessions: empty
+  // arguments match every value; oldest first.
+  Status InsertSession(const SessionRow& row);
+  Status UpdateSession(const SessionRow& row);
+  StatusOr<std::optional<SessionRow>> GetSession(const std::string& id);
+  StatusOr<std::vector<SessionRow>> ListSessions(const std::string& iss, const std::string& sub,
+                                                 const std::string& sandbox_id = "");
 
   // Ledger. AddLedger returns the row's id; LedgerSum adds up one user's debits of a kind with
   // from <= at < to. ListLedger (for exports): empty iss or sub match every one, rows after

@@ -963,6 +963,63 @@ TEST_F(StoreTest, LedgerRowsKeepTheirUsageAndListInOrder) {
   EXPECT_EQ(*store_->LedgerSum("corp", "alice", "ai", 0, 1000), 10 + 12 + 14);
 }
 
+// ---------------------------------------------------------------------------------------------
+// Sessions
+
+SessionRow NewSession(const std::string& id, const std::string& sandbox, const std::string& sub = "alice") {
+  SessionRow row;
+  row.id = id;
+  row.sandbox_id = sandbox;
+  row.iss = "corp";
+  row.sub = sub;
+  row.state = "initializing";
+  row.agent_session = "0b8f7d1e-3c1a-4a8e-9a52-6d2b6e0f1a23";
+  row.options_json = R"({"model":"claude-sonnet-5-5"})";
+  row.budget_json = R"({"ai_usd":5})";
+  row.created_at = row.updated_at = 100;
+  return row;
+}
+
+TEST_F(StoreTest, SessionsRoundTripAndGoWithTheirSandbox) {
+  ASSERT_GE(Create("sb_1"), 0);
+  ASSERT_GE(Create("sb_2", 8, "bob"), 0);
+  ASSERT_TRUE(store_->InsertSession(NewSession("ses_a", "sb_1")).ok());
+  ASSERT_TRUE(store_->InsertSession(NewSession("ses_b", "sb_1")).ok());
+  ASSERT_TRUE(store_->InsertSession(NewSession("ses_c", "sb_2", "bob")).ok());
+  // A session needs its sandbox; ids are unique.
+  EXPECT_FALSE(store_->InsertSession(NewSession("ses_d", "sb_nope")).ok());
+  EXPECT_FALSE(store_->InsertSession(NewSession("ses_a", "sb_1")).ok());
+
+  SessionRow row = NewSession("ses_a", "sb_1");
+  row.state = "completed";
+  row.outcome_json = R"({"outcome":"completed"})";
+  row.cost_micro_usd = 21000;
+  row.turns = 2;
+  row.ended_at = 200;
+  ASSERT_TRUE(store_->UpdateSession(row).ok());
+  auto got = store_->GetSession("ses_a");
+  ASSERT_TRUE(got.ok() && got->has_value());
+  EXPECT_EQ((*got)->state, "completed");
+  EXPECT_EQ((*got)->cost_micro_usd, 21000);
+  EXPECT_EQ((*got)->turns, 2);
+  EXPECT_EQ((*got)->agent_session, "0b8f7d1e-3c1a-4a8e-9a52-6d2b6e0f1a23");
+  EXPECT_EQ((*got)->options_json, R"({"model":"claude-sonnet-5-5"})");
+  EXPECT_EQ(store_->UpdateSession(NewSession("ses_zz", "sb_1")).error_number(), ENOENT);
+
+  auto alices = store_->ListSessions("corp", "alice");
+  ASSERT_TRUE(alices.ok());
+  ASSERT_EQ(alices->size(), 2u);
+  EXPECT_EQ((*alices)[0].id, "ses_a");
+  EXPECT_EQ(store_->ListSessions("corp", "bob")->size(), 1u);
+  EXPECT_EQ(store_->ListSessions("", "", "sb_1")->size(), 2u);
+  EXPECT_EQ(store_->ListSessions("other", "alice")->size(), 0u);
+
+  // Destroying the sandbox takes its sessions (their transcripts lived in its files).
+  ASSERT_TRUE(store_->DeleteSandbox("sb_1").ok());
+  EXPECT_FALSE(store_->GetSession("ses_a")->has_value());
+  EXPECT_TRUE(store_->GetSession("ses_c")->has_value());
+}
+
 }  // namespace
 }  // namespace corral::supervisor
 
