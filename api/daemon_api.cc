@@ -4,6 +4,7 @@
 #include <time.h>
 
 #include <cerrno>
+#include <cmath>
 #include <map>
 #include <regex>
 
@@ -108,6 +109,67 @@ supervisor::UserCaps CapsOf(const AuthContext& auth) {
 }
 
 bool HasScope(const AuthContext& auth, const char* scope) { return auth.admin || auth.claims.HasScope(scope); }
+
+// The token's budget, as the relay enforces it (no window: a day).
+supervisor::Budget BudgetOf(const AuthContext& auth) {
+  supervisor::Budget budget;
+  const TokenBudget& b = auth.claims.budget;
+  if (b.ai_usd) budget.ai_micro_usd = static_cast<int64_t>(std::llround(*b.ai_usd * 1e6));
+  if (b.compute_s) budget.compute_ms = static_cast<int64_t>(std::llround(*b.compute_s * 1e3));
+  if (!b.window.empty()) {
+    auto window = supervisor::ParseWindow(b.window);
+    if (window.ok()) budget.window = *window;
+  }
+  budget.window_start = b.window_start;
+  return budget;
+}
+
+json SessionJson(const supervisor::SessionRow& row) {
+  json j = {{"id", row.id},
+            {"sandbox", row.sandbox_id},
+            {"state", row.state},
+            {"agent_session", row.agent_session},
+            {"parent", row.parent_id},
+            {"options", json::parse(row.options_json, nullptr, false)},
+            {"turns", row.turns},
+            {"cost_usd", supervisor::FormatMicroUsd(row.cost_micro_usd)},
+            {"created_at", row.created_at},
+            {"updated_at", row.updated_at},
+            {"ended_at", row.ended_at}};
+  j["outcome"] = row.outcome_json.empty() ? json() : json::parse(row.outcome_json, nullptr, false);
+  return j;
+}
+
+StatusOr<supervisor::NewSession> ParseNewSession(const json& body) {
+  supervisor::NewSession request;
+  auto text = [&](const char* key, std::string& into) -> Status {
+    if (!body.contains(key)) return Status();
+    if (!body[key].is_string()) return Status::Error(std::string(key) + ": expected a string", EINVAL);
+    into = body[key].get<std::string>();
+    return Status();
+  };
+  auto list = [&](const char* key, std::vector<std::string>& into) -> Status {
+    if (!body.contains(key)) return Status();
+    if (!body[key].is_array()) return Status::Error(std::string(key) + ": expected a list of strings", EINVAL);
+    for (const auto& item : body[key]) {
+      if (!item.is_string()) return Status::Error(std::string(key) + ": expected a list of strings", EINVAL);
+      into.push_back(item.get<std::string>());
+    }
+    return Status();
+  };
+  RETURN_IF_ERROR(text("prompt", request.prompt));
+  RETURN_IF_ERROR(text("model", request.options.model));
+  RETURN_IF_ERROR(text("permission_mode", request.options.permission_mode));
+  RETURN_IF_ERROR(text("resume", request.resume));
+  RETURN_IF_ERROR(text("fork", request.fork));
+  RETURN_IF_ERROR(list("allowed_tools", request.options.allowed_tools));
+  RETURN_IF_ERROR(list("disallowed_tools", request.options.disallowed_tools));
+  if (body.contains("partial")) {
+    if (!body["partial"].is_boolean()) return Status::Error("partial: expected true or false", EINVAL);
+    request.options.partial = body["partial"].get<bool>();
+  }
+  return request;
+}
 
 Status ScopeError(const char* scope) {
   return Status::Error(std::string("this token lacks the \"") + scope + "\" scope", EPERM);
@@ -443,15 +505,54 @@ class Attachment : public supervisor::StreamSubscriber {
   bool binary_;
 };
 
+// A connection attached to an agent session's events: each is a text frame
+// {"event": "session", "session", "seq", "kind", ...} and the last {"event": "session_end", ...}.
+class AgentAttachment : public supervisor::StreamSubscriber {
+ public:
+  AgentAttachment(std::weak_ptr<WsConnection> ws, std::shared_ptr<supervisor::AgentSession> session)
+      : ws_(std::move(ws)), session_(std::move(session)) {}
+
+  void OnStreamEvent(const supervisor::StreamEvent& event) override {
+    auto ws = ws_.lock();
+    if (!ws || ws->closed()) return;
+    if (event.kind == supervisor::StreamEvent::Kind::kOutput) {
+      json out = json::parse(event.data, nullptr, false);
+      if (!out.is_object()) return;
+      out["event"] = "session";
+      out["session"] = session_->id();
+      out["seq"] = event.seq;
+      ws->SendText(out.dump());
+      return;
+    }
+    ws->SendText(json{{"event", "session_end"},
+                      {"session", session_->id()},
+                      {"seq", event.seq},
+                      {"state", session_->row().state},
+                      {"outcome", json::parse(event.data, nullptr, false)}}
+                     .dump());
+  }
+  bool StreamFull() const override {
+    auto ws = ws_.lock();
+    return ws && ws->full();
+  }
+  supervisor::AgentSession& session() { return *session_; }
+
+ private:
+  std::weak_ptr<WsConnection> ws_;
+  std::shared_ptr<supervisor::AgentSession> session_;
+};
+
 struct Session {
   uint32_t next_channel = 1;
   std::map<uint32_t, std::unique_ptr<Attachment>> channels;
   std::map<std::string, uint32_t> by_command;
+  std::map<std::string, std::unique_ptr<AgentAttachment>> agents;  // by session id
 };
 
 class WsApi : public WsHandler, public std::enable_shared_from_this<WsApi> {
  public:
-  explicit WsApi(supervisor::SandboxManager& manager) : manager_(manager) {}
+  WsApi(supervisor::SandboxManager& manager, supervisor::SessionRunner& agents)
+      : manager_(manager), agents_(agents) {}
 
   void OnOpen(const std::shared_ptr<WsConnection>& connection) override {
     sessions_[connection->id()] = std::make_unique<Session>();
@@ -473,6 +574,7 @@ class WsApi : public WsHandler, public std::enable_shared_from_this<WsApi> {
       // The slow subscriber is gone: its command may read again.
       attachment->command().ResumeOutput();
     }
+    for (auto& [id, attachment] : it->second->agents) attachment->session().events().Unsubscribe(attachment.get());
     sessions_.erase(it);
   }
 
@@ -554,6 +656,7 @@ class WsApi : public WsHandler, public std::enable_shared_from_this<WsApi> {
     if (op == "ping") return json::object();
     if (op == "exec") return Exec(connection, session, auth, request);
     if (op == "attach") return Attach(connection, session, auth, request);
+    if (op.rfind("session.", 0) == 0) return AgentOp(connection, session, auth, op, request);
     // The rest name an attached command.
     if (!request.contains("command") || !request["command"].is_string()) {
       return Status::Error("command: expected a command id", EINVAL);
@@ -605,6 +708,52 @@ class WsApi : public WsHandler, public std::enable_shared_from_this<WsApi> {
       return json::object();
     }
     return Status::Error("unknown op \"" + op + "\"", EINVAL);
+  }
+
+  // session.attach {session, after_seq?}, session.detach, session.send {session, text},
+  // session.interrupt, session.abort, session.close.
+  StatusOr<json> AgentOp(const std::shared_ptr<WsConnection>& connection, Session& session, const AuthContext& auth,
+                         const std::string& op, const json& request) {
+    if (!HasScope(auth, kScopeSessions)) return ScopeError(kScopeSessions);
+    if (!request.contains("session") || !request["session"].is_string()) {
+      return Status::Error("session: expected a session id", EINVAL);
+    }
+    const std::string id = request["session"].get<std::string>();
+    const Caller caller = CallerOf(auth);
+    if (op == "session.attach") {
+      std::optional<uint64_t> after;
+      RETURN_IF_ERROR(OptionalUint(request, "after_seq", after));
+      ASSIGN_OR_RETURN(auto agent, agents_.Find(caller, id));
+      if (session.agents.count(id)) return Status::Error("session " + id + " is already attached here", EBUSY);
+      const uint64_t after_seq = after.value_or(0);
+      if (after_seq + 1 < agent->events().first_seq() && after_seq < agent->events().last_seq()) {
+        return Status::Error("events after " + std::to_string(after_seq) + " were dropped; the oldest held is " +
+                                 std::to_string(agent->events().first_seq()),
+                             ERANGE);
+      }
+      auto attachment = std::make_unique<AgentAttachment>(connection, agent);
+      AgentAttachment* raw = attachment.get();
+      session.agents[id] = std::move(attachment);
+      pending_ = [raw, agent, after_seq] { (void)agent->events().Subscribe(raw, after_seq); };
+      return json{{"session", SessionJson(agent->row())}, {"first_seq", agent->events().first_seq()}};
+    }
+    if (op == "session.detach") {
+      auto it = session.agents.find(id);
+      if (it == session.agents.end()) return Status::Error("session " + id + " is not attached here", EBUSY);
+      it->second->session().events().Unsubscribe(it->second.get());
+      session.agents.erase(it);
+      return json::object();
+    }
+    if (op == "session.send") {
+      if (!request.contains("text") || !request["text"].is_string()) return Status::Error("text: expected a string", EINVAL);
+      RETURN_IF_ERROR(agents_.Send(caller, id, request["text"].get<std::string>()));
+      return json::object();
+    }
+    if (op == "session.interrupt") RETURN_IF_ERROR(agents_.Interrupt(caller, id));
+    else if (op == "session.abort") RETURN_IF_ERROR(agents_.Abort(caller, id));
+    else if (op == "session.close") RETURN_IF_ERROR(agents_.Close(caller, id));
+    else return Status::Error("unknown op \"" + op + "\"", EINVAL);
+    return json::object();
   }
 
   StatusOr<json> Exec(const std::shared_ptr<WsConnection>& connection, Session& session, const AuthContext& auth,
@@ -706,6 +855,7 @@ class WsApi : public WsHandler, public std::enable_shared_from_this<WsApi> {
   }
 
   supervisor::SandboxManager& manager_;
+  supervisor::SessionRunner& agents_;
   std::map<uint64_t, std::unique_ptr<Session>> sessions_;
   std::function<void()> pending_;
 };
@@ -784,8 +934,34 @@ void ApiMetrics::OnOutputBytes(size_t bytes) { bytes_.WithLabels({"out"}).Increm
 void ApiMetrics::OnInputBytes(size_t bytes) { bytes_.WithLabels({"in"}).Increment(bytes); }
 
 void RegisterApi(Server& server, boost::asio::io_context& io, boost::asio::thread_pool& pool,
-                 supervisor::SandboxManager& manager, supervisor::Store& store,
+                 supervisor::SandboxManager& manager, supervisor::SessionRunner& sessions, supervisor::Store& store,
                  const supervisor::DaemonConfig& config) {
+  // Agent sessions.
+  server.Route("POST", "/v1/sandboxes/{id}/sessions", Auth::kRequired, [&sessions](HttpRequest request, Responder respond) {
+    if (!HasScope(request.auth, kScopeSessions)) return respond(ErrorResponse(ScopeError(kScopeSessions)));
+    auto body = ParseBody(request.body);
+    if (!body.ok()) return respond(ErrorResponse(body.status()));
+    auto create = ParseNewSession(*body);
+    if (!create.ok()) return respond(ErrorResponse(create.status()));
+    create->sandbox_id = request.params["id"];
+    create->budget = BudgetOf(request.auth);
+    auto session = sessions.Create(CallerOf(request.auth), CapsOf(request.auth), std::move(*create));
+    if (!session.ok()) return respond(ErrorResponse(session.status()));
+    respond(JsonResponse(201, SessionJson((*session)->row())));
+  });
+  server.Route("GET", "/v1/sessions", Auth::kRequired, [&sessions](HttpRequest request, Responder respond) {
+    auto rows = sessions.List(CallerOf(request.auth), request.query.count("sandbox") ? request.query["sandbox"] : "");
+    if (!rows.ok()) return respond(ErrorResponse(rows.status()));
+    json list = json::array();
+    for (const auto& row : *rows) list.push_back(SessionJson(row));
+    respond(JsonResponse(200, {{"sessions", list}}));
+  });
+  server.Route("GET", "/v1/sessions/{id}", Auth::kRequired, [&sessions](HttpRequest request, Responder respond) {
+    auto row = sessions.Get(CallerOf(request.auth), request.params["id"]);
+    if (!row.ok()) return respond(ErrorResponse(row.status()));
+    respond(JsonResponse(200, SessionJson(*row)));
+  });
+
   server.Route("GET", "/healthz", Auth::kNone, [](HttpRequest, Responder respond) {
     respond(JsonResponse(200, {{"status", "ok"}, {"version", kVersion}, {"protocol", kProtocolVersion}}));
   });
@@ -981,7 +1157,7 @@ void RegisterApi(Server& server, boost::asio::io_context& io, boost::asio::threa
   });
 
   RegisterFiles(server, io, pool, manager, config);
-  server.WebSocket("/v1/ws", std::make_shared<WsApi>(manager));
+  server.WebSocket("/v1/ws", std::make_shared<WsApi>(manager, sessions));
 }
 
 }  // namespace corral::api

@@ -14,6 +14,7 @@
 #include "api/server.h"
 #include "supervisor/config.h"
 #include "supervisor/sandbox_manager.h"
+#include "supervisor/session_runner.h"
 #include "supervisor/store.h"
 
 namespace corral::api {
@@ -44,7 +45,7 @@ class ApiMetrics : public supervisor::CommandObserver {
 
 // Registers every route and the WebSocket endpoint.
 void RegisterApi(Server& server, boost::asio::io_context& io, boost::asio::thread_pool& pool,
-                 supervisor::SandboxManager& manager, supervisor::Store& store,
+                 supervisor::SandboxManager& manager, supervisor::SessionRunner& sessions, supervisor::Store& store,
                  const supervisor::DaemonConfig& config);
 
 }  // namespace corral::api

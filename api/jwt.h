@@ -37,6 +37,7 @@ inline constexpr char kScopeSandboxes[] = "sandboxes";  // create, destroy, star
 inline constexpr char kScopeExec[] = "exec";            // commands (no PTY)
 inline constexpr char kScopeTerminal[] = "terminal";    // PTY commands
 inline constexpr char kScopeFiles[] = "files";          // the file API, cp, tar
+inline constexpr char kScopeSessions[] = "sessions";    // agent sessions (Claude Code) and their model calls
 
 // Caps that the issuer puts on what this user may ask for. Absent: the daemon's own maxima apply.
 struct TokenLimits {

@@ -523,7 +523,7 @@ TEST(JwtTest, AbsentScopeMeansTheUserScopesButNeverAdmin) {
   StatusOr<Claims> claims = VerifyToken(Mint(ValidPayload()), Lookup, Policy());
   ASSERT_TRUE(claims.ok());
   EXPECT_EQ(claims->scopes,
-            (std::vector<std::string>{kScopeSandboxes, kScopeExec, kScopeTerminal, kScopeFiles}));
+            (std::vector<std::string>{kScopeSandboxes, kScopeExec, kScopeTerminal, kScopeFiles, kScopeSessions}));
   EXPECT_FALSE(claims->HasScope("admin"));
 }
 

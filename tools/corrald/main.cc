@@ -35,6 +35,7 @@
 #include "supervisor/model_relay.h"
 #include "supervisor/relay_keys.h"
 #include "supervisor/sandbox_manager.h"
+#include "supervisor/session_runner.h"
 #include "supervisor/store.h"
 
 namespace {
@@ -188,7 +189,9 @@ int Run(int argc, char** argv) {
   supervisor::RelayKeys relay_keys;
   supervisor::ModelRelay relay(io, std::move(*relay_config), **store, relay_keys);
   manager.SetLoopbackServices(&relay);
+  supervisor::SessionRunner sessions(*config, **store, manager, relay_keys);
   Status recovered = manager.Recover();
+  if (recovered.ok()) recovered = sessions.Recover();
   if (!recovered.ok()) return Fail("recovery: " + recovered.ToString());
 
   api::ServerLimits limits;
@@ -200,7 +203,7 @@ int Run(int argc, char** argv) {
   limits.idle_timeout = std::chrono::seconds(config->idle_timeout_s);
   limits.allowed_origins = config->allowed_origins;
   api::Server server(io, limits, api::MakeAuthenticator(**store, *config), metrics);
-  api::RegisterApi(server, io, pool, manager, **store, *config);
+  api::RegisterApi(server, io, pool, manager, sessions, **store, *config);
   server.Route("GET", "/metrics", api::Auth::kNone, [&metrics](api::HttpRequest, api::Responder respond) {
     api::HttpResponse response;
     response.content_type = "text/plain; version=0.0.4; charset=utf-8";

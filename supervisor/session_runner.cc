@@ -1,0 +1,451 @@
+#include "supervisor/session_runner.h"
+
+#include <openssl/rand.h>
+#include <signal.h>
+#include <time.h>
+
+#include <cerrno>
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+#include "common/log.h"
+#include "supervisor/ids.h"
+
+namespace corral::supervisor {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr size_t kRecentSessions = 64;
+constexpr size_t kMaxLineBytes = 16 << 20;  // one stream-json line (a large tool result)
+
+int64_t Now() { return static_cast<int64_t>(time(nullptr)); }
+
+std::string NewUuid() {
+  unsigned char b[16];
+  if (RAND_bytes(b, sizeof(b)) != 1) abort();
+  b[6] = static_cast<unsigned char>((b[6] & 0x0f) | 0x40);  // version 4
+  b[8] = static_cast<unsigned char>((b[8] & 0x3f) | 0x80);  // RFC 4122 variant
+  char text[37];
+  snprintf(text, sizeof(text), "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+           b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+  return text;
+}
+
+json BudgetJson(const Budget& budget) {
+  json j = {{"window", WindowName(budget.window)}};
+  if (budget.ai_micro_usd) j["ai_micro_usd"] = *budget.ai_micro_usd;
+  if (budget.compute_ms) j["compute_ms"] = *budget.compute_ms;
+  if (budget.window_start) j["window_start"] = *budget.window_start;
+  return j;
+}
+
+json OptionsJson(const SessionOptions& o) {
+  return {{"model", o.model},
+          {"permission_mode", o.permission_mode},
+          {"allowed_tools", o.allowed_tools},
+          {"disallowed_tools", o.disallowed_tools},
+          {"partial", o.partial}};
+}
+
+SessionOptions OptionsOf(const std::string& text) {
+  SessionOptions o;
+  json j = json::parse(text, nullptr, false);
+  if (!j.is_object()) return o;
+  o.model = j.value("model", "");
+  o.permission_mode = j.value("permission_mode", o.permission_mode);
+  if (j.contains("allowed_tools") && j["allowed_tools"].is_array()) o.allowed_tools = j["allowed_tools"];
+  if (j.contains("disallowed_tools") && j["disallowed_tools"].is_array()) o.disallowed_tools = j["disallowed_tools"];
+  o.partial = j.value("partial", false);
+  return o;
+}
+
+std::string Join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& item : items) out += (out.empty() ? "" : ",") + item;
+  return out;
+}
+
+Status CheckOptions(const SessionOptions& o) {
+  static constexpr const char* kModes[] = {"default", "acceptEdits", "bypassPermissions", "plan"};
+  bool known = false;
+  for (const char* mode : kModes) known = known || o.permission_mode == mode;
+  if (!known) {
+    return Status::Error("permission_mode: one of default, acceptEdits, bypassPermissions, plan", EINVAL);
+  }
+  auto plain = [](const std::string& s) {
+    if (s.empty() || s.size() > 200) return false;
+    for (char c : s) {
+      if (c < 0x20 || c == 0x7f) return false;
+    }
+    return true;
+  };
+  if (!o.model.empty() && !plain(o.model)) return Status::Error("model: not a model name", EINVAL);
+  for (const auto& tool : o.allowed_tools) {
+    if (!plain(tool)) return Status::Error("allowed_tools: bad entry", EINVAL);
+  }
+  for (const auto& tool : o.disallowed_tools) {
+    if (!plain(tool)) return Status::Error("disallowed_tools: bad entry", EINVAL);
+  }
+  return Status();
+}
+
+Status NotFound(const std::string& what) { return Status::Error(what + " not found", ENOENT); }
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// One session
+
+AgentSession::AgentSession(SessionRunner& runner, SessionRow row, size_t replay_bytes)
+    : runner_(runner), row_(std::move(row)), events_(replay_bytes) {}
+
+AgentSession::~AgentSession() {
+  if (command_ && command_->stream().subscribed(this)) command_->stream().Unsubscribe(this);
+}
+
+void AgentSession::Emit(const json& event) { events_.Append(StreamEvent::Kind::kOutput, 1, event.dump()); }
+
+void AgentSession::SetState(const std::string& state) {
+  if (row_.state == state) return;
+  row_.state = state;
+  row_.updated_at = Now();
+  (void)runner_.store_.UpdateSession(row_);
+  Emit({{"kind", "state"}, {"state", state}});
+}
+
+void AgentSession::OnStreamEvent(const StreamEvent& event) {
+  if (ended_) return;
+  if (event.kind == StreamEvent::Kind::kExit) {
+    if (!stdout_line_.empty()) OnLine(stdout_line_);
+    stdout_line_.clear();
+    End(event.data);
+    return;
+  }
+  std::string& buffer = event.fd == 2 ? stderr_line_ : stdout_line_;
+  std::string_view data = event.data;
+  while (!data.empty()) {
+    size_t newline = data.find('\n');
+    if (buffer.size() < kMaxLineBytes) buffer.append(data.substr(0, newline));
+    if (newline == std::string_view::npos) break;
+    data.remove_prefix(newline + 1);
+    if (event.fd == 2) {
+      if (!buffer.empty()) Emit({{"kind", "stderr"}, {"text", buffer}});
+    } else {
+      OnLine(buffer);
+    }
+    buffer.clear();
+  }
+}
+
+void AgentSession::OnLine(std::string_view line) {
+  if (line.empty()) return;
+  json message = json::parse(line, nullptr, false);
+  if (!message.is_object()) {
+    Emit({{"kind", "stdout"}, {"text", std::string(line)}});
+    return;
+  }
+  const std::string type = message.value("type", "");
+  if (type == "system" && message.value("subtype", "") == "init") {
+    // A fork gets its id from the CLI.
+    const std::string agent_session = message.value("session_id", "");
+    if (!agent_session.empty() && agent_session != row_.agent_session) {
+      row_.agent_session = agent_session;
+      (void)runner_.store_.UpdateSession(row_);
+    }
+  }
+  Emit({{"kind", "agent"}, {"data", std::move(message)}});
+  if (type == "result") {
+    ++row_.turns;
+    if (pending_turns_ > 0) --pending_turns_;
+    SetState(pending_turns_ > 0 ? "processing" : "ready");
+    (void)runner_.store_.UpdateSession(row_);
+  }
+}
+
+void AgentSession::End(const std::string& command_outcome) {
+  if (ended_) return;
+  ended_ = true;
+  json process = json::parse(command_outcome, nullptr, false);
+  std::string state, outcome;
+  if (budget_exhausted_) {
+    state = "failed";
+    outcome = "budget_exhausted";
+  } else if (aborted_) {
+    state = outcome = "aborted";
+  } else if (closing_) {
+    state = outcome = "completed";
+  } else if (pending_turns_ > 0) {
+    state = "failed";
+    outcome = "agent_exited";  // during a turn: what the process's outcome says
+  } else {
+    state = "idle";
+    outcome = "stopped";  // between turns (its sandbox stopped, or it exited): resumable
+  }
+  row_.outcome_json = json{{"outcome", outcome},
+                           {"process", process.is_object() ? process : json()},
+                           {"turns", row_.turns},
+                           {"cost_usd", FormatMicroUsd(row_.cost_micro_usd)}}
+                          .dump();
+  row_.ended_at = Now();
+  SetState(state);
+  (void)runner_.store_.UpdateSession(row_);
+  events_.Append(StreamEvent::Kind::kExit, 0, row_.outcome_json);
+  runner_.OnEnded(*this);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The runner
+
+SessionRunner::SessionRunner(const DaemonConfig& config, Store& store, SandboxManager& manager, RelayKeys& keys)
+    : config_(config), store_(store), manager_(manager), keys_(keys) {
+  keys_.OnUsageCall([this](const RelayClient& client, const ModelUsage& usage, int64_t cost) {
+    OnUsage(client, usage, cost);
+  });
+  keys_.OnExhaustedCall([this](const RelayClient& client) { OnExhausted(client); });
+}
+
+SessionRunner::~SessionRunner() {
+  keys_.OnUsageCall(nullptr);
+  keys_.OnExhaustedCall(nullptr);
+}
+
+StatusOr<std::shared_ptr<AgentSession>> SessionRunner::Create(const Caller& caller, const UserCaps& caps,
+                                                               NewSession request) {
+  RETURN_IF_ERROR(CheckOptions(request.options));
+  ASSIGN_OR_RETURN(SandboxRow sandbox, manager_.Get(caller, request.sandbox_id));
+  if (!request.resume.empty() && !request.fork.empty()) {
+    return Status::Error("resume and fork: one or the other", EINVAL);
+  }
+  SessionRow row;
+  std::vector<std::string> history;  // the CLI's flags that bring the history in
+  const std::string& from = !request.resume.empty() ? request.resume : request.fork;
+  if (!from.empty()) {
+    ASSIGN_OR_RETURN(SessionRow parent, Get(caller, from));
+    if (parent.sandbox_id != sandbox.id) {
+      return Status::Error("session " + from + " is in sandbox " + parent.sandbox_id + ", not " + sandbox.id, EINVAL);
+    }
+    if (live_.count(from)) return Status::Error("session " + from + " is running", EBUSY);
+    if (!request.resume.empty()) {
+      row = parent;  // the same session, running again
+      if (request.options.model.empty()) request.options = OptionsOf(parent.options_json);
+      history = {"--resume", parent.agent_session};
+    } else {
+      row.parent_id = parent.id;
+      history = {"--resume", parent.agent_session, "--fork-session"};
+    }
+  }
+  const bool resumed = !request.resume.empty();
+  if (!resumed) {
+    row.id = NewId("ses");
+    row.sandbox_id = sandbox.id;
+    row.iss = sandbox.iss;
+    row.sub = sandbox.sub;
+    row.agent_session = request.fork.empty() ? NewUuid() : "";
+    row.created_at = Now();
+  }
+  row.state = "initializing";
+  row.options_json = OptionsJson(request.options).dump();
+  row.budget_json = BudgetJson(request.budget).dump();
+  row.outcome_json.clear();
+  row.ended_at = 0;
+  row.updated_at = Now();
+
+  ExecSpec spec;
+  spec.sandbox = sandbox.id;
+  spec.stdin_open = true;
+  spec.argv = {"claude", "-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose",
+               "--permission-mode", request.options.permission_mode};
+  if (history.empty()) {
+    spec.argv.insert(spec.argv.end(), {"--session-id", row.agent_session});
+  } else {
+    spec.argv.insert(spec.argv.end(), history.begin(), history.end());
+  }
+  if (!request.options.model.empty()) spec.argv.insert(spec.argv.end(), {"--model", request.options.model});
+  if (!request.options.allowed_tools.empty()) {
+    spec.argv.insert(spec.argv.end(), {"--allowedTools", Join(request.options.allowed_tools)});
+  }
+  if (!request.options.disallowed_tools.empty()) {
+    spec.argv.insert(spec.argv.end(), {"--disallowedTools", Join(request.options.disallowed_tools)});
+  }
+  if (request.options.partial) spec.argv.push_back("--include-partial-messages");
+  RelayClient client{row.id, sandbox.id, row.iss, row.sub, request.budget};
+  const std::string key = keys_.Issue(client);
+  spec.env = {"ANTHROPIC_BASE_URL=http://127.0.0.1:" + std::to_string(config_.relay_port),
+              "ANTHROPIC_API_KEY=" + key,
+              // Nothing but the relay: no update checks, telemetry or error reports (the sandbox
+              // has no network anyway; this spares the CLI its timeouts).
+              "DISABLE_AUTOUPDATER=1", "DISABLE_TELEMETRY=1", "DISABLE_ERROR_REPORTING=1",
+              "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"};
+
+  if (resumed) {
+    RETURN_IF_ERROR(store_.UpdateSession(row));
+  } else {
+    RETURN_IF_ERROR(store_.InsertSession(row));
+  }
+  auto command = manager_.Exec(caller, caps, spec);
+  if (!command.ok()) {
+    keys_.Revoke(row.id);
+    row.state = resumed ? "idle" : "failed";
+    row.outcome_json = json{{"outcome", "start_failed"}, {"error", command.status().message()}}.dump();
+    row.ended_at = Now();
+    (void)store_.UpdateSession(row);
+    return command.status();
+  }
+  auto session = std::make_shared<AgentSession>(*this, row, config_.replay_buffer_bytes);
+  session->command_ = *command;
+  live_[row.id] = session;
+  recent_.erase(row.id);
+  (void)(*command)->stream().Subscribe(session.get(), 0);
+  session->Emit({{"kind", "state"}, {"state", "initializing"}});
+  if (!request.prompt.empty()) {
+    RETURN_IF_ERROR(Send(caller, row.id, request.prompt));
+  } else {
+    session->SetState("ready");
+  }
+  LogInfo("session", "started", {{"session", row.id}, {"sandbox", sandbox.id}, {"command", (*command)->id()}});
+  return session;
+}
+
+StatusOr<std::shared_ptr<AgentSession>> SessionRunner::Live(const Caller& caller, const std::string& id) {
+  auto it = live_.find(id);
+  if (it == live_.end() || (!caller.admin && (it->second->row().iss != caller.iss || it->second->row().sub != caller.sub))) {
+    // Not running: ended (say so) or not the caller's (the same answer as none at all).
+    auto row = Get(caller, id);
+    if (!row.ok()) return row.status();
+    return Status::Error("session " + id + " is not running (it is " + row->state + ")", EBUSY);
+  }
+  return it->second;
+}
+
+Status SessionRunner::Send(const Caller& caller, const std::string& id, const std::string& text) {
+  ASSIGN_OR_RETURN(std::shared_ptr<AgentSession> session, Live(caller, id));
+  if (text.empty()) return Status::Error("text: must not be empty", EINVAL);
+  if (session->closing_) return Status::Error("session " + id + " is closing", EBUSY);
+  json line = {{"type", "user"}, {"message", {{"role", "user"}, {"content", text}}}};
+  RETURN_IF_ERROR(session->command_->WriteStdin(line.dump() + "\n"));
+  ++session->pending_turns_;
+  session->Emit({{"kind", "user"}, {"text", text}});
+  session->SetState("processing");
+  return Status();
+}
+
+Status SessionRunner::Interrupt(const Caller& caller, const std::string& id) {
+  ASSIGN_OR_RETURN(std::shared_ptr<AgentSession> session, Live(caller, id));
+  json line = {{"type", "control_request"},
+               {"request_id", "corral-" + std::to_string(session->next_control_++)},
+               {"request", {{"subtype", "interrupt"}}}};
+  return session->command_->WriteStdin(line.dump() + "\n");
+}
+
+Status SessionRunner::Abort(const Caller& caller, const std::string& id) {
+  ASSIGN_OR_RETURN(std::shared_ptr<AgentSession> session, Live(caller, id));
+  session->aborted_ = true;
+  return session->command_->Signal(SIGKILL);
+}
+
+Status SessionRunner::Close(const Caller& caller, const std::string& id) {
+  ASSIGN_OR_RETURN(std::shared_ptr<AgentSession> session, Live(caller, id));
+  session->closing_ = true;
+  return session->command_->CloseStdin();
+}
+
+StatusOr<std::shared_ptr<AgentSession>> SessionRunner::Find(const Caller& caller, const std::string& id) {
+  std::shared_ptr<AgentSession> session;
+  if (auto it = live_.find(id); it != live_.end()) session = it->second;
+  if (!session) {
+    if (auto it = recent_.find(id); it != recent_.end()) session = it->second;
+  }
+  if (!session || (!caller.admin && (session->row().iss != caller.iss || session->row().sub != caller.sub))) {
+    return NotFound("live session " + id);
+  }
+  return session;
+}
+
+StatusOr<SessionRow> SessionRunner::Get(const Caller& caller, const std::string& id) {
+  if (!IsWellFormedId(id, "ses")) return NotFound("session " + id);
+  if (auto it = live_.find(id); it != live_.end()) {
+    const SessionRow& row = it->second->row();
+    if (caller.admin || (row.iss == caller.iss && row.sub == caller.sub)) return row;
+    return NotFound("session " + id);
+  }
+  ASSIGN_OR_RETURN(std::optional<SessionRow> row, store_.GetSession(id));
+  if (!row || (!caller.admin && (row->iss != caller.iss || row->sub != caller.sub))) {
+    return NotFound("session " + id);
+  }
+  return *row;
+}
+
+StatusOr<std::vector<SessionRow>> SessionRunner::List(const Caller& caller, const std::string& sandbox_id) {
+  ASSIGN_OR_RETURN(std::vector<SessionRow> rows,
+                   caller.admin ? store_.ListSessions("", "", sandbox_id)
+                                : store_.ListSessions(caller.iss, caller.sub, sandbox_id));
+  for (SessionRow& row : rows) {
+    if (auto it = live_.find(row.id); it != live_.end()) row = it->second->row();
+  }
+  return rows;
+}
+
+Status SessionRunner::Recover() {
+  ASSIGN_OR_RETURN(std::vector<SessionRow> rows, store_.ListSessions("", ""));
+  for (SessionRow& row : rows) {
+    if (row.state != "initializing" && row.state != "ready" && row.state != "processing" &&
+        row.state != "waiting_tool") {
+      continue;
+    }
+    // Its agent process, if it still runs, has nobody to talk to: its commands are stopped by
+    // the manager's own recovery rules (a command nobody attaches to runs on); the session can
+    // be resumed from its transcript.
+    row.state = "idle";
+    row.outcome_json = json{{"outcome", "daemon_restarted"}, {"turns", row.turns},
+                            {"cost_usd", FormatMicroUsd(row.cost_micro_usd)}}
+                           .dump();
+    row.ended_at = Now();
+    (void)store_.UpdateSession(row);
+  }
+  return Status();
+}
+
+void SessionRunner::OnEnded(AgentSession& session) {
+  keys_.Revoke(session.id());
+  auto it = live_.find(session.id());
+  if (it == live_.end()) return;
+  recent_[session.id()] = it->second;
+  recent_order_.push_back(session.id());
+  live_.erase(it);
+  while (recent_order_.size() > kRecentSessions) {
+    recent_.erase(recent_order_.front());
+    recent_order_.erase(recent_order_.begin());
+  }
+  LogInfo("session", "ended", {{"session", session.id()}, {"state", session.row().state}});
+}
+
+void SessionRunner::OnUsage(const RelayClient& client, const ModelUsage& usage, int64_t cost) {
+  auto it = live_.find(client.session_id);
+  if (it == live_.end()) return;
+  AgentSession& session = *it->second;
+  session.row_.cost_micro_usd += cost;
+  (void)store_.UpdateSession(session.row_);
+  session.Emit({{"kind", "usage"},
+                {"model", usage.model},
+                {"input_tokens", usage.input_tokens},
+                {"output_tokens", usage.output_tokens},
+                {"cache_creation_input_tokens", usage.cache_creation_input_tokens},
+                {"cache_read_input_tokens", usage.cache_read_input_tokens},
+                {"cost_usd", FormatMicroUsd(cost)},
+                {"session_cost_usd", FormatMicroUsd(session.row_.cost_micro_usd)}});
+}
+
+void SessionRunner::OnExhausted(const RelayClient& client) {
+  auto it = live_.find(client.session_id);
+  if (it == live_.end() || it->second->budget_exhausted_) return;
+  AgentSession& session = *it->second;
+  session.budget_exhausted_ = true;
+  session.Emit({{"kind", "budget_exhausted"}});
+  LogInfo("session", "AI budget spent: stopping the agent", {{"session", session.id()}});
+  (void)session.command_->Signal(SIGKILL);
+}
+
+}  // namespace corral::supervisor

@@ -1,0 +1,126 @@
+// Agent sessions: Claude Code running in a user's sandbox, driven over its stream-json protocol.
+//
+// A session is one `claude -p --input-format stream-json --output-format stream-json --verbose`
+// process, started as the sandbox's `agent` user in /home/agent (the persistent workspace, where
+// the CLI keeps its transcripts), with ANTHROPIC_BASE_URL at the model relay on the sandbox's
+// loopback and a placeholder key of its own (RelayKeys): the operator's key never enters the
+// sandbox. User messages go to the process's stdin, one JSON line each; every line it prints
+// becomes a numbered event of the session, resumable like a command's output.
+//
+// States: initializing (started, not yet spoken to), ready (waiting for a message), processing
+// (a turn is under way), and once the process is gone: idle (it ended between turns: resume
+// continues it), completed (closed by the client), failed (it died during a turn), aborted (by
+// the client). A session whose user's AI budget is spent is stopped, with the outcome
+// `budget_exhausted`. `resume` runs an ended session again with its history (--resume), `fork`
+// starts a new session from another's history (--resume --fork-session).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+
+#include "common/status.h"
+#include "supervisor/budget.h"
+#include "supervisor/command.h"
+#include "supervisor/event_stream.h"
+#include "supervisor/relay_keys.h"
+#include "supervisor/sandbox_manager.h"
+#include "supervisor/store.h"
+
+namespace corral::supervisor {
+
+struct SessionOptions {
+  std::string model;                                  // "" = the CLI's default
+  std::string permission_mode = "bypassPermissions";  // default|acceptEdits|bypassPermissions|plan
+  std::vector<std::string> allowed_tools;
+  std::vector<std::string> disallowed_tools;
+  bool partial = false;                               // --include-partial-messages
+};
+
+struct NewSession {
+  std::string sandbox_id;
+  SessionOptions options;
+  std::string resume;  // "ses_...": run this ended session again, with its history
+  std::string fork;    // "ses_...": a new session that starts from this one's history
+  std::string prompt;  // the first message; "" = wait for one
+  Budget budget;       // from the caller's token
+};
+
+class SessionRunner;
+
+class AgentSession : public StreamSubscriber {
+ public:
+  AgentSession(SessionRunner& runner, SessionRow row, size_t replay_bytes);
+  ~AgentSession() override;
+
+  const SessionRow& row() const { return row_; }
+  const std::string& id() const { return row_.id; }
+  EventStream& events() { return events_; }
+  bool ended() const { return ended_; }
+
+  // The agent's process output (StreamSubscriber on its command's stream).
+  void OnStreamEvent(const StreamEvent& event) override;
+  bool StreamFull() const override { return false; }
+
+ private:
+  friend class SessionRunner;
+  void OnLine(std::string_view line);
+  void SetState(const std::string& state);
+  void Emit(const nlohmann::json& event);
+  void End(const std::string& outcome_json);
+
+  SessionRunner& runner_;
+  SessionRow row_;
+  EventStream events_;
+  std::shared_ptr<Command> command_;
+  std::string stdout_line_;
+  std::string stderr_line_;
+  int pending_turns_ = 0;  // messages sent and not yet answered by a result
+  int64_t next_control_ = 1;
+  bool aborted_ = false;
+  bool closing_ = false;
+  bool budget_exhausted_ = false;
+  bool ended_ = false;
+};
+
+class SessionRunner {
+ public:
+  SessionRunner(const DaemonConfig& config, Store& store, SandboxManager& manager, RelayKeys& keys);
+  ~SessionRunner();
+
+  StatusOr<std::shared_ptr<AgentSession>> Create(const Caller& caller, const UserCaps& caps, NewSession request);
+  // A user message: the next turn (or, during one, feedback the agent reads when it can).
+  Status Send(const Caller& caller, const std::string& id, const std::string& text);
+  Status Interrupt(const Caller& caller, const std::string& id);
+  Status Abort(const Caller& caller, const std::string& id);
+  // Ends the session: its stdin closes, the agent finishes and exits.
+  Status Close(const Caller& caller, const std::string& id);
+  // A live session (or one that ended a short while ago), for attaching to its events.
+  StatusOr<std::shared_ptr<AgentSession>> Find(const Caller& caller, const std::string& id);
+  StatusOr<SessionRow> Get(const Caller& caller, const std::string& id);
+  StatusOr<std::vector<SessionRow>> List(const Caller& caller, const std::string& sandbox_id = "");
+  // At start: sessions the store says were running belong to a daemon that is gone; they end
+  // as `idle` (resumable), and their agent processes, adopted as commands, are stopped.
+  Status Recover();
+
+ private:
+  friend class AgentSession;
+  void OnEnded(AgentSession& session);
+  void OnUsage(const RelayClient& client, const ModelUsage& usage, int64_t cost);
+  void OnExhausted(const RelayClient& client);
+  StatusOr<std::shared_ptr<AgentSession>> Live(const Caller& caller, const std::string& id);
+
+  const DaemonConfig& config_;
+  Store& store_;
+  SandboxManager& manager_;
+  RelayKeys& keys_;
+  std::map<std::string, std::shared_ptr<AgentSession>> live_;
+  std::map<std::string, std::shared_ptr<AgentSession>> recent_;
+  std::vector<std::string> recent_order_;
+};
+
+}  // namespace corral::supervisor

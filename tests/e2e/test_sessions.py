@@ -1,0 +1,202 @@
+"""Agent sessions with the real Claude Code CLI (npm @anthropic-ai/claude-code, installed by
+dist/install-deps.sh) in a real sandbox, against the scripted Messages API server
+(tests/fixtures/scripted_model.py) behind corrald's model relay.
+
+Each test plays a scenario: the model's answers, with the usage they report. The ledger must
+match that usage to the micro-dollar, and the upstream must see the operator's key only.
+"""
+import http.client
+import json
+import os
+import shutil
+import sys
+import tempfile
+import unittest
+
+from corral_e2e import DaemonTestCase, WsClient
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "fixtures"))
+import scripted_model  # noqa: E402
+
+REAL_KEY = "sk-ant-e2e-sessions-operator-key"
+# USD per million tokens for every model (the CLI picks its default model).
+PRICE = {"input": 3, "output": 15, "cache_write": 3.75, "cache_read": 0.3}
+
+
+def micro_usd(usage):
+    return round(usage.get("input_tokens", 0) * PRICE["input"] + usage.get("output_tokens", 0) * PRICE["output"]
+                 + usage.get("cache_creation_input_tokens", 0) * PRICE["cache_write"]
+                 + usage.get("cache_read_input_tokens", 0) * PRICE["cache_read"])
+
+
+class Upstream:
+    """The scripted server with a scenario that tests replace between runs."""
+
+    def __init__(self):
+        self.server = scripted_model.serve({"turns": []}, port=0)
+
+    def play(self, turns):
+        self.server.script = scripted_model.Script({"turns": turns})
+        self.server.requests.clear()
+
+    def main_requests(self):
+        return [r for r in self.server.requests if r.get("kind") == "main"]
+
+
+_upstream = Upstream()
+_key_dir = tempfile.mkdtemp(prefix="corral-e2e-sessions-")
+_key_file = os.path.join(_key_dir, "api-key")
+with open(os.open(_key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+    f.write(REAL_KEY + "\n")
+
+
+@unittest.skipUnless(shutil.which("claude"), "Claude Code is not installed (dist/install-deps.sh installs it)")
+class Sessions(DaemonTestCase):
+    extra_config = f"""
+[relay]
+upstream = "http://127.0.0.1:{_upstream.server.port}"
+api_key_file = "{_key_file}"
+[relay.prices.default]
+input = {PRICE["input"]}
+output = {PRICE["output"]}
+cache_write = {PRICE["cache_write"]}
+cache_read = {PRICE["cache_read"]}
+"""
+
+    @classmethod
+    def tearDownClass(cls):
+        super().tearDownClass()
+        _upstream.server.shutdown()
+        _upstream.server.server_close()
+        shutil.rmtree(_key_dir, ignore_errors=True)
+
+    def setUp(self):
+        self.owner = self.token("agent-user", budget={"ai_usd": 5, "window": "day"})
+        self.sid = self.create_sandbox(self.owner)["id"]
+        self.addCleanup(self.daemon.http, "DELETE", f"/v1/sandboxes/{self.sid}", self.owner)
+
+    def start(self, token=None, **body):
+        status, session = self.daemon.http("POST", f"/v1/sandboxes/{self.sid}/sessions", token or self.owner, body)
+        self.assertEqual(status, 201, session)
+        return session
+
+    def events_until(self, session_id, done, token=None, after_seq=0, timeout=120):
+        """Attaches to the session's events and collects them until done(events) is true."""
+        async def go():
+            c = await WsClient.connect(self.daemon.ws_url(), token or self.owner)
+            try:
+                reply = await c.request("session.attach", session=session_id, after_seq=after_seq)
+                self.assertTrue(reply["ok"], reply)
+                events = []
+                while not done(events):
+                    events.append(await c.next_event(timeout=timeout))
+                return events
+            finally:
+                await c.close()
+        return self.run_async(go())
+
+    def ws(self, op, **fields):
+        async def go():
+            c = await WsClient.connect(self.daemon.ws_url(), self.owner)
+            try:
+                return await c.request(op, **fields)
+            finally:
+                await c.close()
+        return self.run_async(go())
+
+    @staticmethod
+    def turn_done(events):
+        results = [e for e in events if e.get("kind") == "agent" and e["data"].get("type") == "result"]
+        return bool(results) and any(e.get("kind") == "state" and e.get("state") == "ready"
+                                     for e in events[events.index(results[-1]):])
+
+    def read_file(self, path):
+        conn = http.client.HTTPConnection("127.0.0.1", self.daemon.port, timeout=30)
+        conn.request("GET", f"/v1/sandboxes/{self.sid}/fs/read?path={path}",
+                     headers={"Authorization": f"Bearer {self.owner}"})
+        try:
+            response = conn.getresponse()
+            return response.status, response.read()
+        finally:
+            conn.close()
+
+    def test_a_session_runs_the_agent_which_writes_a_file_and_pays_exactly_its_usage(self):
+        turns = [
+            {"text": "I'll create the file.",
+             "tool_use": {"name": "Bash", "input": {"command": "echo hi > hello.txt", "description": "write"}},
+             "usage": {"input_tokens": 1200, "output_tokens": 40, "cache_creation_input_tokens": 300}},
+            {"text": "done",
+             "usage": {"input_tokens": 1300, "output_tokens": 5, "cache_read_input_tokens": 300}},
+        ]
+        _upstream.play(turns)
+        session = self.start(prompt="create hello.txt containing hi")
+        self.assertIn(session["state"], ("processing", "initializing"))
+        events = self.events_until(session["id"], self.turn_done)
+        kinds = [e.get("kind") for e in events]
+        self.assertIn("agent", kinds)
+        agent_types = [e["data"].get("type") for e in events if e.get("kind") == "agent"]
+        self.assertEqual(agent_types[0], "system")
+        self.assertIn("assistant", agent_types)
+        self.assertEqual(agent_types[-1], "result")
+        seqs = [e["seq"] for e in events]
+        self.assertEqual(seqs, sorted(seqs))
+        # The agent's tool call ran in the sandbox, in the workspace.
+        status, content = self.read_file("/home/agent/hello.txt")
+        self.assertEqual((status, content), (200, b"hi\n"))
+        # Metered: each model call's usage, priced, to the micro-dollar.
+        expected = sum(micro_usd(t["usage"]) for t in turns)
+        status, row = self.daemon.http("GET", f"/v1/sessions/{session['id']}", self.owner)
+        self.assertEqual(status, 200, row)
+        self.assertEqual(row["cost_usd"], f"{expected // 1000000}.{expected % 1000000:06d}")
+        self.assertEqual(row["turns"], 1)
+        usage_events = [e for e in events if e.get("kind") == "usage"]
+        self.assertEqual(len(usage_events), len(_upstream.main_requests()))
+        # The upstream saw the operator's key, never the session's placeholder.
+        for request in _upstream.server.requests:
+            self.assertEqual(request["headers"].get("x-api-key"), REAL_KEY)
+        # The session ends when the client closes it.
+        reply = self.ws("session.close", session=session["id"])
+        self.assertTrue(reply["ok"], reply)
+        end = self.events_until(session["id"], lambda ev: any(e.get("event") == "session_end" for e in ev))
+        self.assertEqual(end[-1]["state"], "completed")
+        self.assertEqual(end[-1]["outcome"]["outcome"], "completed")
+
+    def test_a_session_without_an_ai_budget_stops_with_budget_exhausted(self):
+        _upstream.play([{"text": "never reached"}])
+        broke = self.token("agent-user", budget={"ai_usd": 0, "window": "day"})
+        session = self.start(token=broke, prompt="hello")
+        events = self.events_until(session["id"], lambda ev: any(e.get("event") == "session_end" for e in ev),
+                                   token=broke)
+        end = events[-1]
+        self.assertEqual(end["outcome"]["outcome"], "budget_exhausted")
+        self.assertEqual(end["state"], "failed")
+        self.assertEqual(_upstream.main_requests(), [])
+        # Control: the same with a budget reaches the model (the test above).
+        status, row = self.daemon.http("GET", f"/v1/sessions/{session['id']}", broke)
+        self.assertEqual((status, row["cost_usd"]), (200, "0.000000"))
+
+    def test_another_users_session_is_not_found(self):
+        _upstream.play([{"text": "hi", "usage": {"input_tokens": 10, "output_tokens": 1}}])
+        session = self.start()
+        other = self.token("someone-else", budget={"ai_usd": 5})
+        status, body = self.daemon.http("GET", f"/v1/sessions/{session['id']}", other)
+        self.assertEqual(status, 404, body)
+        async def go():
+            c = await WsClient.connect(self.daemon.ws_url(), other)
+            try:
+                return [await c.request(op, session=session["id"], text="x")
+                        for op in ("session.attach", "session.send", "session.abort")]
+            finally:
+                await c.close()
+        for reply in self.run_async(go()):
+            self.assertFalse(reply["ok"])
+            self.assertEqual(reply["error"]["code"], "not_found", reply)
+        # Control: the owner aborts it.
+        reply = self.ws("session.abort", session=session["id"])
+        self.assertTrue(reply["ok"], reply)
+        end = self.events_until(session["id"], lambda ev: any(e.get("event") == "session_end" for e in ev))
+        self.assertEqual(end[-1]["state"], "aborted")
+
+
+if __name__ == "__main__":
+    unittest.main()
