@@ -161,6 +161,88 @@ cache_read = {PRICE["cache_read"]}
         self.assertEqual(end[-1]["state"], "completed")
         self.assertEqual(end[-1]["outcome"]["outcome"], "completed")
 
+    def run_turn(self, turns, **body):
+        """Starts (or resumes, or forks) a session with a prompt, waits for its turn to end,
+        closes it and waits for its end; returns (session, main requests the upstream got)."""
+        _upstream.play(turns)
+        session = self.start(**body)
+        self.events_until(session["id"], self.turn_done)
+        reply = self.ws("session.close", session=session["id"])
+        self.assertTrue(reply["ok"], reply)
+        end = self.events_until(session["id"], lambda ev: any(e.get("event") == "session_end" for e in ev))
+        self.assertEqual(end[-1]["state"], "completed", end[-1])
+        return session, _upstream.main_requests()
+
+    @staticmethod
+    def user_texts(request):
+        """The user messages' text in a Messages request, in order."""
+        texts = []
+        for message in request["body"]["messages"]:
+            if message.get("role") != "user":
+                continue
+            content = message["content"]
+            parts = [content] if isinstance(content, str) else [c.get("text", "") for c in content
+                                                                 if isinstance(c, dict) and c.get("type") == "text"]
+            texts.extend(p for p in parts if p)
+        return texts
+
+    def test_a_resumed_session_has_its_history_and_a_fork_diverges_from_it(self):
+        first, requests = self.run_turn([{"text": "noted: the word is PELICAN"}], prompt="remember PELICAN")
+        self.assertTrue(any("remember PELICAN" in t for t in self.user_texts(requests[-1])))
+        # Resumed: the same session, the next request carries the first turn.
+        resumed, requests = self.run_turn([{"text": "it was PELICAN"}], resume=first["id"], prompt="what was it?")
+        self.assertEqual(resumed["id"], first["id"])
+        texts = self.user_texts(requests[0])
+        self.assertTrue(any("remember PELICAN" in t for t in texts), texts)
+        self.assertTrue(any("what was it?" in t for t in texts), texts)
+        status, row = self.daemon.http("GET", f"/v1/sessions/{first['id']}", self.owner)
+        self.assertEqual((status, row["turns"]), (200, 2), row)
+        # Forked: a new session with the history so far, whose own turn the original never sees.
+        fork, requests = self.run_turn([{"text": "forked"}], fork=first["id"], prompt="only in the fork")
+        self.assertNotEqual(fork["id"], first["id"])
+        status, row = self.daemon.http("GET", f"/v1/sessions/{fork['id']}", self.owner)
+        self.assertEqual((status, row["parent"]), (200, first["id"]), row)
+        self.assertNotEqual(row["agent_session"], "")
+        texts = self.user_texts(requests[0])
+        self.assertTrue(any("remember PELICAN" in t for t in texts), texts)
+        again, requests = self.run_turn([{"text": "back"}], resume=first["id"], prompt="and now?")
+        texts = self.user_texts(requests[0])
+        self.assertTrue(any("what was it?" in t for t in texts), texts)
+        self.assertFalse(any("only in the fork" in t for t in texts), texts)
+        # Control: a running session cannot be resumed twice.
+        _upstream.play([{"text": "x"}])
+        live = self.start(resume=first["id"])
+        status, body = self.daemon.http("POST", f"/v1/sandboxes/{self.sid}/sessions", self.owner,
+                                        {"resume": first["id"]})
+        self.assertEqual(status, 409, body)
+        self.ws("session.abort", session=live["id"])
+
+    def test_the_sandbox_only_ever_sees_the_placeholder_key(self):
+        _upstream.play([{"text": "I'll look.",
+                         "tool_use": {"name": "Bash", "input": {"command": "sleep 1; echo looked"}}},
+                        {"text": "done"}])
+        session = self.start(prompt="look around")
+        # While the agent runs: every process's environment and the workspace, from inside.
+        # (The key goes to grep on its stdin, in two halves here, so no command line holds it.)
+        half = len(REAL_KEY) // 2
+        script = (f"sleep 0.5; echo REAL; printf '%s%s\\n' '{REAL_KEY[:half]}' '{REAL_KEY[half:]}' | "
+                  "grep -rsl -f - /proc/[0-9]*/environ /proc/[0-9]*/cmdline /home /tmp /etc; "
+                  # Control: the same search finds the placeholder key in the agent's environment.
+                  "echo PLACEHOLDER; printf 'ANTHROPIC_API_KEY=sk-corral-\\n' | grep -rsl -f - /proc/[0-9]*/environ")
+        async def go():
+            c = await WsClient.connect(self.daemon.ws_url(), self.owner)
+            try:
+                return await c.run(self.sid, ["sh", "-c", script])
+            finally:
+                await c.close()
+        out, err, outcome, _ = self.run_async(go())
+        text = out.decode()
+        real, placeholder = text.split("PLACEHOLDER")
+        self.assertEqual(real.split(), ["REAL"], (text, err))
+        self.assertTrue(placeholder.split(), (text, err))
+        self.events_until(session["id"], self.turn_done)
+        self.ws("session.abort", session=session["id"])
+
     def test_a_session_without_an_ai_budget_stops_with_budget_exhausted(self):
         _upstream.play([{"text": "never reached"}])
         broke = self.token("agent-user", budget={"ai_usd": 0, "window": "day"})
