@@ -9,11 +9,12 @@ import http.client
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import unittest
 
-from corral_e2e import DaemonTestCase, WsClient
+from corral_e2e import CORRAL, DaemonTestCase, WsClient
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "fixtures"))
 import scripted_model  # noqa: E402
@@ -242,6 +243,49 @@ cache_read = {PRICE["cache_read"]}
         self.assertTrue(placeholder.split(), (text, err))
         self.events_until(session["id"], self.turn_done)
         self.ws("session.abort", session=session["id"])
+
+    def corral(self, *args, token=None):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CORRAL_")}
+        env.update(CORRAL_URL=f"http://127.0.0.1:{self.daemon.port}", CORRAL_TOKEN=token or self.owner)
+        return subprocess.run([CORRAL, *args], env=env, capture_output=True, text=True, timeout=120)
+
+    def test_corral_prompt_streams_a_turn_and_its_cost_and_resumes_it(self):
+        turns = [
+            {"text": "I'll create the file.",
+             "tool_use": {"name": "Bash", "input": {"command": "echo hi > hello.txt"}},
+             "usage": {"input_tokens": 1000, "output_tokens": 20}},
+            {"text": "Created hello.txt.", "usage": {"input_tokens": 1100, "output_tokens": 10}},
+        ]
+        _upstream.play(turns)
+        proc = self.corral("prompt", "--sandbox", self.sid, "--keep", "create hello.txt that says hi")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("I'll create the file.", proc.stdout)
+        self.assertIn("* Bash(echo hi > hello.txt)", proc.stdout)
+        self.assertIn("Created hello.txt.", proc.stdout)
+        expected = sum(micro_usd(t["usage"]) for t in turns)
+        self.assertIn(f"USD 0.{expected:06d}", proc.stderr)
+        session = proc.stderr.split("session ", 1)[1].split()[0]
+        self.assertTrue(session.startswith("ses_"), proc.stderr)
+        # --keep left it ready; a follow-up resumes it with its history (the default sandbox:
+        # the newest running one).
+        _upstream.play([{"text": "It says hi.", "usage": {"input_tokens": 1200, "output_tokens": 5}}])
+        proc = self.corral("prompt", "--resume", session, "what does it say?")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("It says hi.", proc.stdout)
+        self.assertNotIn("Created hello.txt.", proc.stdout)  # only the new turn is shown
+        self.assertTrue(any("what does it say?" in t for t in self.user_texts(_upstream.main_requests()[0])))
+        self.assertTrue(any("create hello.txt" in t for t in self.user_texts(_upstream.main_requests()[0])))
+        status, row = self.daemon.http("GET", f"/v1/sessions/{session}", self.owner)
+        self.assertEqual((status, row["state"], row["turns"]), (200, "completed", 2), row)
+        # And once ended, --resume runs it again with its history.
+        _upstream.play([{"text": "Still hi.", "usage": {"input_tokens": 1300, "output_tokens": 5}}])
+        proc = self.corral("prompt", "--resume", session, "and now?")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("Still hi.", proc.stdout)
+        # Refused: a session that is not the caller's, as if it did not exist.
+        proc = self.corral("prompt", "--resume", session, "x", token=self.token("stranger", budget={"ai_usd": 1}))
+        self.assertEqual(proc.returncode, 2)
+        self.assertIn("not_found", proc.stderr)
 
     def test_a_session_without_an_ai_budget_stops_with_budget_exhausted(self):
         _upstream.play([{"text": "never reached"}])

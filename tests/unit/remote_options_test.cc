@@ -501,6 +501,17 @@ TEST(TokenOptionsTest, Mint) {
   ASSERT_TRUE(defaults.ok()) << defaults.status().ToString();
   EXPECT_EQ(BuildMintTokenRequest(*defaults),
             nlohmann::json::parse(R"({"issuer": "acme", "sub": "u", "ttl_s": 3600})"));
+
+  auto budget = ParseTokenOptions({"mint", "--issuer=acme", "--user=u", "--budget-usd", "0.25", "--budget-window",
+                                   "week"},
+                                  Env({}));
+  ASSERT_TRUE(budget.ok()) << budget.status().ToString();
+  EXPECT_EQ(BuildMintTokenRequest(*budget),
+            nlohmann::json::parse(R"({"issuer": "acme", "sub": "u", "ttl_s": 3600,
+                                      "budget": {"ai_usd": 0.25, "window": "week"}})"));
+  auto daily = ParseTokenOptions({"mint", "--issuer=acme", "--user=u", "--budget-usd=5"}, Env({}));
+  ASSERT_TRUE(daily.ok());
+  EXPECT_EQ(BuildMintTokenRequest(*daily)["budget"], nlohmann::json::parse(R"({"ai_usd": 5.0, "window": "day"})"));
 }
 
 TEST(TokenOptionsTest, Errors) {
@@ -516,6 +527,11 @@ TEST(TokenOptionsTest, Errors) {
            {{"mint", "--issuer", "a", "--user", "u", "--ttl", "0"}, "--ttl: must be at least 1s"},
            {{"mint", "--issuer", "a", "--user", "u", "--scope", " , "}, "--scope: empty"},
            {{"mint", "--issuer", "a", "--user", "u", "extra"}, "token mint: unexpected argument 'extra'"},
+           {{"mint", "--issuer", "a", "--user", "u", "--budget-usd", "five"}, "--budget-usd: expected an amount"},
+           {{"mint", "--issuer", "a", "--user", "u", "--budget-usd", "-1"}, "--budget-usd: expected an amount"},
+           {{"mint", "--issuer", "a", "--user", "u", "--budget-usd", "1", "--budget-window", "year"},
+            "--budget-window: hour, day, week or month"},
+           {{"mint", "--issuer", "a", "--user", "u", "--budget-window", "day"}, "--budget-window: only with"},
        }) {
     auto options = ParseTokenOptions(c.args, Env());
     ASSERT_FALSE(options.ok()) << testing::PrintToString(c.args);

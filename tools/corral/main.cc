@@ -10,6 +10,7 @@
 #include "tools/corral/exec_command.h"
 #include "tools/corral/remote_commands.h"
 #include "tools/corral/remote_options.h"
+#include "tools/corral/prompt_command.h"
 #include "tools/corral/remote_usage.h"
 #include "tools/corral/run_command.h"
 #include "tools/corral/run_options.h"
@@ -27,6 +28,7 @@ constexpr char kUsage[] =
     "  sandbox create|ls|get|rm|start|stop|snapshot|fork|snapshots|rm-snapshot\n"
     "                                   manage your sandboxes and snapshots\n"
     "  exec [OPTIONS] SANDBOX -- CMD    run CMD in a sandbox, streaming its output\n"
+    "  prompt [OPTIONS] \"TEXT\"          one turn of a Claude Code agent in a sandbox, streamed\n"
     "  shell SANDBOX [-- CMD]           an interactive terminal in a sandbox\n"
     "  cp [-r] SRC DST                  copy between the host and SANDBOX:/path\n"
     "\n"
@@ -82,6 +84,7 @@ int main(int argc, char** argv) {
   }
   if (command == "exec") return Dispatch("exec", args, ParseExecOptions, ExecUsage(), 125, RunExecCommand);
   if (command == "shell") return Dispatch("shell", args, ParseShellOptions, ShellUsage(), 125, RunExecCommand);
+  if (command == "prompt") return Dispatch("prompt", args, ParsePromptOptions, PromptUsage(), 2, RunPromptCommand);
   if (command == "cp") return Dispatch("cp", args, ParseCpOptions, CpUsage(), 2, RunCpCommand);
   if (command == "admin") return Dispatch("admin", args, ParseAdminOptions, AdminUsage(), 2, RunAdminCommand);
   if (command == "token") return Dispatch("token", args, ParseTokenOptions, AdminUsage(), 2, RunAdminCommand);

@@ -122,6 +122,9 @@ nlohmann::json BuildCreateSandboxRequest(const SandboxOptions& options) {
 nlohmann::json BuildMintTokenRequest(const AdminOptions& options) {
   nlohmann::json request = {{"issuer", options.issuer}, {"sub", options.user}, {"ttl_s", options.ttl_s}};
   if (options.scope) request["scope"] = *options.scope;
+  if (options.budget_usd) {
+    request["budget"] = {{"ai_usd", std::stod(*options.budget_usd)}, {"window", options.budget_window.value_or("day")}};
+  }
   return request;
 }
 

@@ -446,6 +446,28 @@ StatusOr<ExecOptions> ParseExecOptions(const std::vector<std::string>& args, con
   return out;
 }
 
+StatusOr<PromptOptions> ParsePromptOptions(const std::vector<std::string>& args, const EnvLookup& env) {
+  static const std::vector<OptionSpec> kSpecs = {{"--sandbox", 0, true}, {"--resume", 0, true}, {"--model", 0, true},
+                                                 {"--keep", 0, false},   {"--json", 0, false},   kUrl, kToken};
+  PromptOptions out;
+  ASSIGN_OR_RETURN(Scanned scanned, Scan(args, 0, kSpecs, 1, "corral prompt --help"));
+  if (scanned.help) {
+    out.help = true;
+    return out;
+  }
+  if (scanned.positionals.empty() || scanned.positionals[0].empty()) {
+    return Status::Error("missing the prompt (corral prompt [OPTIONS] \"TEXT\")");
+  }
+  out.text = scanned.positionals[0];
+  out.sandbox = scanned.Value("--sandbox").value_or("");
+  out.resume = scanned.Value("--resume").value_or("");
+  out.model = scanned.Value("--model").value_or("");
+  out.keep = scanned.Has("--keep");
+  out.json = scanned.Has("--json");
+  ASSIGN_OR_RETURN(out.server, ResolveServer(scanned, env));
+  return out;
+}
+
 StatusOr<ExecOptions> ParseShellOptions(const std::vector<std::string>& args, const EnvLookup& env) {
   static const std::vector<OptionSpec> kSpecs = {
       {"--env", 0, true}, {"--cwd", 0, true}, {"--user", 0, true}, kUrl, kToken};
@@ -568,7 +590,8 @@ StatusOr<AdminOptions> ParseTokenOptions(const std::vector<std::string>& args, c
   ASSIGN_OR_RETURN(Scanned scanned,
                    Scan(args, 1,
                         {{"--issuer", 0, true}, {"--user", 0, true}, {"--ttl", 0, true},
-                         {"--scope", 0, true}, kAdminSocket, kJson},
+                         {"--scope", 0, true}, {"--budget-usd", 0, true}, {"--budget-window", 0, true},
+                         kAdminSocket, kJson},
                         std::nullopt, kSee));
   if (scanned.help) {
     out.help = true;
@@ -603,6 +626,23 @@ StatusOr<AdminOptions> ParseTokenOptions(const std::vector<std::string>& args, c
     }
     if (scope.empty()) return Status::Error("--scope: empty (omit it for all scopes)");
     out.scope = scope;
+  }
+  if (scanned.Has("--budget-usd")) {
+    const std::string usd = *scanned.Value("--budget-usd");
+    char* end = nullptr;
+    const double amount = strtod(usd.c_str(), &end);
+    if (usd.empty() || end == nullptr || *end != '\0' || !(amount >= 0) || amount > 1e9) {
+      return Status::Error("--budget-usd: expected an amount in USD like 5 or 0.25");
+    }
+    out.budget_usd = usd;
+  }
+  if (scanned.Has("--budget-window")) {
+    const std::string window = *scanned.Value("--budget-window");
+    if (window != "hour" && window != "day" && window != "week" && window != "month") {
+      return Status::Error("--budget-window: hour, day, week or month");
+    }
+    if (!out.budget_usd) return Status::Error("--budget-window: only with --budget-usd");
+    out.budget_window = window;
   }
   out.json = scanned.Has("--json");
   out.admin = ResolveAdmin(scanned, env);

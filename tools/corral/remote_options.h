@@ -112,6 +112,21 @@ StatusOr<ExecOptions> ParseExecOptions(const std::vector<std::string>& args, con
 // /bin/bash -l.
 StatusOr<ExecOptions> ParseShellOptions(const std::vector<std::string>& args, const EnvLookup& env);
 
+// ---- corral prompt ----
+
+// `corral prompt [OPTIONS] TEXT`: one turn of an agent session in a sandbox, streamed.
+struct PromptOptions {
+  bool help = false;
+  ServerConfig server;
+  std::string text;
+  std::string sandbox;   // --sandbox; "" = the newest running sandbox of the user
+  std::string resume;    // --resume ses_...: continue that session
+  std::string model;     // --model
+  bool keep = false;     // --keep: leave the session running (ready) after the turn
+  bool json = false;     // --json: print the events as they come, one JSON object a line
+};
+StatusOr<PromptOptions> ParsePromptOptions(const std::vector<std::string>& args, const EnvLookup& env);
+
 // ---- corral cp ----
 
 // One side of a copy: a host path, or SANDBOX:/absolute/path. An argument is a sandbox path when
@@ -144,6 +159,8 @@ struct AdminOptions {
   std::string user;    // token mint: --user (the token's sub)
   uint64_t ttl_s = 3600;
   std::optional<std::string> scope;  // token mint: "exec files" (space-separated)
+  std::optional<std::string> budget_usd;     // token mint: the AI budget, "5" or "0.25" USD
+  std::optional<std::string> budget_window;  // token mint: hour|day|week|month (default day)
   bool json = false;
 };
 

@@ -23,6 +23,21 @@ const char* SandboxUsage() {
          "SIZE takes K/M/G suffixes; DURATION is seconds or 30s, 15m, 1h, 1d (0: never).\n";
 }
 
+const char* PromptUsage() {
+  return "usage: corral prompt [OPTIONS] \"TEXT\"\n"
+         "\n"
+         "Runs one turn of a Claude Code agent in a sandbox and streams its work: its text, each tool\n"
+         "call and result, and at the end the turn's cost as the model relay metered it. Exits 0\n"
+         "when the turn succeeded, 1 when it did not, 2 when corrald refused.\n"
+         "\n"
+         "  --sandbox ID         the sandbox (default: your newest running one)\n"
+         "  --resume SES         continue that session (its history) instead of a new one\n"
+         "  --model MODEL        the model the agent asks for\n"
+         "  --keep               leave the session running after the turn (for `--resume`, later)\n"
+         "  --json               print the session's events as they come, one JSON object a line\n"
+         "  --url URL, --token JWT   as for corral sandbox\n";
+}
+
 const char* ExecUsage() {
   return "usage: corral exec [OPTIONS] SANDBOX -- CMD [ARGS...]\n"
          "\n"
@@ -67,6 +82,7 @@ const char* AdminUsage() {
          "       corral admin issuer rm NAME     delete it; its tokens stop working at once\n"
          "       corral admin issuer ls [--json] list issuers\n"
          "       corral token mint --issuer NAME --user ID [--ttl 1h] [--scope \"exec files\"]\n"
+         "                         [--budget-usd 5 [--budget-window hour|day|week|month]]\n"
          "                                       mint a token (prints it)\n"
          "\n"
          "These talk to corrald's admin socket (root only):\n"

@@ -5,6 +5,7 @@ namespace corral::cli {
 
 const char* SandboxUsage();
 const char* ExecUsage();
+const char* PromptUsage();
 const char* ShellUsage();
 const char* CpUsage();
 const char* AdminUsage();  // also for `corral token`
