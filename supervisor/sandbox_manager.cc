@@ -1012,6 +1012,14 @@ std::map<std::string, int64_t> SandboxManager::CountByState() {
   return counts;
 }
 
+std::vector<std::shared_ptr<Command>> SandboxManager::LiveCommands(const std::string& sandbox_id) const {
+  std::vector<std::shared_ptr<Command>> out;
+  auto it = live_.find(sandbox_id);
+  if (it == live_.end()) return out;
+  for (const auto& [seq, command] : it->second->commands) out.push_back(command);
+  return out;
+}
+
 int64_t SandboxManager::running_commands() const { return static_cast<int64_t>(commands_.size()); }
 
 }  // namespace corral::supervisor

@@ -159,6 +159,8 @@ class SandboxManager {
   // For metrics.
   std::map<std::string, int64_t> CountByState();
   int64_t running_commands() const;
+  // The commands of a sandbox that have not ended (those adopted at recovery included).
+  std::vector<std::shared_ptr<Command>> LiveCommands(const std::string& sandbox_id) const;
 
  private:
   struct Live;

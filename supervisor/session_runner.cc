@@ -395,9 +395,25 @@ Status SessionRunner::Recover() {
         row.state != "waiting_tool") {
       continue;
     }
-    // Its agent process, if it still runs, has nobody to talk to: its commands are stopped by
-    // the manager's own recovery rules (a command nobody attaches to runs on); the session can
-    // be resumed from its transcript.
+    // Its agent process, adopted by the manager as a plain command, has nobody to talk to and a
+    // key the relay no longer knows: it is stopped (its transcript is in the workspace, and the
+    // session can be resumed from it).
+    // It is found by the session id in its command line: its own (--session-id, --resume) or,
+    // for a fork, its parent's (--resume PARENT --fork-session).
+    std::vector<std::string> ids = {row.agent_session};
+    if (!row.parent_id.empty()) {
+      auto parent = store_.GetSession(row.parent_id);
+      if (parent.ok() && parent->has_value()) ids.push_back((*parent)->agent_session);
+    }
+    for (const auto& command : manager_.LiveCommands(row.sandbox_id)) {
+      json argv = json::parse(command->row().argv_json, nullptr, false);
+      if (!argv.is_array() || argv.size() < 4 || argv[0] != "claude" || argv[2] != "--input-format") continue;
+      bool ours = false;
+      for (const auto& arg : argv) {
+        for (const auto& id : ids) ours = ours || (!id.empty() && arg.is_string() && arg.get<std::string>() == id);
+      }
+      if (ours) (void)command->Signal(SIGKILL);
+    }
     row.state = "idle";
     row.outcome_json = json{{"outcome", "daemon_restarted"}, {"turns", row.turns},
                             {"cost_usd", FormatMicroUsd(row.cost_micro_usd)}}

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 from corral_e2e import CORRAL, DaemonTestCase, WsClient
@@ -286,6 +287,36 @@ cache_read = {PRICE["cache_read"]}
         proc = self.corral("prompt", "--resume", session, "x", token=self.token("stranger", budget={"ai_usd": 1}))
         self.assertEqual(proc.returncode, 2)
         self.assertIn("not_found", proc.stderr)
+
+    def agent_processes(self):
+        async def go():
+            c = await WsClient.connect(self.daemon.ws_url(), self.owner)
+            try:
+                return await c.run(self.sid, ["sh", "-c", "grep -l '^claude' /proc/[0-9]*/cmdline 2>/dev/null | wc -l"])
+            finally:
+                await c.close()
+        out, _, _, _ = self.run_async(go())
+        return int(out.decode().strip() or "0")
+
+    def test_a_restarted_daemon_ends_running_sessions_resumably_and_leaves_no_agent_behind(self):
+        _upstream.play([{"text": "first", "usage": {"input_tokens": 10, "output_tokens": 1}}])
+        session = self.start(prompt="hello")
+        self.events_until(session["id"], self.turn_done)  # ready, its agent waiting for a message
+        self.assertEqual(self.agent_processes(), 1)      # control: the agent is there
+        self.daemon.stop()
+        self.daemon.start()
+        status, row = self.daemon.http("GET", f"/v1/sessions/{session['id']}", self.owner)
+        self.assertEqual((status, row["state"], row["outcome"]["outcome"]), (200, "idle", "daemon_restarted"), row)
+        deadline = time.time() + 10
+        while self.agent_processes() and time.time() < deadline:
+            time.sleep(0.2)
+        self.assertEqual(self.agent_processes(), 0)
+        # It goes on from its transcript.
+        _upstream.play([{"text": "second", "usage": {"input_tokens": 20, "output_tokens": 1}}])
+        resumed = self.start(resume=session["id"], prompt="again")
+        self.events_until(resumed["id"], self.turn_done)
+        self.assertTrue(any("hello" in t for t in self.user_texts(_upstream.main_requests()[0])))
+        self.ws("session.abort", session=session["id"])
 
     def test_a_session_without_an_ai_budget_stops_with_budget_exhausted(self):
         _upstream.play([{"text": "never reached"}])
