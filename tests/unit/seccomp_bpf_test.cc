@@ -398,7 +398,13 @@ TEST_F(SeccompPolicyTest, PersonalityAllowsOnlyDockersValues) {
 constexpr long kX32Bit = 0x40000000;
 
 long X32Nr(const char* name) { return seccomp_syscall_resolve_name_arch(SCMP_ARCH_X32, name); }
-long I386Nr(const char* name) { return seccomp_syscall_resolve_name_arch(SCMP_ARCH_X86, name); }
+// The i386 number the kernel takes: the direct socket calls by the kernel's table (libseccomp
+// gives their socketcall pseudo-numbers, which are no syscall at all), the rest by libseccomp.
+long I386Nr(const char* name) {
+  auto direct = kX86DirectSocketCalls.find(name);
+  if (direct != kX86DirectSocketCalls.end()) return direct->second;
+  return seccomp_syscall_resolve_name_arch(SCMP_ARCH_X86, name);
+}
 
 // An i386 syscall; arguments are 32-bit. Returns -errno like the kernel.
 int Int80(long nr, long a = 0, long b = 0, long c = 0, long d = 0, long e = 0) {
