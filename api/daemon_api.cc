@@ -14,7 +14,9 @@
 #include "api/ws_frames.h"
 #include "common/log.h"
 #include "supervisor/ids.h"
+#include "supervisor/rate_limiter.h"
 #include "supervisor/sandbox_files.h"
+#include "supervisor/usage.h"
 
 namespace corral::api {
 namespace {
@@ -86,11 +88,26 @@ json CommandJson(const supervisor::CommandRow& row) {
   return j;
 }
 
+// The token's budget, as the relay enforces it (no window: a day).
+supervisor::Budget BudgetOf(const AuthContext& auth) {
+  supervisor::Budget budget;
+  const TokenBudget& b = auth.claims.budget;
+  if (b.ai_usd) budget.ai_micro_usd = static_cast<int64_t>(std::llround(*b.ai_usd * 1e6));
+  if (b.compute_s) budget.compute_ms = static_cast<int64_t>(std::llround(*b.compute_s * 1e3));
+  if (!b.window.empty()) {
+    auto window = supervisor::ParseWindow(b.window);
+    if (window.ok()) budget.window = *window;
+  }
+  budget.window_start = b.window_start;
+  return budget;
+}
+
 Caller CallerOf(const AuthContext& auth) {
   Caller caller;
   caller.admin = auth.admin;
   caller.iss = auth.admin ? kAdminIssuer : auth.iss;
   caller.sub = auth.admin ? "admin" : auth.sub;
+  if (!auth.admin) caller.budget = BudgetOf(auth);
   return caller;
 }
 
@@ -105,24 +122,18 @@ supervisor::UserCaps CapsOf(const AuthContext& auth) {
   caps.disk_bytes = l.disk_bytes;
   caps.idle_timeout_s = l.idle_timeout_s;
   caps.commands = l.commands;
+  caps.sessions = l.sessions;
   return caps;
 }
 
-bool HasScope(const AuthContext& auth, const char* scope) { return auth.admin || auth.claims.HasScope(scope); }
-
-// The token's budget, as the relay enforces it (no window: a day).
-supervisor::Budget BudgetOf(const AuthContext& auth) {
-  supervisor::Budget budget;
-  const TokenBudget& b = auth.claims.budget;
-  if (b.ai_usd) budget.ai_micro_usd = static_cast<int64_t>(std::llround(*b.ai_usd * 1e6));
-  if (b.compute_s) budget.compute_ms = static_cast<int64_t>(std::llround(*b.compute_s * 1e3));
-  if (!b.window.empty()) {
-    auto window = supervisor::ParseWindow(b.window);
-    if (window.ok()) budget.window = *window;
-  }
-  budget.window_start = b.window_start;
-  return budget;
+Status RateLimited(supervisor::RateLimiter& limiter, const AuthContext& auth) {
+  return Status::Error("rate limit: at most " + std::to_string(limiter.per_minute()) +
+                           " requests a minute per user; retry in " +
+                           std::to_string(limiter.RetryAfterSeconds(auth.UserKey())) + " s",
+                       EUSERS);
 }
+
+bool HasScope(const AuthContext& auth, const char* scope) { return auth.admin || auth.claims.HasScope(scope); }
 
 json SessionJson(const supervisor::SessionRow& row) {
   json j = {{"id", row.id},
@@ -551,8 +562,9 @@ struct Session {
 
 class WsApi : public WsHandler, public std::enable_shared_from_this<WsApi> {
  public:
-  WsApi(supervisor::SandboxManager& manager, supervisor::SessionRunner& agents)
-      : manager_(manager), agents_(agents) {}
+  WsApi(supervisor::SandboxManager& manager, supervisor::SessionRunner& agents,
+        std::shared_ptr<supervisor::RateLimiter> limiter)
+      : manager_(manager), agents_(agents), limiter_(std::move(limiter)) {}
 
   void OnOpen(const std::shared_ptr<WsConnection>& connection) override {
     sessions_[connection->id()] = std::make_unique<Session>();
@@ -617,7 +629,13 @@ class WsApi : public WsHandler, public std::enable_shared_from_this<WsApi> {
     if (!request.is_object() || !request.contains("op") || !request["op"].is_string()) {
       return reply_error(Status::Error("a request is a JSON object with an \"op\"", EINVAL));
     }
-    auto result = Dispatch(connection, request["op"].get<std::string>(), request);
+    const std::string op = request["op"].get<std::string>();
+    // Input, resizes and pings are the stream itself, not requests: only the rest is counted.
+    const bool counted = op != "stdin" && op != "resize" && op != "ping" && op != "close_stdin";
+    if (counted && !connection->auth().admin && !limiter_->Allow(connection->auth().UserKey())) {
+      return reply_error(RateLimited(*limiter_, connection->auth()));
+    }
+    auto result = Dispatch(connection, op, request);
     if (!result.ok()) {
       if (result.status().error_number() == ERANGE) {
         // stream_gap: say what is still held.
@@ -856,9 +874,71 @@ class WsApi : public WsHandler, public std::enable_shared_from_this<WsApi> {
 
   supervisor::SandboxManager& manager_;
   supervisor::SessionRunner& agents_;
+  std::shared_ptr<supervisor::RateLimiter> limiter_;
   std::map<uint64_t, std::unique_ptr<Session>> sessions_;
   std::function<void()> pending_;
 };
+
+}  // namespace
+
+namespace {
+
+// A non-negative integer query parameter; `fallback` when absent.
+StatusOr<int64_t> QueryInt(const std::map<std::string, std::string>& query, const char* key, int64_t fallback) {
+  auto it = query.find(key);
+  if (it == query.end() || it->second.empty()) return fallback;
+  static const std::regex kDigits("[0-9]{1,18}");
+  if (!std::regex_match(it->second, kDigits)) {
+    return Status::Error(std::string(key) + ": expected a non-negative integer", EINVAL);
+  }
+  return static_cast<int64_t>(std::stoll(it->second));
+}
+
+// GET /v1/admin/usage?issuer=&user=&from=&to=&window=&format=jsonl|csv&after_id=&limit=
+StatusOr<HttpResponse> ExportLedger(supervisor::Store& store, const std::map<std::string, std::string>& query) {
+  auto get = [&](const char* key) {
+    auto it = query.find(key);
+    return it == query.end() ? std::string() : it->second;
+  };
+  const std::string issuer = get("issuer");
+  const std::string user = get("user");
+  if (!user.empty() && issuer.empty()) return Status::Error("user: needs issuer (a user is the pair)", EINVAL);
+  const int64_t now = static_cast<int64_t>(time(nullptr));
+  ASSIGN_OR_RETURN(int64_t from, QueryInt(query, "from", 0));
+  ASSIGN_OR_RETURN(int64_t to, QueryInt(query, "to", now + 1));
+  if (!get("window").empty()) {
+    if (query.count("from") || query.count("to")) return Status::Error("window: not with from or to", EINVAL);
+    supervisor::Budget calendar;
+    ASSIGN_OR_RETURN(calendar.window, supervisor::ParseWindow(get("window")));
+    const supervisor::WindowRange range = supervisor::CurrentWindow(calendar, now);
+    from = range.start;
+    to = range.end;
+  }
+  ASSIGN_OR_RETURN(int64_t after_id, QueryInt(query, "after_id", 0));
+  constexpr int64_t kMaxExportRows = 100000;
+  ASSIGN_OR_RETURN(int64_t limit, QueryInt(query, "limit", kMaxExportRows));
+  if (limit == 0 || limit > kMaxExportRows) {
+    return Status::Error("limit: 1 to " + std::to_string(kMaxExportRows), EINVAL);
+  }
+  const std::string format = get("format").empty() ? "jsonl" : get("format");
+  if (format != "jsonl" && format != "csv") return Status::Error("format: jsonl or csv", EINVAL);
+  // One more than asked tells whether there is a next page.
+  ASSIGN_OR_RETURN(std::vector<supervisor::LedgerRow> rows, store.ListLedger(issuer, user, from, to, after_id, limit + 1));
+  const bool more = static_cast<int64_t>(rows.size()) > limit;
+  if (more) rows.resize(static_cast<size_t>(limit));
+  HttpResponse response;
+  if (format == "csv") {
+    response.content_type = "text/csv; charset=utf-8";
+    response.body = supervisor::LedgerCsvHeader();
+    for (const auto& row : rows) response.body += supervisor::LedgerCsvLine(row);
+  } else {
+    response.content_type = "application/x-ndjson";
+    for (const auto& row : rows) response.body += supervisor::LedgerRowJson(row).dump() + "\n";
+  }
+  // Paging: the next request passes after_id=<this>.
+  if (more) response.headers.push_back({"X-Corral-Next-After-Id", std::to_string(rows.back().id)});
+  return response;
+}
 
 }  // namespace
 
@@ -869,6 +949,8 @@ ErrorCode ErrorCodeFor(const Status& status) {
     case EBUSY:
     case EEXIST: return ErrorCode::kConflict;
     case EDQUOT: return ErrorCode::kLimitExceeded;
+    case EKEYEXPIRED: return ErrorCode::kBudgetExhausted;
+    case EUSERS: return ErrorCode::kRateLimited;
     case ERANGE: return ErrorCode::kStreamGap;
     case EAGAIN: return ErrorCode::kUnavailable;
     case EPERM:
@@ -960,6 +1042,23 @@ void RegisterApi(Server& server, boost::asio::io_context& io, boost::asio::threa
     auto row = sessions.Get(CallerOf(request.auth), request.params["id"]);
     if (!row.ok()) return respond(ErrorResponse(row.status()));
     respond(JsonResponse(200, SessionJson(*row)));
+  });
+
+  // Usage: the caller's current window; the operator's export of the ledger.
+  server.Route("GET", "/v1/usage", Auth::kRequired, [&store](HttpRequest request, Responder respond) {
+    if (request.auth.admin) {
+      return respond(ErrorResponse(
+          Status::Error("the admin socket has no budget of its own: GET /v1/admin/usage exports the ledger", EINVAL)));
+    }
+    auto report = supervisor::UsageReport(store, request.auth.iss, request.auth.sub, BudgetOf(request.auth),
+                                          static_cast<int64_t>(time(nullptr)));
+    if (!report.ok()) return respond(ErrorResponse(report.status()));
+    respond(JsonResponse(200, *report));
+  });
+  server.Route("GET", "/v1/admin/usage", Auth::kAdminOnly, [&store](HttpRequest request, Responder respond) {
+    auto export_rows = ExportLedger(store, request.query);
+    if (!export_rows.ok()) return respond(ErrorResponse(export_rows.status()));
+    respond(std::move(*export_rows));
   });
 
   server.Route("GET", "/healthz", Auth::kNone, [](HttpRequest, Responder respond) {
@@ -1157,7 +1256,15 @@ void RegisterApi(Server& server, boost::asio::io_context& io, boost::asio::threa
   });
 
   RegisterFiles(server, io, pool, manager, config);
-  server.WebSocket("/v1/ws", std::make_shared<WsApi>(manager, sessions));
+  // One bucket per user for HTTP requests and WebSocket ops together (api.requests_per_minute).
+  auto limiter = std::make_shared<supervisor::RateLimiter>(config.requests_per_minute);
+  server.SetRequestGate([limiter](const AuthContext& auth) -> std::optional<HttpResponse> {
+    if (auth.admin || limiter->Allow(auth.UserKey())) return std::nullopt;
+    HttpResponse response = ErrorResponse(RateLimited(*limiter, auth));
+    response.headers.push_back({"Retry-After", std::to_string(limiter->RetryAfterSeconds(auth.UserKey()))});
+    return response;
+  });
+  server.WebSocket("/v1/ws", std::make_shared<WsApi>(manager, sessions, limiter));
 }
 
 }  // namespace corral::api

@@ -10,6 +10,8 @@ std::string_view ErrorCodeName(ErrorCode code) {
     case ErrorCode::kNotFound: return "not_found";
     case ErrorCode::kConflict: return "conflict";
     case ErrorCode::kLimitExceeded: return "limit_exceeded";
+    case ErrorCode::kRateLimited: return "rate_limited";
+    case ErrorCode::kBudgetExhausted: return "budget_exhausted";
     case ErrorCode::kPayloadTooLarge: return "payload_too_large";
     case ErrorCode::kUnsupported: return "unsupported";
     case ErrorCode::kStreamGap: return "stream_gap";
@@ -27,6 +29,8 @@ int HttpStatusFor(ErrorCode code) {
     case ErrorCode::kNotFound: return 404;
     case ErrorCode::kConflict: return 409;
     case ErrorCode::kLimitExceeded: return 429;
+    case ErrorCode::kRateLimited: return 429;
+    case ErrorCode::kBudgetExhausted: return 402;
     case ErrorCode::kPayloadTooLarge: return 413;
     case ErrorCode::kUnsupported: return 501;
     case ErrorCode::kStreamGap: return 410;

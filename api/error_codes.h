@@ -15,6 +15,8 @@ enum class ErrorCode {
   kNotFound,          // no such sandbox/command/file for this user (also: another user's)
   kConflict,          // the object is in the wrong state (e.g. exec in a stopped sandbox)
   kLimitExceeded,     // a request beyond the token's or the daemon's limits
+  kRateLimited,       // too many requests from this user in the last minute; retry later
+  kBudgetExhausted,   // the user's AI or compute budget for the current window is spent
   kPayloadTooLarge,   // a body or file above the configured cap
   kUnsupported,       // a valid request for something this daemon does not do
   kStreamGap,         // resume asked for events the replay buffer no longer holds

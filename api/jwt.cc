@@ -214,6 +214,7 @@ constexpr LimitField kLimitFields[] = {
     {"disk_bytes", &TokenLimits::disk_bytes},
     {"idle_timeout_s", &TokenLimits::idle_timeout_s},
     {"commands", &TokenLimits::commands},
+    {"sessions", &TokenLimits::sessions},
 };
 
 StatusOr<uint64_t> CpusToMillicores(const json& value) {

@@ -48,6 +48,7 @@ struct TokenLimits {
   std::optional<uint64_t> disk_bytes;       // per sandbox
   std::optional<uint64_t> idle_timeout_s;   // the longest idle timeout the user may set
   std::optional<uint64_t> commands;         // concurrent commands per sandbox
+  std::optional<uint64_t> sessions;         // agent sessions running at once
 };
 
 // The user's budget (enforced by the agent-session work; parsed and carried here).

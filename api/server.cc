@@ -304,6 +304,7 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   std::vector<RouteEntry> routes;
   std::string ws_path;
   std::shared_ptr<WsHandler> ws_handler;
+  RequestGate gate;
   std::vector<std::unique_ptr<Listener>> listeners;
   std::string unix_path;  // removed at Stop
   uint16_t tcp_port = 0;
@@ -955,6 +956,9 @@ void HttpSession::Handle() {
       return Send(std::move(r), false);
     }
     request.auth = std::move(*auth);
+    if (core_->gate) {
+      if (std::optional<HttpResponse> refused = core_->gate(request.auth)) return Send(std::move(*refused), false);
+    }
   }
 
   request.method = std::move(method);
@@ -1036,6 +1040,12 @@ void HttpSession::HandleUpgrade(Request req, const std::map<std::string, std::st
       return Send(std::move(r), true);
     }
     auth = std::move(*result);
+    if (core_->gate) {
+      if (std::optional<HttpResponse> refused = core_->gate(auth)) {
+        keep_alive_ = false;
+        return Send(std::move(*refused), true);
+      }
+    }
   }
 
   std::unique_ptr<UserSlot> user_slot;
@@ -1302,6 +1312,8 @@ void Server::Route(std::string method, std::string pattern, Auth auth, HttpHandl
   route.handler = std::move(handler);
   impl_->routes.push_back(std::move(route));
 }
+
+void Server::SetRequestGate(RequestGate gate) { impl_->gate = std::move(gate); }
 
 void Server::WebSocket(std::string path, std::shared_ptr<WsHandler> handler) {
   impl_->ws_path = std::move(path);

@@ -33,6 +33,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -88,6 +89,10 @@ using HttpHandler = std::function<void(HttpRequest request, Responder respond)>;
 
 enum class Auth { kRequired, kNone, kAdminOnly };
 
+// Asked about every authenticated request (HTTP, and WebSocket upgrades) once its token has
+// verified, before its handler: an answer refuses the request with it (e.g. a rate limit).
+using RequestGate = std::function<std::optional<HttpResponse>(const AuthContext& auth)>;
+
 class WsConnection;
 
 // One per server; called for every WebSocket connection on the io_context thread.
@@ -138,6 +143,8 @@ class Server {
   void Route(std::string method, std::string pattern, Auth auth, HttpHandler handler);
   // The WebSocket endpoint ("/v1/ws"); the subprotocol `corral.v1` is selected when offered.
   void WebSocket(std::string path, std::shared_ptr<WsHandler> handler);
+  // Registered before listening; not asked for the admin socket or routes without tokens.
+  void SetRequestGate(RequestGate gate);
 
   // Binds and listens. Port 0 picks a free port (see tcp_port()).
   Status ListenTcp(const std::string& address, uint16_t port);

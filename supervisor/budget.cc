@@ -249,4 +249,31 @@ ModelUsage UsageFromMessage(std::string_view body) {
   return usage;
 }
 
+std::string BudgetToJson(const Budget& budget) {
+  nlohmann::json j = {{"window", WindowName(budget.window)}};
+  if (budget.ai_micro_usd) j["ai_micro_usd"] = *budget.ai_micro_usd;
+  if (budget.compute_ms) j["compute_ms"] = *budget.compute_ms;
+  if (budget.window_start) j["window_start"] = *budget.window_start;
+  return j.dump();
+}
+
+Budget BudgetFromJson(std::string_view text) {
+  Budget budget;
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (!j.is_object()) return budget;
+  auto number = [&](const char* key) -> std::optional<int64_t> {
+    auto it = j.find(key);
+    if (it == j.end() || !it->is_number_integer()) return std::nullopt;
+    return it->get<int64_t>();
+  };
+  budget.ai_micro_usd = number("ai_micro_usd");
+  budget.compute_ms = number("compute_ms");
+  budget.window_start = number("window_start");
+  if (j.contains("window") && j["window"].is_string()) {
+    auto window = ParseWindow(j["window"].get<std::string>());
+    if (window.ok()) budget.window = *window;
+  }
+  return budget;
+}
+
 }  // namespace corral::supervisor

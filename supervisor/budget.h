@@ -31,6 +31,12 @@ struct Budget {
   std::optional<int64_t> window_start;
 };
 
+// The stored form of a budget (sandboxes.budget_json, sessions.budget_json):
+// {"window": "day", "ai_micro_usd"?: N, "compute_ms"?: N, "window_start"?: N}. Text that does not
+// parse, or "{}", is a budget with no amounts (no model use; compute not limited).
+std::string BudgetToJson(const Budget& budget);
+Budget BudgetFromJson(std::string_view text);
+
 // [start, end) in unix seconds.
 struct WindowRange {
   int64_t start = 0;

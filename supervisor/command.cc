@@ -382,6 +382,7 @@ void Command::MaybeFinish() {
   evidence.command_status = *wait_status_;
   evidence.init_status = *wait_status_;
   evidence.killed_by_request = killed_by_request_;
+  evidence.killed_for_budget = killed_for_budget_;
   evidence.stats = *stats_;
   evidence.wall_us = MonotonicMicros() - start_us_;
   Finish(evidence);

@@ -101,6 +101,8 @@ class Command : public std::enable_shared_from_this<Command> {
   void Abort(bool by_request);
   // Marks the command as killed because a client asked (stop, destroy, KILL).
   void MarkKilledByRequest() { killed_by_request_ = true; }
+  // The sandbox is being stopped because its user's compute budget is spent.
+  void MarkBudgetExhausted() { killed_for_budget_ = true; }
   // The daemon is stopping cleanly and leaves the command to the next one: store exactly the
   // last seq handed out, so the next daemon's numbering goes on without a gap.
   void Release();
@@ -149,6 +151,7 @@ class Command : public std::enable_shared_from_this<Command> {
   bool stats_pending_ = false;
   std::optional<cgroups::CgroupStats> stats_;
   bool killed_by_request_ = false;
+  bool killed_for_budget_ = false;
   bool aborted_ = false;
   bool finished_ = false;
 };

@@ -255,6 +255,7 @@ const std::vector<KeySpec>& Keys() {
       {"api", "max_connections_per_user", CountKey(&DaemonConfig::max_connections_per_user)},
       {"api", "handshake_timeout", SecondsKey(&DaemonConfig::handshake_timeout_s)},
       {"api", "idle_timeout", SecondsKey(&DaemonConfig::idle_timeout_s)},
+      {"api", "requests_per_minute", CountKey(&DaemonConfig::requests_per_minute)},
       {"auth", "max_clock_skew", SecondsKey(&DaemonConfig::max_clock_skew_s)},
       {"auth", "max_token_lifetime", SecondsKey(&DaemonConfig::max_token_lifetime_s)},
       {"sandbox", "default_memory", SizeKey(&DaemonConfig::default_memory_bytes)},
@@ -271,6 +272,9 @@ const std::vector<KeySpec>& Keys() {
       {"sandbox", "max_sandboxes", CountKey(&DaemonConfig::max_sandboxes)},
       {"sandbox", "max_snapshots_per_user", CountKey(&DaemonConfig::max_snapshots_per_user)},
       {"sandbox", "max_commands_per_sandbox", CountKey(&DaemonConfig::max_commands_per_sandbox)},
+      {"sandbox", "max_sandboxes_per_issuer", CountKey(&DaemonConfig::max_sandboxes_per_issuer)},
+      {"sandbox", "max_sessions_per_user", CountKey(&DaemonConfig::max_sessions_per_user)},
+      {"sandbox", "max_sessions_per_issuer", CountKey(&DaemonConfig::max_sessions_per_issuer)},
       {"sandbox", "stop_grace", SecondsKey(&DaemonConfig::stop_grace_s)},
       {"streams", "replay_buffer", SizeKey(&DaemonConfig::replay_buffer_bytes)},
       {"streams", "max_file", SizeKey(&DaemonConfig::max_file_bytes)},
@@ -281,6 +285,7 @@ const std::vector<KeySpec>& Keys() {
       {"relay", "ca_file", AbsolutePathKey(&DaemonConfig::relay_ca_file, /*empty_ok=*/true)},
       {"relay", "max_request", SizeKey(&DaemonConfig::relay_max_request_bytes)},
       {"relay", "timeout", SecondsKey(&DaemonConfig::relay_timeout_s)},
+      {"relay", "requests_per_minute", CountKey(&DaemonConfig::relay_requests_per_minute)},
       {"relay", "prices", ApplyPrices},
   };
   return keys;

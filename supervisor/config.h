@@ -36,6 +36,7 @@ struct DaemonConfig {
   uint64_t max_connections_per_user = 64;
   uint64_t handshake_timeout_s = 10;
   uint64_t idle_timeout_s = 300;
+  uint64_t requests_per_minute = 600;             // per user: HTTP requests and WebSocket ops; 0 = no limit
 
   // [auth]
   uint64_t max_clock_skew_s = 60;
@@ -57,6 +58,9 @@ struct DaemonConfig {
   uint64_t max_sandboxes = 1000;
   uint64_t max_snapshots_per_user = 10;           // 0: no snapshots
   uint64_t max_commands_per_sandbox = 64;
+  uint64_t max_sandboxes_per_issuer = 0;          // 0: no cap beyond max_sandboxes
+  uint64_t max_sessions_per_user = 4;             // agent sessions running at once
+  uint64_t max_sessions_per_issuer = 0;           // 0: no cap
   uint64_t stop_grace_s = 5;                      // SIGTERM, then SIGKILL after this long
 
   // [streams]
@@ -73,6 +77,7 @@ struct DaemonConfig {
   std::string relay_ca_file;                      // extra CAs for the upstream; "" = the system's
   uint64_t relay_max_request_bytes = 32ull << 20;
   uint64_t relay_timeout_s = 600;
+  uint64_t relay_requests_per_minute = 60;        // model calls per user; 0 = no limit
   PriceTable relay_prices;                        // [relay.prices."MODEL"] input/output/cache_write/cache_read
 };
 

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/log.h"
+#include "supervisor/rate_limiter.h"
 
 namespace corral::supervisor {
 
@@ -137,6 +138,7 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
   std::optional<UpstreamUrl> upstream;
   Status upstream_error;
   std::map<std::string, Sandbox> sandboxes;
+  RateLimiter limiter{config.requests_per_minute};
   bool stopped = false;
   // Idle upstream connections, kept for the next call: no connect or TLS handshake per call.
   static constexpr size_t kMaxIdle = 16;
@@ -192,10 +194,11 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
   }
 
   awaitable<bool> Reply(beast::tcp_stream& client, http::status status, std::string_view type,
-                        std::string_view message, bool keep_alive) {
+                        std::string_view message, bool keep_alive, uint64_t retry_after_s = 0) {
     http::response<http::string_body> response{status, 11};
     response.set(http::field::content_type, "application/json");
     response.set("request-id", "corral-relay");
+    if (retry_after_s > 0) response.set(http::field::retry_after, std::to_string(retry_after_s));
     response.keep_alive(keep_alive);
     response.body() = ErrorBody(type, message);
     response.prepare_payload();
@@ -236,6 +239,17 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
     const std::string model = body.is_object() ? body.value("model", "") : "";
     std::optional<ModelPrice> price = config.prices.Find(model);
     if (messages) {
+      // The user's rate (relay.requests_per_minute), over all their sessions: the API's own 429,
+      // which the CLI answers by waiting Retry-After and trying again.
+      const std::string user = who.iss + std::string(1, '\0') + who.sub;
+      if (!limiter.Allow(user)) {
+        const uint64_t retry = limiter.RetryAfterSeconds(user);
+        LogInfo("relay", "rate limited", {{"session", who.session_id}, {"retry_after_s", std::to_string(retry)}});
+        co_return co_await Reply(client, http::status::too_many_requests, "rate_limit_error",
+                                 "corral: at most " + std::to_string(limiter.per_minute()) +
+                                     " model calls a minute per user (relay.requests_per_minute)",
+                                 keep, retry);
+      }
       if (!price) {
         co_return co_await Reply(client, http::status::bad_request, "invalid_request_error",
                                  "corral: the model \"" + model + "\" has no price in the relay's table (relay.prices)",

@@ -44,6 +44,7 @@ struct RelayConfig {
   PriceTable prices;
   uint64_t max_request_bytes = 32ull << 20;
   uint64_t timeout_s = 600;  // for each read or write on either side
+  uint64_t requests_per_minute = 0;  // model calls per user (over all their sessions); 0 = no limit
 };
 
 // The upstream, parsed. Errors name what is wrong ("plain http only to a loopback host").

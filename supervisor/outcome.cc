@@ -18,6 +18,7 @@ const char* OutcomeName(OutcomeKind kind) {
     case OutcomeKind::kPidsLimit: return "pids_limit";
     case OutcomeKind::kSetupFailed: return "setup_failed";
     case OutcomeKind::kKilledByRequest: return "killed_by_request";
+    case OutcomeKind::kBudgetExhausted: return "budget_exhausted";
     case OutcomeKind::kLost: return "lost";
   }
   return "unknown";
@@ -60,6 +61,8 @@ Outcome ClassifyOutcome(const OutcomeEvidence& e) {
     out.kind = OutcomeKind::kCpuTimeLimit;
   } else if (e.killed_at_wall_limit) {
     out.kind = OutcomeKind::kWallTimeout;
+  } else if (e.killed_for_budget && out.signal) {
+    out.kind = OutcomeKind::kBudgetExhausted;
   } else if (e.killed_by_request && out.signal) {
     out.kind = OutcomeKind::kKilledByRequest;
   } else if (out.signal) {

@@ -31,6 +31,7 @@ enum class OutcomeKind {
   kPidsLimit,
   kSetupFailed,
   kKilledByRequest,
+  kBudgetExhausted,  // the user's compute budget ran out and the sandbox was stopped
   kLost,
 };
 
@@ -60,6 +61,7 @@ struct OutcomeEvidence {
   bool killed_at_wall_limit = false;
   bool killed_at_cpu_limit = false;
   bool killed_by_request = false;
+  bool killed_for_budget = false;
   bool lost = false;
   cgroups::CgroupStats stats;
   uint64_t wall_us = 0;

@@ -27,7 +27,7 @@ namespace asio = boost::asio;
 using initproto::MsgType;
 
 constexpr size_t kRecentCommands = 256;
-constexpr auto kIdleSweep = std::chrono::seconds(5);
+constexpr auto kIdleSweep = std::chrono::seconds(5);  // also the compute meter's interval
 constexpr auto kHelloTimeout = std::chrono::milliseconds(5000);
 // How stale the store's last_active_at of a running sandbox may be (the daemon holds the
 // newer value; a crash loses at most this much of it).
@@ -87,6 +87,13 @@ struct SandboxManager::Live {
   // would otherwise cost a write. Readers of last_active_at take the newer of the two (Fresh).
   int64_t active_at = 0;
   int64_t active_stored = 0;
+  // Compute metering: whose CPU time this is, against which budget, and how much of the
+  // cgroup's usage the ledger already holds.
+  std::string iss;
+  std::string sub;
+  Budget budget;
+  int64_t cpu_billed_usec = 0;
+  bool exhausted = false;
   int control_fd() const { return control ? control->native_handle() : -1; }
 };
 
@@ -198,6 +205,11 @@ void SandboxManager::Create(const Caller& caller, const UserCaps& caps, CreateRe
   row.limits_json = LimitsJson(*limits);
   row.idle_timeout_s = static_cast<int64_t>(*idle);
   row.created_at = row.updated_at = row.last_active_at = Now();
+  row.budget_json = BudgetToJson(caller.budget);
+  if (request.start && !caller.admin) {
+    Status compute = CheckCompute(caller.iss, caller.sub, caller.budget);
+    if (!compute.ok()) return done(compute);
+  }
   if (snapshot) {
     row.state = "creating";
     row.source = snapshot->id;
@@ -433,6 +445,14 @@ StatusOr<SandboxRow> SandboxManager::InsertSandbox(const Caller& caller, const U
     if (all.size() >= config_.max_sandboxes) {
       return Status::Error("the daemon holds its maximum of sandboxes", EDQUOT);
     }
+    if (config_.max_sandboxes_per_issuer > 0 && !caller.admin) {
+      const auto issuer = std::count_if(all.begin(), all.end(), [&](const SandboxRow& r) { return r.iss == caller.iss; });
+      if (static_cast<uint64_t>(issuer) >= config_.max_sandboxes_per_issuer) {
+        return Status::Error("the users of issuer " + caller.iss + " already have " + std::to_string(issuer) +
+                                 " sandboxes (the issuer's limit)",
+                             EDQUOT);
+      }
+    }
     created = store_.CreateSandbox(row, kUidFirst, kUidStep, kUidSlots);
     return created.status();
   });
@@ -455,8 +475,25 @@ void SandboxManager::Start(const Caller& caller, const std::string& id, Done<San
   if (!row.ok()) return done(row.status());
   if (busy_[id]) return done(Status::Error("sandbox " + id + " is " + row->state, EBUSY));
   if (row->state == "running") return done(*row);
+  if (!caller.admin) {
+    // Its CPU time is debited against the budget of the token that starts it.
+    Status compute = CheckCompute(caller.iss, caller.sub, caller.budget);
+    if (!compute.ok()) return done(compute);
+    row->budget_json = BudgetToJson(caller.budget);
+  }
   busy_[id] = true;
   DoStart(*row, std::move(done));
+}
+
+Status SandboxManager::CheckCompute(const std::string& iss, const std::string& sub, const Budget& budget) {
+  if (!budget.compute_ms) return Status();
+  const WindowRange window = CurrentWindow(budget, Now());
+  ASSIGN_OR_RETURN(int64_t spent, store_.LedgerSum(iss, sub, "compute", window.start, window.end));
+  if (spent < *budget.compute_ms) return Status();
+  return Status::Error("the compute budget of this " + std::string(WindowName(budget.window)) + " is spent (" +
+                           std::to_string(spent / 1000) + " of " + std::to_string(*budget.compute_ms / 1000) +
+                           " CPU-seconds); it renews at " + std::to_string(window.end),
+                       EKEYEXPIRED);
 }
 
 void SandboxManager::DoStart(SandboxRow row, Done<SandboxRow> done) {
@@ -484,6 +521,7 @@ void SandboxManager::DoStart(SandboxRow row, Done<SandboxRow> done) {
       if (detached_) return;
       row.init_pid = started->pid;
       row.init_start_time = static_cast<int64_t>(started->start_time);
+      row.cpu_billed_usec = 0;  // a new cgroup: its CPU time starts at zero
       row.last_active_at = Now();
       SetState(row, "running");
       (void)store_.AppendEvent(row.id, "sandbox.started", "{}");
@@ -497,6 +535,10 @@ void SandboxManager::OnStarted(SandboxRow row, SandboxProcess process, std::vect
   if (loopback_ && !listeners.empty()) loopback_->Serve(row.id, std::move(listeners));
   auto live = std::make_shared<Live>();
   live->id = row.id;
+  live->iss = row.iss;
+  live->sub = row.sub;
+  live->budget = BudgetFromJson(row.budget_json);
+  live->cpu_billed_usec = row.cpu_billed_usec;
   live->control = std::make_unique<asio::posix::stream_descriptor>(io_, process.control.release());
   live->init_exit = std::make_unique<asio::posix::stream_descriptor>(io_, process.pidfd.release());
   live->process = std::move(process);
@@ -580,7 +622,8 @@ void SandboxManager::Stop(const Caller& caller, const std::string& id, Done<Sand
   });
 }
 
-void SandboxManager::DoStop(const std::string& id, bool by_request, std::function<void(Status)> done) {
+void SandboxManager::DoStop(const std::string& id, bool by_request, std::function<void(Status)> done,
+                            bool immediate) {
   auto row = store_.GetSandbox(id);
   if (row.ok() && row->has_value()) {
     Fresh(**row);
@@ -590,6 +633,7 @@ void SandboxManager::DoStop(const std::string& id, bool by_request, std::functio
   if (auto it = live_.find(id); it != live_.end()) live = it->second;
   auto finish = [this, id, by_request, live, done = std::move(done)]() mutable {
     if (live) {
+      Meter(*live);  // the last of its CPU time, before its cgroup goes
       for (auto& [seq, command] : live->commands) command->Abort(by_request);
       live->commands.clear();
       live->control.reset();
@@ -622,7 +666,7 @@ void SandboxManager::DoStop(const std::string& id, bool by_request, std::functio
       });
     });
   };
-  if (!live || live->commands.empty() || !live->control) return finish();
+  if (immediate || !live || live->commands.empty() || !live->control) return finish();
   // SIGTERM first; SIGKILL (with init) after the grace period or once every command ended.
   for (auto& [seq, command] : live->commands) {
     if (by_request) command->MarkKilledByRequest();
@@ -961,6 +1005,7 @@ void SandboxManager::StartTimers() {
   idle_timer_.async_wait([this](boost::system::error_code ec) {
     if (ec || detached_) return;
     SweepIdle();
+    MeterCompute();
     StartTimers();
   });
 }
@@ -984,6 +1029,85 @@ void SandboxManager::SweepIdle() {
       (void)store_.AppendEvent(id, "sandbox.idle_stopped", "{}");
     });
   }
+}
+
+void SandboxManager::Meter(Live& live) {
+  auto stats = host_.backend().Stats(host_.SandboxCgroup(live.id));
+  if (!stats.ok()) return;  // gone already: nothing more to read
+  const int64_t usage = static_cast<int64_t>(stats->cpu_usage_usec);
+  // Whole milliseconds; the rest waits for the next reading.
+  const int64_t ms = (usage - live.cpu_billed_usec) / 1000;
+  if (ms <= 0) return;
+  LedgerRow debit;
+  debit.iss = live.iss;
+  debit.sub = live.sub;
+  debit.kind = "compute";
+  debit.amount = ms;
+  debit.at = Now();
+  debit.sandbox_id = live.id;
+  const int64_t billed = live.cpu_billed_usec + ms * 1000;
+  // The debit and the mark of what it covered are one transaction: a crash between them would
+  // otherwise debit the same time twice, or never.
+  Status stored = store_.InTransaction([&]() -> Status {
+    ASSIGN_OR_RETURN(std::optional<SandboxRow> row, store_.GetSandbox(live.id));
+    if (!row) return Status();
+    RETURN_IF_ERROR(store_.AddLedger(debit).status());
+    row->cpu_billed_usec = billed;
+    return store_.UpdateSandbox(*row);
+  });
+  if (!stored.ok()) {
+    LogError("sandbox", "cannot debit compute", {{"sandbox", live.id}, {"error", stored.ToString()}});
+    return;
+  }
+  live.cpu_billed_usec = billed;
+}
+
+void SandboxManager::MeterCompute() {
+  // Users over budget, each checked once per round.
+  std::map<std::pair<std::string, std::string>, std::optional<std::pair<int64_t, int64_t>>> checked;
+  std::vector<std::pair<std::string, std::pair<int64_t, int64_t>>> exhausted;
+  for (auto& [id, live] : live_) {
+    if (busy_[id] || live->exhausted || !live->control) continue;
+    Meter(*live);
+    if (!live->budget.compute_ms) continue;
+    auto key = std::make_pair(live->iss, live->sub);
+    auto it = checked.find(key);
+    if (it == checked.end()) {
+      std::optional<std::pair<int64_t, int64_t>> over;
+      const WindowRange window = CurrentWindow(live->budget, Now());
+      auto spent = store_.LedgerSum(live->iss, live->sub, "compute", window.start, window.end);
+      if (spent.ok() && *spent >= *live->budget.compute_ms) over = std::make_pair(*spent, *live->budget.compute_ms);
+      it = checked.emplace(key, over).first;
+    }
+    if (it->second) exhausted.push_back({id, *it->second});
+  }
+  for (const auto& [id, figures] : exhausted) ComputeExhausted(id, figures.first, figures.second);
+}
+
+void SandboxManager::ComputeExhausted(const std::string& id, int64_t spent_ms, int64_t budget_ms) {
+  auto it = live_.find(id);
+  if (it == live_.end() || busy_[id]) return;
+  std::shared_ptr<Live> live = it->second;
+  live->exhausted = true;
+  busy_[id] = true;
+  LogInfo("sandbox", "compute budget spent: freezing and stopping",
+          {{"sandbox", id}, {"spent_ms", std::to_string(spent_ms)}, {"budget_ms", std::to_string(budget_ms)}});
+  (void)store_.AppendEvent(id, "sandbox.compute_exhausted",
+                           nlohmann::json{{"spent_ms", spent_ms}, {"budget_ms", budget_ms}}.dump());
+  for (auto& [seq, command] : live->commands) command->MarkBudgetExhausted();
+  const std::string cgroup = host_.SandboxCgroup(id);
+  // Frozen first, so nothing more runs (or is charged) while it is taken down; then killed
+  // whole (the backend's kill works on a frozen cgroup), and stopped without a grace period.
+  asio::post(pool_, [this, id, cgroup]() {
+    Status frozen = host_.backend().Freeze(cgroup);
+    if (!frozen.ok()) LogWarn("sandbox", "cannot freeze", {{"sandbox", id}, {"error", frozen.ToString()}});
+    Status killed = host_.backend().Kill(cgroup);
+    if (!killed.ok()) LogWarn("sandbox", "cannot kill", {{"sandbox", id}, {"error", killed.ToString()}});
+    asio::post(io_, [this, id]() {
+      if (detached_) return;
+      DoStop(id, /*by_request=*/false, [this, id](Status) { busy_.erase(id); }, /*immediate=*/true);
+    });
+  });
 }
 
 void SandboxManager::Detach() {

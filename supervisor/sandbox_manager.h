@@ -9,7 +9,13 @@
 // Ownership: every call takes the caller; a sandbox or command of another user answers ENOENT,
 // exactly like one that does not exist. Errors carry an errno that the API maps to its codes:
 // ENOENT not_found, EINVAL bad_request, EBUSY conflict, EDQUOT limit_exceeded, ERANGE
-// stream_gap, EAGAIN unavailable, EPERM forbidden, others internal.
+// stream_gap, EAGAIN unavailable, EPERM forbidden, EKEYEXPIRED budget_exhausted, others internal.
+//
+// Compute budgets: a sandbox keeps the budget of the token that last created or started it.
+// Every kMeterInterval (and when it stops) the CPU time its cgroup used since the last reading
+// is debited to its user's ledger (kind "compute", milliseconds); once the user's compute for
+// the window reaches the budget's compute_ms, the sandbox is frozen, then stopped, its commands
+// ending `budget_exhausted`, and start and exec are refused until the next window.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +32,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
 
+#include "supervisor/budget.h"
 #include "supervisor/command.h"
 #include "supervisor/config.h"
 #include "supervisor/sandbox_host.h"
@@ -37,6 +44,7 @@ struct Caller {
   std::string iss;
   std::string sub;
   bool admin = false;  // the admin socket: every sandbox
+  Budget budget;       // the token's (no amounts: compute not limited, no model use)
 };
 
 // What the issuer allows this user (from the token); unset: the daemon's maxima.
@@ -48,6 +56,7 @@ struct UserCaps {
   std::optional<uint64_t> disk_bytes;
   std::optional<uint64_t> idle_timeout_s;
   std::optional<uint64_t> commands;
+  std::optional<uint64_t> sessions;
 };
 
 struct CreateRequest {
@@ -156,6 +165,10 @@ class SandboxManager {
   // A request touched the sandbox: push its idle deadline back.
   void Touch(const std::string& sandbox_id);
 
+  // Debits the CPU time of every running sandbox used since the last reading, and stops those
+  // whose user's compute budget is spent (also run by the timers; public for tests).
+  void MeterCompute();
+
   // For metrics.
   std::map<std::string, int64_t> CountByState();
   int64_t running_commands() const;
@@ -186,7 +199,13 @@ class SandboxManager {
   StatusOr<SandboxLimits> Resolve(const UserCaps& caps, const CreateRequest& request) const;
   SandboxShape ShapeOf(const SandboxRow& row) const;
   void DoStart(SandboxRow row, Done<SandboxRow> done);
-  void DoStop(const std::string& id, bool by_request, std::function<void(Status)> done);
+  // immediate: no SIGTERM and grace period (the sandbox is already frozen or dead).
+  void DoStop(const std::string& id, bool by_request, std::function<void(Status)> done, bool immediate = false);
+  // The ledger's compute for the caller's current window against the budget; EKEYEXPIRED when
+  // it is spent.
+  Status CheckCompute(const std::string& iss, const std::string& sub, const Budget& budget);
+  void Meter(Live& live);
+  void ComputeExhausted(const std::string& id, int64_t spent_ms, int64_t budget_ms);
   void OnStarted(SandboxRow row, SandboxProcess process, std::vector<UniqueFd> listeners);
   void WatchControl(const std::shared_ptr<Live>& live);
   void WatchInit(const std::shared_ptr<Live>& live);

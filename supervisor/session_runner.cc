@@ -34,14 +34,6 @@ std::string NewUuid() {
   return text;
 }
 
-json BudgetJson(const Budget& budget) {
-  json j = {{"window", WindowName(budget.window)}};
-  if (budget.ai_micro_usd) j["ai_micro_usd"] = *budget.ai_micro_usd;
-  if (budget.compute_ms) j["compute_ms"] = *budget.compute_ms;
-  if (budget.window_start) j["window_start"] = *budget.window_start;
-  return j;
-}
-
 json OptionsJson(const SessionOptions& o) {
   return {{"model", o.model},
           {"permission_mode", o.permission_mode},
@@ -170,7 +162,8 @@ void AgentSession::End(const std::string& command_outcome) {
   ended_ = true;
   json process = json::parse(command_outcome, nullptr, false);
   std::string state, outcome;
-  if (budget_exhausted_) {
+  if (budget_exhausted_ || (process.is_object() && process.value("outcome", "") == "budget_exhausted")) {
+    // The AI budget (the relay refused a call) or the compute budget (the sandbox was stopped).
     state = "failed";
     outcome = "budget_exhausted";
   } else if (aborted_) {
@@ -212,10 +205,33 @@ SessionRunner::~SessionRunner() {
   keys_.OnExhaustedCall(nullptr);
 }
 
+Status SessionRunner::CheckConcurrency(const std::string& iss, const std::string& sub, const UserCaps& caps) const {
+  uint64_t per_user = config_.max_sessions_per_user;
+  if (caps.sessions && *caps.sessions < per_user) per_user = *caps.sessions;
+  uint64_t mine = 0, issuer = 0;
+  for (const auto& [id, session] : live_) {
+    if (session->row().iss != iss) continue;
+    ++issuer;
+    if (session->row().sub == sub) ++mine;
+  }
+  if (mine >= per_user) {
+    return Status::Error("this user already runs " + std::to_string(mine) + " agent sessions (the limit is " +
+                             std::to_string(per_user) + "); close or abort one first",
+                         EDQUOT);
+  }
+  if (config_.max_sessions_per_issuer > 0 && issuer >= config_.max_sessions_per_issuer) {
+    return Status::Error("the users of issuer " + iss + " already run " + std::to_string(issuer) +
+                             " agent sessions (the issuer's limit)",
+                         EDQUOT);
+  }
+  return Status();
+}
+
 StatusOr<std::shared_ptr<AgentSession>> SessionRunner::Create(const Caller& caller, const UserCaps& caps,
                                                                NewSession request) {
   RETURN_IF_ERROR(CheckOptions(request.options));
   ASSIGN_OR_RETURN(SandboxRow sandbox, manager_.Get(caller, request.sandbox_id));
+  RETURN_IF_ERROR(CheckConcurrency(sandbox.iss, sandbox.sub, caps));
   if (!request.resume.empty() && !request.fork.empty()) {
     return Status::Error("resume and fork: one or the other", EINVAL);
   }
@@ -248,7 +264,7 @@ StatusOr<std::shared_ptr<AgentSession>> SessionRunner::Create(const Caller& call
   }
   row.state = "initializing";
   row.options_json = OptionsJson(request.options).dump();
-  row.budget_json = BudgetJson(request.budget).dump();
+  row.budget_json = BudgetToJson(request.budget);
   row.outcome_json.clear();
   row.ended_at = 0;
   row.updated_at = Now();

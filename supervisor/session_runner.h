@@ -113,6 +113,8 @@ class SessionRunner {
   void OnUsage(const RelayClient& client, const ModelUsage& usage, int64_t cost);
   void OnExhausted(const RelayClient& client);
   StatusOr<std::shared_ptr<AgentSession>> Live(const Caller& caller, const std::string& id);
+  // Sessions running at once: per user (config, lowered by the token) and per issuer.
+  Status CheckConcurrency(const std::string& iss, const std::string& sub, const UserCaps& caps) const;
 
   const DaemonConfig& config_;
   Store& store_;

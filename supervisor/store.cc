@@ -156,6 +156,14 @@ CREATE TABLE sessions (
 CREATE INDEX sessions_by_user ON sessions (iss, sub);
 CREATE INDEX sessions_by_sandbox ON sessions (sandbox_id);
 )sql",
+    // 5 -> 6: compute metering. A sandbox keeps the budget of the token that last started it
+    // (its CPU time is debited against it) and how much of its cgroup's CPU time the ledger
+    // already holds, so a restarted daemon that adopts it debits only what is new.
+    R"sql(
+ALTER TABLE sandboxes ADD COLUMN budget_json TEXT NOT NULL DEFAULT '{}';
+ALTER TABLE sandboxes ADD COLUMN cpu_billed_usec INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX ledger_by_time ON ledger (at);
+)sql",
 };
 constexpr int kLatestSchemaVersion = static_cast<int>(std::size(kMigrations));
 constexpr int kMinSqliteVersion = 3037000;  // STRICT tables.
@@ -165,7 +173,7 @@ constexpr int kMinSqliteVersion = 3037000;  // STRICT tables.
 constexpr std::string_view kIssuerColumns = "name, secret, created_at";
 constexpr std::string_view kSandboxColumns =
     "id, iss, sub, name, image, state, limits_json, idle_timeout_s, uid_base, created_at, "
-    "updated_at, last_active_at, init_pid, init_start_time, source";
+    "updated_at, last_active_at, init_pid, init_start_time, source, budget_json, cpu_billed_usec";
 constexpr std::string_view kSnapshotColumns =
     "id, sandbox_id, iss, sub, image, created_at, bytes, uid_base, limits_json";
 constexpr std::string_view kCommandColumns =
@@ -374,7 +382,7 @@ auto Fields(RowOf<IssuerRow> auto& r) { return std::tie(r.name, r.secret, r.crea
 auto Fields(RowOf<SandboxRow> auto& r) {
   return std::tie(r.id, r.iss, r.sub, r.name, r.image, r.state, r.limits_json, r.idle_timeout_s,
                   r.uid_base, r.created_at, r.updated_at, r.last_active_at, r.init_pid,
-                  r.init_start_time, r.source);
+                  r.init_start_time, r.source, r.budget_json, r.cpu_billed_usec);
 }
 
 auto Fields(RowOf<SnapshotRow> auto& r) {
@@ -396,6 +404,10 @@ auto Fields(RowOf<SessionRow> auto& r) {
 auto Fields(RowOf<LedgerRow> auto& r) {
   return std::tie(r.id, r.iss, r.sub, r.kind, r.amount, r.at, r.sandbox_id, r.session_id, r.model,
                   r.input_tokens, r.output_tokens, r.cache_write_tokens, r.cache_read_tokens);
+}
+
+auto Fields(RowOf<LedgerTotal> auto& r) {
+  return std::tie(r.kind, r.sandbox_id, r.session_id, r.amount, r.count);
 }
 
 auto Fields(RowOf<EventRow> auto& r) {
@@ -689,7 +701,7 @@ StatusOr<SandboxRow> Store::CreateSandbox(SandboxRow row, int64_t uid_first, int
     row.uid_base = *uid_base;
     return Run(db_,
                Sql({"INSERT INTO sandboxes (", kSandboxColumns,
-                    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"}),
+                    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)"}),
                Values(row), "insert sandbox " + row.id);
   });
   if (!status.ok()) return status;
@@ -702,7 +714,8 @@ Status Store::UpdateSandbox(const SandboxRow& row) {
       db_,
       "UPDATE sandboxes SET iss = ?2, sub = ?3, name = ?4, image = ?5, state = ?6, "
       "limits_json = ?7, idle_timeout_s = ?8, uid_base = ?9, created_at = ?10, updated_at = ?11, "
-      "last_active_at = ?12, init_pid = ?13, init_start_time = ?14, source = ?15 WHERE id = ?1",
+      "last_active_at = ?12, init_pid = ?13, init_start_time = ?14, source = ?15, budget_json = ?16, "
+      "cpu_billed_usec = ?17 WHERE id = ?1",
       Values(row), "update sandbox " + row.id);
 }
 
@@ -894,6 +907,16 @@ StatusOr<int64_t> Store::LedgerSum(const std::string& iss, const std::string& su
                             "WHERE iss = ?1 AND sub = ?2 AND kind = ?3 AND at >= ?4 AND at < ?5",
                             {iss, sub, kind, from, to}, "sum the ledger of " + sub));
   return sum.value_or(0);
+}
+
+StatusOr<std::vector<LedgerTotal>> Store::LedgerTotals(const std::string& iss, const std::string& sub,
+                                                      int64_t from, int64_t to) {
+  std::lock_guard lock(mu_);
+  return Query<LedgerTotal>(db_,
+                            "SELECT kind, sandbox_id, session_id, SUM(amount), COUNT(*) FROM ledger "
+                            "WHERE iss = ?1 AND sub = ?2 AND at >= ?3 AND at < ?4 "
+                            "GROUP BY kind, sandbox_id, session_id ORDER BY kind, sandbox_id, session_id",
+                            {iss, sub, from, to}, "sum the ledger of " + sub);
 }
 
 StatusOr<std::vector<LedgerRow>> Store::ListLedger(const std::string& iss, const std::string& sub, int64_t from,

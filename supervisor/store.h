@@ -51,6 +51,8 @@ struct SandboxRow {
   int64_t init_pid = 0;               // host pid of corral-init while running, else 0
   int64_t init_start_time = 0;        // its start time (/proc/PID/stat field 22), against pid reuse
   std::string source;                 // "snap_..." or "sb_..." it was forked from; "" otherwise
+  std::string budget_json = "{}";     // the budget of the token that last created or started it
+  int64_t cpu_billed_usec = 0;        // of this run's cgroup CPU time, what the ledger holds
 };
 
 struct SnapshotRow {
@@ -124,6 +126,15 @@ struct LedgerRow {
   int64_t cache_read_tokens = 0;
 };
 
+// A sum of the ledger, by kind, sandbox and session (see Store::LedgerTotals).
+struct LedgerTotal {
+  std::string kind;
+  std::string sandbox_id;
+  std::string session_id;
+  int64_t amount = 0;
+  int64_t count = 0;          // ledger rows (for "ai": model calls)
+};
+
 enum class Synchronous { kNormal, kFull };
 
 class Store {
@@ -191,6 +202,9 @@ class Store {
   StatusOr<int64_t> AddLedger(const LedgerRow& row);
   StatusOr<int64_t> LedgerSum(const std::string& iss, const std::string& sub, const std::string& kind,
                               int64_t from, int64_t to);
+  // One user's debits with from <= at < to, summed by kind, sandbox and session.
+  StatusOr<std::vector<LedgerTotal>> LedgerTotals(const std::string& iss, const std::string& sub, int64_t from,
+                                                  int64_t to);
   StatusOr<std::vector<LedgerRow>> ListLedger(const std::string& iss, const std::string& sub, int64_t from,
                                               int64_t to, int64_t after_id = 0, int64_t limit = 10000);
 

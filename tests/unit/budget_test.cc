@@ -228,5 +228,27 @@ TEST(UsageFromMessageTest, ReadsAWholeAnswer) {
   EXPECT_TRUE(UsageFromMessage("not json").empty());
 }
 
+TEST(BudgetJsonTest, RoundTripsAndTreatsBadTextAsNoAmounts) {
+  Budget budget;
+  budget.ai_micro_usd = 2500000;
+  budget.compute_ms = 60000;
+  budget.window = BudgetWindow::kWeek;
+  budget.window_start = 1790000000;
+  Budget back = BudgetFromJson(BudgetToJson(budget));
+  EXPECT_EQ(back.ai_micro_usd, budget.ai_micro_usd);
+  EXPECT_EQ(back.compute_ms, budget.compute_ms);
+  EXPECT_EQ(back.window, BudgetWindow::kWeek);
+  EXPECT_EQ(back.window_start, budget.window_start);
+  // Absent amounts stay absent (no model use; compute not limited).
+  Budget empty = BudgetFromJson("{}");
+  EXPECT_FALSE(empty.ai_micro_usd.has_value());
+  EXPECT_FALSE(empty.compute_ms.has_value());
+  EXPECT_EQ(empty.window, BudgetWindow::kDay);
+  Budget broken = BudgetFromJson("not json");
+  EXPECT_FALSE(broken.ai_micro_usd.has_value());
+  // A mistyped amount is not taken as a limit of 0.
+  EXPECT_FALSE(BudgetFromJson(R"({"compute_ms":"5"})").compute_ms.has_value());
+}
+
 }  // namespace
 }  // namespace corral::supervisor

@@ -32,6 +32,11 @@ std::string Dump(const DaemonConfig& c) {
       << "\nmax_sandboxes_per_user=" << c.max_sandboxes_per_user << "\nmax_sandboxes=" << c.max_sandboxes
       << "\nmax_snapshots_per_user=" << c.max_snapshots_per_user
       << "\nmax_commands_per_sandbox=" << c.max_commands_per_sandbox << "\nstop_grace_s=" << c.stop_grace_s
+      << "\nmax_sandboxes_per_issuer=" << c.max_sandboxes_per_issuer
+      << "\nmax_sessions_per_user=" << c.max_sessions_per_user
+      << "\nmax_sessions_per_issuer=" << c.max_sessions_per_issuer
+      << "\nrequests_per_minute=" << c.requests_per_minute
+      << "\nrelay_requests_per_minute=" << c.relay_requests_per_minute
       << "\nreplay_buffer_bytes=" << c.replay_buffer_bytes << "\nmax_file_bytes=" << c.max_file_bytes
       << "\nstore_synchronous_full=" << c.store_synchronous_full << "\nrelay_port=" << c.relay_port
       << "\nrelay_upstream=" << c.relay_upstream << "\nrelay_api_key_file=" << c.relay_api_key_file
@@ -308,7 +313,7 @@ TEST(ConfigTest, DistConfigDocumentsEveryKeyWithItsDefault) {
       uncommented += line + "\n";
     }
   }
-  EXPECT_EQ(keys, 40);  // every field of DaemonConfig but the prices; listen sets two
+  EXPECT_EQ(keys, 45);  // every field of DaemonConfig but the prices; listen sets two
   auto parsed = ParseConfig(uncommented, "uncommented");
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   EXPECT_EQ(Dump(*parsed), Dump(DaemonConfig{}));

@@ -196,6 +196,7 @@ class ModelRelayTest : public ::testing::Test {
     config.api_key = kRealKey;
     config.prices.Set(kModel, {3000000, 15000000, 3750000, 300000});
     config.timeout_s = 30;
+    config.requests_per_minute = requests_per_minute_;
     relay_ = std::make_unique<ModelRelay>(io_, config, *store_, authority_);
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct sockaddr_in address = {};
@@ -249,6 +250,7 @@ class ModelRelayTest : public ::testing::Test {
   std::unique_ptr<ScriptedUpstream> upstream_;
   std::unique_ptr<ModelRelay> relay_;
   uint16_t port_ = 0;
+  uint64_t requests_per_minute_ = 0;
 };
 
 TEST_F(ModelRelayTest, AStreamedAnswerPassesThroughAndItsUsageIsDebitedExactly) {
@@ -323,6 +325,23 @@ TEST_F(ModelRelayTest, ASpentBudgetIsRefusedInTheApisFormat) {
   // A token without an AI budget gets nothing at all.
   authority_.budget.ai_micro_usd.reset();
   EXPECT_EQ(Post("/v1/messages", MessagesBody(true)).status, 403);
+}
+
+TEST_F(ModelRelayTest, AUserAboveTheRateGetsTheApisOwn429BeforeTheUpstream) {
+  requests_per_minute_ = 2;
+  Start({{"turns", {Turn("a", 10, 1), Turn("b", 10, 1), Turn("c", 10, 1)}}});
+  // Positive control: a minute's worth goes through.
+  ASSERT_EQ(Post("/v1/messages", MessagesBody(true)).status, 200);
+  ASSERT_EQ(Post("/v1/messages", MessagesBody(true)).status, 200);
+  Answer limited = Post("/v1/messages", MessagesBody(true));
+  EXPECT_EQ(limited.status, 429);
+  json error = json::parse(limited.body);
+  EXPECT_EQ(error["type"], "error");
+  EXPECT_EQ(error["error"]["type"], "rate_limit_error");
+  EXPECT_NE(error["error"]["message"].get<std::string>().find("relay.requests_per_minute"), std::string::npos);
+  // The refused call never left and cost nothing.
+  EXPECT_EQ(upstream_->Requests().size(), 2u);
+  EXPECT_EQ(Spent(), 2 * (10 * 3 + 1 * 15));
 }
 
 TEST_F(ModelRelayTest, AModelWithoutAPriceAndOtherRoutesAreRefused) {

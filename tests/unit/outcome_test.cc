@@ -99,6 +99,18 @@ TEST(OutcomeTest, LimitsTheLauncherEnforced) {
   EXPECT_EQ(ClassifyOutcome(e).kind, OutcomeKind::kCpuTimeLimit);
 }
 
+TEST(OutcomeTest, KilledBecauseTheComputeBudgetRanOut) {
+  OutcomeEvidence e;
+  e.command_status = Killed(SIGKILL);
+  e.killed_for_budget = true;
+  Outcome out = ClassifyOutcome(e);
+  EXPECT_EQ(out.kind, OutcomeKind::kBudgetExhausted);
+  EXPECT_STREQ(OutcomeName(out.kind), "budget_exhausted");
+  // Control: a command that exited on its own before the kill is just exited.
+  e.command_status = 0;
+  EXPECT_EQ(ClassifyOutcome(e).kind, OutcomeKind::kExited);
+}
+
 TEST(OutcomeTest, SetupFailure) {
   OutcomeEvidence e;
   e.setup_failed = true;

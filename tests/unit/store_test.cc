@@ -275,6 +275,8 @@ TEST_F(StoreTest, MigratesSchemaOneSnapshots) {
   {
     RawDb raw(old_path);
     raw.Exec(
+        "CREATE TABLE sandboxes (id TEXT NOT NULL PRIMARY KEY, iss TEXT NOT NULL, sub TEXT NOT NULL) STRICT;"
+        "INSERT INTO sandboxes VALUES ('sb_1', 'corp', 'alice');"
         "CREATE TABLE snapshots (id TEXT NOT NULL PRIMARY KEY, sandbox_id TEXT NOT NULL, iss TEXT NOT NULL,"
         " sub TEXT NOT NULL, image TEXT NOT NULL, created_at INTEGER NOT NULL, bytes INTEGER NOT NULL) STRICT;"
         "INSERT INTO snapshots VALUES ('snap_old', 'sb_1', 'corp', 'alice', 'host', 5, 4096);"
@@ -961,6 +963,57 @@ TEST_F(StoreTest, LedgerRowsKeepTheirUsageAndListInOrder) {
   store_ = OpenStore();
   ASSERT_NE(store_, nullptr);
   EXPECT_EQ(*store_->LedgerSum("corp", "alice", "ai", 0, 1000), 10 + 12 + 14);
+}
+
+TEST_F(StoreTest, LedgerTotalsSumOneUserByKindSandboxAndSessionInAWindow) {
+  LedgerRow a = Debit("alice", "ai", 1500, 1000, "ses_a");
+  a.sandbox_id = "sb_1";
+  LedgerRow b = Debit("alice", "ai", 250, 1100, "ses_a");
+  b.sandbox_id = "sb_1";
+  LedgerRow c = Debit("alice", "ai", 40, 1200, "ses_b");
+  c.sandbox_id = "sb_1";
+  LedgerRow cpu1 = Debit("alice", "compute", 900, 1300);
+  cpu1.sandbox_id = "sb_1";
+  LedgerRow cpu2 = Debit("alice", "compute", 100, 1400);
+  cpu2.sandbox_id = "sb_2";
+  for (const LedgerRow& row : {a, b, c, cpu1, cpu2}) ASSERT_TRUE(store_->AddLedger(row).ok());
+  ASSERT_TRUE(store_->AddLedger(Debit("alice", "ai", 7, 2000, "ses_a")).ok());  // the next window
+  ASSERT_TRUE(store_->AddLedger(Debit("bob", "ai", 5, 1500, "ses_a")).ok());    // another user
+  auto totals = store_->LedgerTotals("corp", "alice", 1000, 2000);
+  ASSERT_TRUE(totals.ok()) << totals.status().ToString();
+  ASSERT_EQ(totals->size(), 4u);
+  EXPECT_EQ((*totals)[0].kind, "ai");
+  EXPECT_EQ((*totals)[0].session_id, "ses_a");
+  EXPECT_EQ((*totals)[0].amount, 1750);
+  EXPECT_EQ((*totals)[0].count, 2);
+  EXPECT_EQ((*totals)[1].session_id, "ses_b");
+  EXPECT_EQ((*totals)[1].amount, 40);
+  EXPECT_EQ((*totals)[2].kind, "compute");
+  EXPECT_EQ((*totals)[2].sandbox_id, "sb_1");
+  EXPECT_EQ((*totals)[2].amount, 900);
+  EXPECT_EQ((*totals)[3].sandbox_id, "sb_2");
+  EXPECT_EQ((*totals)[3].amount, 100);
+  // Control: an empty window has no totals.
+  EXPECT_TRUE(store_->LedgerTotals("corp", "alice", 3000, 4000)->empty());
+}
+
+TEST_F(StoreTest, SandboxKeepsItsBudgetAndBilledCpu) {
+  ASSERT_GE(Create("sb_1"), 0);
+  auto row = store_->GetSandbox("sb_1");
+  ASSERT_TRUE(row.ok() && row->has_value());
+  EXPECT_EQ((*row)->budget_json, "{}");
+  EXPECT_EQ((*row)->cpu_billed_usec, 0);
+  SandboxRow changed = **row;
+  changed.budget_json = R"({"compute_ms":5000,"window":"day"})";
+  changed.cpu_billed_usec = 123456;
+  ASSERT_TRUE(store_->UpdateSandbox(changed).ok());
+  store_.reset();
+  store_ = OpenStore();
+  ASSERT_NE(store_, nullptr);
+  auto reread = store_->GetSandbox("sb_1");
+  ASSERT_TRUE(reread.ok() && reread->has_value());
+  EXPECT_EQ((*reread)->budget_json, changed.budget_json);
+  EXPECT_EQ((*reread)->cpu_billed_usec, 123456);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -89,6 +89,7 @@ StatusOr<supervisor::RelayConfig> RelayConfigOf(const supervisor::DaemonConfig& 
   relay.prices = config.relay_prices;
   relay.max_request_bytes = config.relay_max_request_bytes;
   relay.timeout_s = config.relay_timeout_s;
+  relay.requests_per_minute = config.relay_requests_per_minute;
   if (config.relay_api_key_file.empty()) return relay;
   const std::string& path = config.relay_api_key_file;
   UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
