@@ -171,6 +171,7 @@ StatusOr<supervisor::NewSession> ParseNewSession(const json& body) {
   RETURN_IF_ERROR(text("prompt", request.prompt));
   RETURN_IF_ERROR(text("model", request.options.model));
   RETURN_IF_ERROR(text("permission_mode", request.options.permission_mode));
+  RETURN_IF_ERROR(text("cwd", request.options.cwd));
   RETURN_IF_ERROR(text("resume", request.resume));
   RETURN_IF_ERROR(text("fork", request.fork));
   RETURN_IF_ERROR(list("allowed_tools", request.options.allowed_tools));

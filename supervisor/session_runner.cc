@@ -39,7 +39,8 @@ json OptionsJson(const SessionOptions& o) {
           {"permission_mode", o.permission_mode},
           {"allowed_tools", o.allowed_tools},
           {"disallowed_tools", o.disallowed_tools},
-          {"partial", o.partial}};
+          {"partial", o.partial},
+          {"cwd", o.cwd}};
 }
 
 SessionOptions OptionsOf(const std::string& text) {
@@ -51,6 +52,7 @@ SessionOptions OptionsOf(const std::string& text) {
   if (j.contains("allowed_tools") && j["allowed_tools"].is_array()) o.allowed_tools = j["allowed_tools"];
   if (j.contains("disallowed_tools") && j["disallowed_tools"].is_array()) o.disallowed_tools = j["disallowed_tools"];
   o.partial = j.value("partial", false);
+  o.cwd = j.value("cwd", "");
   return o;
 }
 
@@ -75,6 +77,7 @@ Status CheckOptions(const SessionOptions& o) {
     return true;
   };
   if (!o.model.empty() && !plain(o.model)) return Status::Error("model: not a model name", EINVAL);
+  if (!o.cwd.empty() && (o.cwd[0] != '/' || !plain(o.cwd))) return Status::Error("cwd: an absolute path", EINVAL);
   for (const auto& tool : o.allowed_tools) {
     if (!plain(tool)) return Status::Error("allowed_tools: bad entry", EINVAL);
   }
@@ -244,6 +247,15 @@ StatusOr<std::shared_ptr<AgentSession>> SessionRunner::Create(const Caller& call
       return Status::Error("session " + from + " is in sandbox " + parent.sandbox_id + ", not " + sandbox.id, EINVAL);
     }
     if (live_.count(from)) return Status::Error("session " + from + " is running", EBUSY);
+    // Claude Code keeps transcripts per working directory: the history is only found from the
+    // one it was made in.
+    const std::string parent_cwd = OptionsOf(parent.options_json).cwd;
+    if (request.options.cwd.empty()) request.options.cwd = parent_cwd;
+    if (request.options.cwd != parent_cwd) {
+      return Status::Error("cwd: session " + from + " works in " + (parent_cwd.empty() ? "/home/agent" : parent_cwd) +
+                               "; a resume or fork works there too",
+                           EINVAL);
+    }
     if (!request.resume.empty()) {
       row = parent;  // the same session, running again
       if (request.options.model.empty()) request.options = OptionsOf(parent.options_json);
@@ -272,6 +284,7 @@ StatusOr<std::shared_ptr<AgentSession>> SessionRunner::Create(const Caller& call
   ExecSpec spec;
   spec.sandbox = sandbox.id;
   spec.stdin_open = true;
+  spec.cwd = request.options.cwd;  // "" = the agent's home
   spec.argv = {"claude", "-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose",
                "--permission-mode", request.options.permission_mode};
   if (history.empty()) {
@@ -440,8 +453,23 @@ Status SessionRunner::Recover() {
   return Status();
 }
 
+void SessionRunner::WhenEnded(const std::string& id, std::function<void(const SessionRow&)> fn) {
+  if (live_.count(id)) {
+    when_ended_.emplace(id, std::move(fn));
+    return;
+  }
+  auto row = store_.GetSession(id);
+  if (row.ok() && row->has_value()) fn(**row);
+}
+
 void SessionRunner::OnEnded(AgentSession& session) {
   keys_.Revoke(session.id());
+  auto [first, last] = when_ended_.equal_range(session.id());
+  std::vector<std::function<void(const SessionRow&)>> callbacks;
+  for (auto it = first; it != last; ++it) callbacks.push_back(std::move(it->second));
+  when_ended_.erase(first, last);
+  const SessionRow row = session.row();
+  for (auto& fn : callbacks) fn(row);
   auto it = live_.find(session.id());
   if (it == live_.end()) return;
   recent_[session.id()] = it->second;

@@ -15,6 +15,7 @@
 // starts a new session from another's history (--resume --fork-session).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -39,6 +40,7 @@ struct SessionOptions {
   std::vector<std::string> allowed_tools;
   std::vector<std::string> disallowed_tools;
   bool partial = false;                               // --include-partial-messages
+  std::string cwd;                                    // where the agent works; "" = /home/agent
 };
 
 struct NewSession {
@@ -103,6 +105,9 @@ class SessionRunner {
   StatusOr<std::shared_ptr<AgentSession>> Find(const Caller& caller, const std::string& id);
   StatusOr<SessionRow> Get(const Caller& caller, const std::string& id);
   StatusOr<std::vector<SessionRow>> List(const Caller& caller, const std::string& sandbox_id = "");
+  // Calls `fn` (on the event loop) with the session's row once it has ended: at once when it is
+  // not running. For the daemon's own drivers of sessions (headless execute).
+  void WhenEnded(const std::string& id, std::function<void(const SessionRow&)> fn);
   // At start: sessions the store says were running belong to a daemon that is gone; they end
   // as `idle` (resumable), and their agent processes, adopted as commands, are stopped.
   Status Recover();
@@ -123,6 +128,7 @@ class SessionRunner {
   std::map<std::string, std::shared_ptr<AgentSession>> live_;
   std::map<std::string, std::shared_ptr<AgentSession>> recent_;
   std::vector<std::string> recent_order_;
+  std::multimap<std::string, std::function<void(const SessionRow&)>> when_ended_;
 };
 
 }  // namespace corral::supervisor
