@@ -7,6 +7,8 @@
 #include <sys/random.h>
 
 #include <algorithm>
+#include <set>
+#include <vector>
 #include <array>
 #include <cerrno>
 #include <climits>
@@ -73,9 +75,24 @@ StatusOr<json> DecodeJsonObject(std::string_view part, std::string_view what) {
   std::optional<std::string> text = Base64UrlDecode(part);
   if (!text) return FieldError(what, "not base64url");
   // The non-throwing parse: malformed JSON (including invalid UTF-8) yields a "discarded" value,
-  // which is not an object. Duplicate keys are not an error: the last one wins (RFC 7515 §5.2).
-  json value = json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  // which is not an object. A name twice in one object is refused (RFC 7515 §5.2 allows either
+  // that or "the last one wins"; a verifier and the issuer's library that read different values
+  // of "alg" or "sub" is how confusion attacks start).
+  std::vector<std::set<std::string>> names;  // one per open object
+  bool duplicate = false;
+  json::parser_callback_t check = [&](int /*depth*/, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::object_start) {
+      names.emplace_back();
+    } else if (event == json::parse_event_t::object_end) {
+      if (!names.empty()) names.pop_back();
+    } else if (event == json::parse_event_t::key && !names.empty() && parsed.is_string()) {
+      if (!names.back().insert(parsed.get<std::string>()).second) duplicate = true;
+    }
+    return true;
+  };
+  json value = json::parse(*text, check, /*allow_exceptions=*/false);
   if (!value.is_object()) return FieldError(what, "not a JSON object");
+  if (duplicate) return FieldError(what, "has a name twice");
   return value;
 }
 
@@ -94,6 +111,21 @@ Status CheckHeader(const json& header) {
     return Status::Error("alg not HS256");
   }
   if (header.contains("crit")) return Status::Error("crit header not supported");
+  // Headers that carry or point at a key: the issuer's secret is the only key, so a token that
+  // offers another is refused, not ignored. "kid" is harmless (it is never used to find a file,
+  // a row or a URL) but must look like an identifier.
+  for (const char* key_header : {"jku", "jwk", "x5u", "x5c", "x5t", "x5t#S256"}) {
+    if (header.contains(key_header)) return Status::Error(std::string(key_header) + " header not supported");
+  }
+  if (auto kid = header.find("kid"); kid != header.end()) {
+    static constexpr std::string_view kKidChars =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-";
+    if (!kid->is_string() || kid->get_ref<const std::string&>().empty() ||
+        kid->get_ref<const std::string&>().size() > 128 ||
+        kid->get_ref<const std::string&>().find_first_not_of(kKidChars) != std::string::npos) {
+      return Status::Error("kid not an identifier");
+    }
+  }
   auto typ = header.find("typ");
   if (typ != header.end() &&
       !(typ->is_string() && EqualsIgnoreCase(typ->get_ref<const std::string&>(), "JWT"))) {

@@ -236,6 +236,39 @@ TEST(JwtTest, HeaderWithCritIsRejected) {
             "crit header not supported");
 }
 
+TEST(JwtTest, HeadersThatCarryOrPointAtAKeyAreRejected) {
+  std::string payload = ValidPayload().dump();
+  // Positive control: a plain kid is fine (and never used).
+  EXPECT_EQ(Outcome(SignRaw(R"({"alg":"HS256","kid":"2026-11.key_1"})", payload)), "OK");
+  EXPECT_EQ(Outcome(SignRaw(R"({"alg":"HS256","kid":"../../dev/null"})", payload)), "kid not an identifier");
+  EXPECT_EQ(Outcome(SignRaw(R"({"alg":"HS256","kid":"x' OR '1'='1"})", payload)), "kid not an identifier");
+  EXPECT_EQ(Outcome(SignRaw(R"({"alg":"HS256","kid":7})", payload)), "kid not an identifier");
+  EXPECT_EQ(Outcome(SignRaw(R"({"alg":"HS256","kid":""})", payload)), "kid not an identifier");
+  EXPECT_EQ(Outcome(SignRaw(R"({"alg":"HS256","jku":"https://attacker.example/keys"})", payload)),
+            "jku header not supported");
+  EXPECT_EQ(Outcome(SignRaw(R"({"alg":"HS256","x5u":"https://attacker.example/cert"})", payload)),
+            "x5u header not supported");
+  EXPECT_EQ(Outcome(SignRaw(R"({"alg":"HS256","jwk":{"kty":"oct","k":"AAAA"}})", payload)),
+            "jwk header not supported");
+  EXPECT_EQ(Outcome(SignRaw(R"({"alg":"HS256","x5c":["MIIB"]})", payload)), "x5c header not supported");
+}
+
+TEST(JwtTest, ANameTwiceInTheHeaderOrPayloadIsRejected) {
+  // Positive control: the same names once each.
+  EXPECT_EQ(Outcome(SignRaw(R"({"alg":"HS256","typ":"JWT"})", ValidPayload().dump())), "OK");
+  EXPECT_EQ(Outcome(SignRaw(R"({"alg":"none","alg":"HS256"})", ValidPayload().dump())), "header has a name twice");
+  std::string payload = ValidPayload().dump();
+  ASSERT_EQ(payload.back(), '}');
+  payload.pop_back();
+  const std::string twice_iss = payload + R"(,"iss":"other"})";
+  EXPECT_EQ(Outcome(SignRaw(R"({"alg":"HS256"})", twice_iss)), "payload has a name twice");
+  // Nested objects have names of their own: the same name in two objects is fine.
+  const std::string nested = payload + R"(,"limits":{"pids":8},"budget":{"window":"day"}})";
+  EXPECT_EQ(Outcome(SignRaw(R"({"alg":"HS256"})", nested)), "OK");
+  const std::string nested_twice = payload + R"(,"limits":{"pids":8,"pids":9}})";
+  EXPECT_EQ(Outcome(SignRaw(R"({"alg":"HS256"})", nested_twice)), "payload has a name twice");
+}
+
 TEST(JwtTest, HeaderTypMustBeJwtInAnyCase) {
   std::string payload = ValidPayload().dump();
   EXPECT_EQ(Outcome(SignRaw(R"({"alg":"HS256","typ":"JWT"})", payload)), "OK");
