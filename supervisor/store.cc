@@ -164,6 +164,42 @@ ALTER TABLE sandboxes ADD COLUMN budget_json TEXT NOT NULL DEFAULT '{}';
 ALTER TABLE sandboxes ADD COLUMN cpu_billed_usec INTEGER NOT NULL DEFAULT 0;
 CREATE INDEX ledger_by_time ON ledger (at);
 )sql",
+    // 6 -> 7: headless executions (POST /v1/execute): what was asked and what came of it. No
+    // foreign key: a record outlives the sandbox it ran in (destroyed when it ends). Its git
+    // bundle, the one large column, lives in a table of its own, so that listing records never
+    // reads it.
+    R"sql(
+CREATE TABLE executions (
+  id              TEXT NOT NULL PRIMARY KEY,
+  iss             TEXT NOT NULL,
+  sub             TEXT NOT NULL,
+  state           TEXT NOT NULL CHECK (state IN ('running', 'completed', 'failed')),
+  sandbox_id      TEXT NOT NULL,
+  session_id      TEXT NOT NULL,
+  request_json    TEXT NOT NULL,
+  base_commit     TEXT NOT NULL,
+  head_commit     TEXT NOT NULL,
+  summary         TEXT NOT NULL,
+  outcome         TEXT NOT NULL,
+  cost_micro_usd  INTEGER NOT NULL,
+  usage_json      TEXT NOT NULL,
+  files_json      TEXT NOT NULL,
+  diff            TEXT NOT NULL,
+  diff_truncated  INTEGER NOT NULL,
+  bundle_bytes    INTEGER NOT NULL,
+  error           TEXT NOT NULL,
+  created_at      INTEGER NOT NULL,
+  updated_at      INTEGER NOT NULL,
+  ended_at        INTEGER NOT NULL
+) STRICT;
+CREATE INDEX executions_by_user ON executions (iss, sub);
+CREATE INDEX executions_by_state ON executions (state);
+
+CREATE TABLE execution_bundles (
+  execution_id  TEXT NOT NULL PRIMARY KEY REFERENCES executions (id) ON DELETE CASCADE,
+  data          BLOB NOT NULL
+) STRICT;
+)sql",
 };
 constexpr int kLatestSchemaVersion = static_cast<int>(std::size(kMigrations));
 constexpr int kMinSqliteVersion = 3037000;  // STRICT tables.
@@ -183,6 +219,10 @@ constexpr std::string_view kEventColumns = "seq, sandbox_id, type, data_json, at
 constexpr std::string_view kSessionColumns =
     "id, sandbox_id, iss, sub, state, agent_session, parent_id, options_json, budget_json, outcome_json, "
     "cost_micro_usd, turns, created_at, updated_at, ended_at, seq_reserved";
+constexpr std::string_view kExecutionColumns =
+    "id, iss, sub, state, sandbox_id, session_id, request_json, base_commit, head_commit, summary, outcome, "
+    "cost_micro_usd, usage_json, files_json, diff, diff_truncated, bundle_bytes, error, created_at, updated_at, "
+    "ended_at";
 constexpr std::string_view kLedgerColumns =
     "id, iss, sub, kind, amount, at, sandbox_id, session_id, model, input_tokens, output_tokens, "
     "cache_write_tokens, cache_read_tokens";
@@ -304,8 +344,13 @@ struct DbDeleter {
 };
 using Db = std::unique_ptr<sqlite3, DbDeleter>;
 
+// Bytes bound as a BLOB (text is bound as TEXT).
+struct Blob {
+  std::string_view data;
+};
+
 // A bound parameter, for ?1, ?2, ... in order.
-using Value = std::variant<int64_t, std::string_view>;
+using Value = std::variant<int64_t, std::string_view, Blob>;
 
 StatusOr<Stmt> Prepare(sqlite3* db, std::string_view sql, const std::vector<Value>& values,
                        std::string_view what) {
@@ -326,6 +371,10 @@ StatusOr<Stmt> Prepare(sqlite3* db, std::string_view sql, const std::vector<Valu
     int rc;
     if (const int64_t* number = std::get_if<int64_t>(&value)) {
       rc = sqlite3_bind_int64(stmt.get(), index, *number);
+    } else if (const Blob* blob = std::get_if<Blob>(&value)) {
+      // A zero-length blob with a null pointer would bind NULL; "" binds an empty BLOB.
+      rc = sqlite3_bind_blob64(stmt.get(), index, blob->data.data() != nullptr ? blob->data.data() : "",
+                               blob->data.size(), SQLITE_TRANSIENT);
     } else {
       std::string_view text = std::get<std::string_view>(value);
       // A null pointer binds SQL NULL, not an empty string, and an empty string_view may have
@@ -399,6 +448,12 @@ auto Fields(RowOf<SessionRow> auto& r) {
   return std::tie(r.id, r.sandbox_id, r.iss, r.sub, r.state, r.agent_session, r.parent_id, r.options_json,
                   r.budget_json, r.outcome_json, r.cost_micro_usd, r.turns, r.created_at, r.updated_at, r.ended_at,
                   r.seq_reserved);
+}
+
+auto Fields(RowOf<ExecutionRow> auto& r) {
+  return std::tie(r.id, r.iss, r.sub, r.state, r.sandbox_id, r.session_id, r.request_json, r.base_commit,
+                  r.head_commit, r.summary, r.outcome, r.cost_micro_usd, r.usage_json, r.files_json, r.diff,
+                  r.diff_truncated, r.bundle_bytes, r.error, r.created_at, r.updated_at, r.ended_at);
 }
 
 auto Fields(RowOf<LedgerRow> auto& r) {
@@ -965,6 +1020,84 @@ StatusOr<std::vector<SessionRow>> Store::ListSessions(const std::string& iss, co
                                 " FROM sessions WHERE (?1 = '' OR iss = ?1) AND (?2 = '' OR sub = ?2) "
                                 "AND (?3 = '' OR sandbox_id = ?3) ORDER BY created_at, rowid"}),
                            {iss, sub, sandbox_id}, "list sessions");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Executions
+
+Status Store::InsertExecution(const ExecutionRow& row) {
+  std::lock_guard lock(mu_);
+  return Run(db_,
+             Sql({"INSERT INTO executions (", kExecutionColumns,
+                  ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, "
+                  "?20, ?21)"}),
+             Values(row), "insert execution " + row.id);
+}
+
+Status Store::UpdateExecution(const ExecutionRow& row) {
+  std::lock_guard lock(mu_);
+  return RunOnExistingRow(db_,
+                          "UPDATE executions SET iss = ?2, sub = ?3, state = ?4, sandbox_id = ?5, session_id = ?6, "
+                          "request_json = ?7, base_commit = ?8, head_commit = ?9, summary = ?10, outcome = ?11, "
+                          "cost_micro_usd = ?12, usage_json = ?13, files_json = ?14, diff = ?15, "
+                          "diff_truncated = ?16, bundle_bytes = ?17, error = ?18, created_at = ?19, "
+                          "updated_at = ?20, ended_at = ?21 WHERE id = ?1",
+                          Values(row), "update execution " + row.id);
+}
+
+StatusOr<std::optional<ExecutionRow>> Store::GetExecution(const std::string& id) {
+  std::lock_guard lock(mu_);
+  return QueryOne<ExecutionRow>(db_, Sql({"SELECT ", kExecutionColumns, " FROM executions WHERE id = ?1"}), {id},
+                                "get execution " + id);
+}
+
+StatusOr<std::vector<ExecutionRow>> Store::ListExecutions(const std::string& iss, const std::string& sub,
+                                                          const std::string& state) {
+  std::lock_guard lock(mu_);
+  return Query<ExecutionRow>(db_,
+                             Sql({"SELECT ", kExecutionColumns,
+                                  " FROM executions WHERE (?1 = '' OR iss = ?1) AND (?2 = '' OR sub = ?2) "
+                                  "AND (?3 = '' OR state = ?3) ORDER BY created_at, rowid"}),
+                             {iss, sub, state}, "list executions");
+}
+
+Status Store::DeleteExecution(const std::string& id) {
+  std::lock_guard lock(mu_);
+  return RunOnExistingRow(db_, "DELETE FROM executions WHERE id = ?1", {id}, "delete execution " + id);
+}
+
+Status Store::SetExecutionBundle(const std::string& id, std::string_view bundle) {
+  std::lock_guard lock(mu_);
+  return Run(db_, "INSERT OR REPLACE INTO execution_bundles (execution_id, data) VALUES (?1, ?2)",
+             {id, Blob{bundle}}, "store the bundle of execution " + id);
+}
+
+StatusOr<std::optional<std::string>> Store::GetExecutionBundle(const std::string& id) {
+  std::lock_guard lock(mu_);
+  const std::string what = "get the bundle of execution " + id;
+  ASSIGN_OR_RETURN(Stmt stmt, Prepare(db_, "SELECT data FROM execution_bundles WHERE execution_id = ?1", {id}, what));
+  ASSIGN_OR_RETURN(bool has_row, Step(db_, stmt.get(), what));
+  if (!has_row) return std::optional<std::string>();
+  // column_blob before column_bytes (the documented order); an empty BLOB may be a null pointer.
+  const auto* data = static_cast<const char*>(sqlite3_column_blob(stmt.get(), 0));
+  const auto size = static_cast<size_t>(sqlite3_column_bytes(stmt.get(), 0));
+  return std::optional<std::string>(data != nullptr ? std::string(data, size) : std::string());
+}
+
+StatusOr<std::vector<ExecutionRow>> Store::FailRunningExecutions(const std::string& error, int64_t now) {
+  std::vector<ExecutionRow> failed;
+  Status done = InTransaction([&]() -> Status {
+    ASSIGN_OR_RETURN(failed, ListExecutions("", "", "running"));
+    for (ExecutionRow& row : failed) {
+      row.state = "failed";
+      row.error = error;
+      row.updated_at = row.ended_at = now;
+      RETURN_IF_ERROR(UpdateExecution(row));
+    }
+    return Status();
+  });
+  if (!done.ok()) return done;
+  return failed;
 }
 
 }  // namespace corral::supervisor

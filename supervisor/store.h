@@ -1,4 +1,5 @@
-// The daemon's state in SQLite: issuers, sandboxes, snapshots, commands, events.
+// The daemon's state in SQLite: issuers, sandboxes, snapshots, commands, events, sessions, the
+// ledger and headless executions.
 //
 // WAL mode, foreign keys on, versioned migrations (PRAGMA user_version; each migration runs in
 // its own transaction, forward only). Every method that returns OK has committed: an
@@ -18,6 +19,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
@@ -107,6 +109,32 @@ struct SessionRow {
   int64_t updated_at = 0;
   int64_t ended_at = 0;
   int64_t seq_reserved = 0;   // no event of this session has a higher seq
+};
+
+// A headless execution (POST /v1/execute): an agent's task on a copy of a git repository in a
+// sandbox of its own, and what came of it. Its git bundle is stored apart (SetExecutionBundle).
+struct ExecutionRow {
+  std::string id;             // "exe_..."
+  std::string iss;
+  std::string sub;
+  std::string state;          // running|completed|failed
+  std::string sandbox_id;     // "" until the sandbox exists
+  std::string session_id;     // "" until the agent started
+  std::string request_json = "{}";  // task, repo kind, model, permission mode, timeout, keep_sandbox
+  std::string base_commit;    // the repository's HEAD before the agent worked
+  std::string head_commit;    // and after (with what it left uncommitted committed)
+  std::string summary;        // the `result` text of the agent's turn
+  std::string outcome;        // the session's outcome ("completed", "budget_exhausted", ...)
+  int64_t cost_micro_usd = 0;
+  std::string usage_json = "{}";
+  std::string files_json = "[]";  // [{"path", "status"}, ...]
+  std::string diff;           // base..head, at most the configured cap
+  bool diff_truncated = false;
+  int64_t bundle_bytes = 0;   // 0: no bundle (no new commits, or it was refused)
+  std::string error;          // why it failed (or what is missing); "" when all went well
+  int64_t created_at = 0;
+  int64_t updated_at = 0;
+  int64_t ended_at = 0;
 };
 
 // One debit (see budget.h for the units).
@@ -207,6 +235,20 @@ class Store {
                                                   int64_t to);
   StatusOr<std::vector<LedgerRow>> ListLedger(const std::string& iss, const std::string& sub, int64_t from,
                                               int64_t to, int64_t after_id = 0, int64_t limit = 10000);
+
+  // Executions. ListExecutions: empty arguments match every value; oldest first. A bundle is
+  // stored (or replaced) apart from its record and goes with it (DeleteExecution).
+  // FailRunningExecutions (recovery): every running execution becomes failed with `error`, in one
+  // transaction; returns them as stored.
+  Status InsertExecution(const ExecutionRow& row);
+  Status UpdateExecution(const ExecutionRow& row);
+  StatusOr<std::optional<ExecutionRow>> GetExecution(const std::string& id);
+  StatusOr<std::vector<ExecutionRow>> ListExecutions(const std::string& iss, const std::string& sub,
+                                                     const std::string& state = "");
+  Status DeleteExecution(const std::string& id);
+  Status SetExecutionBundle(const std::string& id, std::string_view bundle);
+  StatusOr<std::optional<std::string>> GetExecutionBundle(const std::string& id);
+  StatusOr<std::vector<ExecutionRow>> FailRunningExecutions(const std::string& error, int64_t now);
 
   // Runs `body` in one transaction (BEGIN IMMEDIATE ... COMMIT, ROLLBACK when it fails). The
   // methods above may be called inside it; they join the transaction.

@@ -539,5 +539,83 @@ TEST(TokenOptionsTest, Errors) {
   }
 }
 
+// ---- corral execute, corral git ----
+
+TEST(ExecuteOptionsTest, EveryOption) {
+  auto options = ParseExecuteOptions({"--repo", "./app", "--keep", "--out=results", "--model", "sonnet", "--timeout",
+                                      "10m", "--json", "fix the bug"},
+                                     Env());
+  ASSERT_TRUE(options.ok()) << options.status().ToString();
+  EXPECT_EQ(options->repo, "./app");
+  EXPECT_EQ(options->task, "fix the bug");
+  EXPECT_TRUE(options->keep);
+  EXPECT_EQ(options->out_dir, "results");
+  EXPECT_EQ(options->model, "sonnet");
+  EXPECT_EQ(options->timeout_s, 600u);
+  EXPECT_TRUE(options->json);
+  EXPECT_EQ(options->server.token, "env-token");
+  // The defaults, and a task that looks like an option after "--".
+  auto plain = ParseExecuteOptions({"--repo", "x.bundle", "--", "--not-an-option"}, Env());
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_EQ(plain->task, "--not-an-option");
+  EXPECT_FALSE(plain->keep);
+  EXPECT_EQ(plain->out_dir, "");
+  EXPECT_FALSE(plain->timeout_s.has_value());
+  EXPECT_TRUE(ParseExecuteOptions({"--help"}, Env())->help);
+}
+
+TEST(ExecuteOptionsTest, Errors) {
+  for (const auto& c : std::vector<BadCase>{
+           {{"--repo", "."}, "expected the task"},
+           {{"--repo", ".", "one", "two"}, "expected the task"},
+           {{"task"}, "--repo: required"},
+           {{"--repo", "", "task"}, "--repo: required"},
+           {{"--repo", ".", "--out=", "task"}, "--out: missing directory"},
+           {{"--repo", ".", "--timeout", "soon", "task"}, "--timeout: a duration"},
+           {{"--repo", ".", "--timeout", "0", "task"}, "--timeout: a duration"},
+           {{"--repo", ".", "--bogus", "task"}, "unknown option '--bogus'"},
+       }) {
+    auto options = ParseExecuteOptions(c.args, Env());
+    ASSERT_FALSE(options.ok()) << testing::PrintToString(c.args);
+    EXPECT_THAT(options.status().message(), StartsWith(c.expected_prefix)) << testing::PrintToString(c.args);
+  }
+}
+
+TEST(GitOptionsTest, DiffAndBundle) {
+  auto diff = ParseGitOptions({"diff", "sb_1", "--path", "/home/agent/w", "--base=HEAD~2", "--json"}, Env());
+  ASSERT_TRUE(diff.ok()) << diff.status().ToString();
+  EXPECT_EQ(diff->verb, GitVerb::kDiff);
+  EXPECT_EQ(diff->sandbox, "sb_1");
+  EXPECT_EQ(diff->path, "/home/agent/w");
+  EXPECT_EQ(diff->base, "HEAD~2");
+  EXPECT_TRUE(diff->json);
+  auto bundle = ParseGitOptions({"bundle", "sb_1", "--out", "x.bundle"}, Env());
+  ASSERT_TRUE(bundle.ok()) << bundle.status().ToString();
+  EXPECT_EQ(bundle->verb, GitVerb::kBundle);
+  EXPECT_EQ(bundle->out, "x.bundle");
+  EXPECT_EQ(bundle->path, "");
+  EXPECT_EQ(bundle->base, "");
+  EXPECT_TRUE(ParseGitOptions({"--help"}, Env())->help);
+  EXPECT_TRUE(ParseGitOptions({"diff", "--help"}, Env())->help);
+}
+
+TEST(GitOptionsTest, Errors) {
+  for (const auto& c : std::vector<BadCase>{
+           {{}, "missing command: diff or bundle"},
+           {{"log", "sb"}, "unknown command 'git log'"},
+           {{"diff"}, "expected one SANDBOX"},
+           {{"diff", "a", "b"}, "expected one SANDBOX"},
+           {{"diff", "sb", "--path", "relative"}, "--path: an absolute path"},
+           {{"diff", "sb", "--base="}, "--base: missing revision"},
+           {{"diff", "sb", "--out", "f"}, "unknown option '--out'"},
+           {{"bundle", "sb"}, "--out: required"},
+           {{"bundle", "sb", "--out", "f", "--json"}, "unknown option '--json'"},
+       }) {
+    auto options = ParseGitOptions(c.args, Env());
+    ASSERT_FALSE(options.ok()) << testing::PrintToString(c.args);
+    EXPECT_THAT(options.status().message(), StartsWith(c.expected_prefix)) << testing::PrintToString(c.args);
+  }
+}
+
 }  // namespace
 }  // namespace corral::cli

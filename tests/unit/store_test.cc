@@ -1073,6 +1073,133 @@ TEST_F(StoreTest, SessionsRoundTripAndGoWithTheirSandbox) {
   EXPECT_TRUE(store_->GetSession("ses_c")->has_value());
 }
 
+// ---------------------------------------------------------------------------------------------
+// Executions
+
+ExecutionRow NewExecution(const std::string& id, const std::string& sub = "alice", int64_t created_at = 100) {
+  ExecutionRow row;
+  row.id = id;
+  row.iss = "corp";
+  row.sub = sub;
+  row.state = "running";
+  row.sandbox_id = "sb_gone";  // no sandbox row: a record outlives its sandbox
+  row.session_id = "ses_1";
+  row.request_json = R"({"task":"fix the bug"})";
+  row.created_at = row.updated_at = created_at;
+  return row;
+}
+
+TEST_F(StoreTest, ExecutionsRoundTripEveryColumnAndListOnlyTheirUsers) {
+  ASSERT_TRUE(store_->InsertExecution(NewExecution("exe_a", "alice", 100)).ok());
+  ASSERT_TRUE(store_->InsertExecution(NewExecution("exe_b", "alice", 101)).ok());
+  ASSERT_TRUE(store_->InsertExecution(NewExecution("exe_c", "bob", 102)).ok());
+  EXPECT_EQ(store_->InsertExecution(NewExecution("exe_a")).error_number(), EEXIST);
+
+  ExecutionRow row = NewExecution("exe_a");
+  row.state = "completed";
+  row.base_commit = "8a59dee6b0ec2b4e753ebb806791a626a42c9f9f";
+  row.head_commit = "76e477164e4deafa4533cfba1332c6b92b018ad9";
+  row.summary = "done";
+  row.outcome = "completed";
+  row.cost_micro_usd = 12345;
+  row.usage_json = R"({"input_tokens":10})";
+  row.files_json = R"([{"path":"a","status":"modified"}])";
+  row.diff = "diff --git a/a b/a\n";  // any bytes, NUL included
+  row.diff += '\xff';
+  row.diff += '\0';
+  row.diff += "binary";
+  row.diff_truncated = true;
+  row.bundle_bytes = 7;
+  row.error = "none";
+  row.updated_at = row.ended_at = 300;
+  ASSERT_TRUE(store_->UpdateExecution(row).ok());
+  auto got = store_->GetExecution("exe_a");
+  ASSERT_TRUE(got.ok() && got->has_value()) << got.status().ToString();
+  const ExecutionRow& e = **got;
+  EXPECT_EQ(std::tie(e.id, e.iss, e.sub, e.state, e.sandbox_id, e.session_id, e.request_json, e.base_commit,
+                     e.head_commit, e.summary, e.outcome, e.cost_micro_usd, e.usage_json, e.files_json, e.diff,
+                     e.diff_truncated, e.bundle_bytes, e.error, e.created_at, e.updated_at, e.ended_at),
+            std::tie(row.id, row.iss, row.sub, row.state, row.sandbox_id, row.session_id, row.request_json,
+                     row.base_commit, row.head_commit, row.summary, row.outcome, row.cost_micro_usd, row.usage_json,
+                     row.files_json, row.diff, row.diff_truncated, row.bundle_bytes, row.error, row.created_at,
+                     row.updated_at, row.ended_at));
+  EXPECT_EQ(e.diff.size(), 27u);
+  EXPECT_EQ(store_->UpdateExecution(NewExecution("exe_zz")).error_number(), ENOENT);
+  EXPECT_FALSE(store_->GetExecution("exe_zz")->has_value());
+
+  // Another user's are not listed; the owner's come oldest first.
+  auto alices = store_->ListExecutions("corp", "alice");
+  ASSERT_TRUE(alices.ok());
+  ASSERT_EQ(alices->size(), 2u);
+  EXPECT_EQ((*alices)[0].id, "exe_a");
+  EXPECT_EQ((*alices)[1].id, "exe_b");
+  auto bobs = store_->ListExecutions("corp", "bob");
+  ASSERT_EQ(bobs->size(), 1u);
+  EXPECT_EQ((*bobs)[0].id, "exe_c");
+  EXPECT_EQ(store_->ListExecutions("other", "alice")->size(), 0u);
+  EXPECT_EQ(store_->ListExecutions("", "", "running")->size(), 2u);
+}
+
+TEST_F(StoreTest, ExecutionBundlesAreBytesStoredApartAndGoWithTheirRecord) {
+  ASSERT_TRUE(store_->InsertExecution(NewExecution("exe_a")).ok());
+  ASSERT_TRUE(store_->InsertExecution(NewExecution("exe_b")).ok());
+  // A bundle needs its record.
+  EXPECT_FALSE(store_->SetExecutionBundle("exe_nope", "x").ok());
+  EXPECT_FALSE(store_->GetExecutionBundle("exe_a")->has_value());
+  std::string bundle = "# v2 git bundle\n";
+  for (int i = 0; i < 256; ++i) bundle += static_cast<char>(i);
+  ASSERT_TRUE(store_->SetExecutionBundle("exe_a", bundle).ok());
+  auto got = store_->GetExecutionBundle("exe_a");
+  ASSERT_TRUE(got.ok() && got->has_value()) << got.status().ToString();
+  EXPECT_EQ(**got, bundle);
+  RawDb raw(path_);
+  EXPECT_EQ(raw.Exec("SELECT typeof(data) FROM execution_bundles"), "blob");
+  // Replaced, and an empty one is still there (not NULL).
+  ASSERT_TRUE(store_->SetExecutionBundle("exe_b", "").ok());
+  ASSERT_TRUE(store_->GetExecutionBundle("exe_b")->has_value());
+  EXPECT_EQ(**store_->GetExecutionBundle("exe_b"), "");
+  ASSERT_TRUE(store_->SetExecutionBundle("exe_a", "second").ok());
+  EXPECT_EQ(**store_->GetExecutionBundle("exe_a"), "second");
+  ASSERT_TRUE(store_->DeleteExecution("exe_a").ok());
+  EXPECT_FALSE(store_->GetExecutionBundle("exe_a")->has_value());
+  EXPECT_EQ(store_->DeleteExecution("exe_a").error_number(), ENOENT);
+  EXPECT_TRUE(store_->GetExecutionBundle("exe_b")->has_value());
+}
+
+TEST_F(StoreTest, RecoveryFailsRunningExecutionsAndLeavesEndedOnes) {
+  ASSERT_TRUE(store_->InsertExecution(NewExecution("exe_run1")).ok());
+  ASSERT_TRUE(store_->InsertExecution(NewExecution("exe_run2", "bob")).ok());
+  ExecutionRow done = NewExecution("exe_done");
+  done.state = "completed";
+  done.ended_at = 150;
+  ASSERT_TRUE(store_->InsertExecution(done).ok());
+  ExecutionRow bad = NewExecution("exe_bad");
+  bad.state = "dreaming";  // the table takes the three states only
+  EXPECT_FALSE(store_->InsertExecution(bad).ok());
+
+  auto failed = store_->FailRunningExecutions("daemon restarted", 500);
+  ASSERT_TRUE(failed.ok()) << failed.status().ToString();
+  ASSERT_EQ(failed->size(), 2u);
+  for (const auto& row : *failed) {
+    EXPECT_EQ(row.state, "failed");
+    EXPECT_EQ(row.error, "daemon restarted");
+  }
+  for (const char* id : {"exe_run1", "exe_run2"}) {
+    auto row = store_->GetExecution(id);
+    ASSERT_TRUE(row.ok() && row->has_value());
+    EXPECT_EQ((*row)->state, "failed") << id;
+    EXPECT_EQ((*row)->error, "daemon restarted") << id;
+    EXPECT_EQ((*row)->ended_at, 500) << id;
+    EXPECT_EQ((*row)->sandbox_id, "sb_gone") << id;  // the rest is kept
+  }
+  auto kept = store_->GetExecution("exe_done");
+  EXPECT_EQ((*kept)->state, "completed");
+  EXPECT_EQ((*kept)->ended_at, 150);
+  EXPECT_EQ((*kept)->error, "");
+  // Nothing is left running: a second pass finds nothing.
+  EXPECT_EQ(store_->FailRunningExecutions("again", 600)->size(), 0u);
+}
+
 }  // namespace
 }  // namespace corral::supervisor
 
