@@ -180,6 +180,22 @@ StatusOr<supervisor::NewSession> ParseNewSession(const json& body) {
     if (!body["partial"].is_boolean()) return Status::Error("partial: expected true or false", EINVAL);
     request.options.partial = body["partial"].get<bool>();
   }
+  if (body.contains("tools")) {
+    if (!body["tools"].is_array()) return Status::Error("tools: expected a list of tools", EINVAL);
+    for (const auto& item : body["tools"]) {
+      if (!item.is_object() || !item.contains("name") || !item["name"].is_string()) {
+        return Status::Error("tools: each is {\"name\", \"description\"?, \"input_schema\"?}", EINVAL);
+      }
+      supervisor::ClientTool tool;
+      tool.name = item["name"].get<std::string>();
+      if (item.contains("description")) {
+        if (!item["description"].is_string()) return Status::Error("tools: description: expected a string", EINVAL);
+        tool.description = item["description"].get<std::string>();
+      }
+      if (item.contains("input_schema")) tool.input_schema = item["input_schema"];
+      request.tools.push_back(std::move(tool));
+    }
+  }
   return request;
 }
 
@@ -766,6 +782,34 @@ class WsApi : public WsHandler, public std::enable_shared_from_this<WsApi> {
     if (op == "session.send") {
       if (!request.contains("text") || !request["text"].is_string()) return Status::Error("text: expected a string", EINVAL);
       RETURN_IF_ERROR(agents_.Send(caller, id, request["text"].get<std::string>()));
+      return json::object();
+    }
+    if (op == "session.tool_result") {
+      if (!request.contains("call") || !request["call"].is_string()) return Status::Error("call: expected a call id", EINVAL);
+      json result = {{"isError", false}};
+      if (request.contains("content")) {
+        result["content"] = request["content"];
+      } else if (request.contains("text") && request["text"].is_string()) {
+        result["content"] = json::array({{{"type", "text"}, {"text", request["text"]}}});
+      } else {
+        return Status::Error("content or text: the tool's result", EINVAL);
+      }
+      if (request.contains("is_error")) result["isError"] = request["is_error"];
+      RETURN_IF_ERROR(agents_.AnswerTool(caller, id, request["call"].get<std::string>(), std::move(result)));
+      return json::object();
+    }
+    if (op == "session.permission") {
+      if (!request.contains("call") || !request["call"].is_string()) return Status::Error("call: expected a call id", EINVAL);
+      if (!request.contains("allow") || !request["allow"].is_boolean()) {
+        return Status::Error("allow: expected true or false", EINVAL);
+      }
+      const std::string message = request.contains("message") && request["message"].is_string()
+                                      ? request["message"].get<std::string>()
+                                      : std::string();
+      const json updated = request.contains("updated_input") ? request["updated_input"] : json();
+      if (!updated.is_null() && !updated.is_object()) return Status::Error("updated_input: expected an object", EINVAL);
+      RETURN_IF_ERROR(agents_.AnswerPermission(caller, id, request["call"].get<std::string>(),
+                                               request["allow"].get<bool>(), message, updated));
       return json::object();
     }
     if (op == "session.interrupt") RETURN_IF_ERROR(agents_.Interrupt(caller, id));

@@ -147,6 +147,29 @@ std::string ApplyOrigins(const toml::node& node, DaemonConfig& config) {
   return "";
 }
 
+// Absolute host paths without "." or ".." components and without a trailing '/' (except "/"):
+// [execute] allowed_repo_paths, compared with the real path of what a request names.
+std::string ApplyRepoPaths(const toml::node& node, DaemonConfig& config) {
+  const std::string expected = "expected an array of absolute paths like [\"/srv/repos/app\"]";
+  const auto* array = node.as_array();
+  if (array == nullptr) return expected;
+  std::vector<std::string> paths;
+  for (const toml::node& element : *array) {
+    const auto* s = element.as_string();
+    if (s == nullptr) return expected;
+    const std::string& path = s->get();
+    if (path.empty() || path[0] != '/' || path.find('\0') != std::string::npos) return expected;
+    if (path.size() > 1 && path.back() == '/') return expected;
+    if (path.find("/./") != std::string::npos || path.find("/../") != std::string::npos ||
+        path.ends_with("/.") || path.ends_with("/..") || path.find("//") != std::string::npos) {
+      return expected;
+    }
+    paths.push_back(path);
+  }
+  config.execute_allowed_repo_paths = std::move(paths);
+  return "";
+}
+
 std::string ApplyCgroupParent(const toml::node& node, DaemonConfig& config) {
   const std::string expected = "expected a relative cgroup path like \"corral\"";
   const auto* s = node.as_string();
@@ -279,6 +302,8 @@ const std::vector<KeySpec>& Keys() {
       {"streams", "replay_buffer", SizeKey(&DaemonConfig::replay_buffer_bytes)},
       {"streams", "max_file", SizeKey(&DaemonConfig::max_file_bytes)},
       {"store", "synchronous", ApplySynchronous},
+      {"sessions", "tool_call_timeout", SecondsKey(&DaemonConfig::tool_call_timeout_s)},
+      {"sessions", "agent_silence_timeout", SecondsKey(&DaemonConfig::agent_silence_timeout_s)},
       {"relay", "port", CountKey(&DaemonConfig::relay_port)},
       {"relay", "upstream", UrlKey(&DaemonConfig::relay_upstream)},
       {"relay", "api_key_file", AbsolutePathKey(&DaemonConfig::relay_api_key_file, /*empty_ok=*/true)},
@@ -287,6 +312,10 @@ const std::vector<KeySpec>& Keys() {
       {"relay", "timeout", SecondsKey(&DaemonConfig::relay_timeout_s)},
       {"relay", "requests_per_minute", CountKey(&DaemonConfig::relay_requests_per_minute)},
       {"relay", "prices", ApplyPrices},
+      {"execute", "allowed_repo_paths", ApplyRepoPaths},
+      {"execute", "timeout", SecondsKey(&DaemonConfig::execute_timeout_s)},
+      {"execute", "max_diff", SizeKey(&DaemonConfig::execute_max_diff_bytes)},
+      {"execute", "max_bundle", SizeKey(&DaemonConfig::execute_max_bundle_bytes)},
   };
   return keys;
 }
@@ -375,6 +404,11 @@ Status Validate(const DaemonConfig& c, const std::string& origin, const Lines& l
   }
   RETURN_IF_ERROR(check.Positive("relay.max_request", c.relay_max_request_bytes));
   RETURN_IF_ERROR(check.Positive("relay.timeout", c.relay_timeout_s));
+  RETURN_IF_ERROR(check.Positive("execute.timeout", c.execute_timeout_s));
+  RETURN_IF_ERROR(check.Positive("execute.max_diff", c.execute_max_diff_bytes));
+  RETURN_IF_ERROR(check.Positive("execute.max_bundle", c.execute_max_bundle_bytes));
+  RETURN_IF_ERROR(check.Positive("sessions.tool_call_timeout", c.tool_call_timeout_s));
+  RETURN_IF_ERROR(check.Positive("sessions.agent_silence_timeout", c.agent_silence_timeout_s));
 
   // sockaddr_un.sun_path holds 107 characters and the terminating NUL.
   if (c.admin_socket.size() >= sizeof(sockaddr_un{}.sun_path)) {

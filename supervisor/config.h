@@ -70,6 +70,10 @@ struct DaemonConfig {
   // [store]
   bool store_synchronous_full = false;            // store.synchronous = "normal" | "full"
 
+  // [sessions]: agent sessions
+  uint64_t tool_call_timeout_s = 120;             // a client tool call or permission request unanswered
+  uint64_t agent_silence_timeout_s = 900;         // an agent silent this long during a turn is hung
+
   // [relay]: the model relay on each sandbox's loopback (supervisor/model_relay.h)
   uint64_t relay_port = 7880;                     // ANTHROPIC_BASE_URL=http://127.0.0.1:<port> inside
   std::string relay_upstream = "https://api.anthropic.com";
@@ -79,6 +83,12 @@ struct DaemonConfig {
   uint64_t relay_timeout_s = 600;
   uint64_t relay_requests_per_minute = 60;        // model calls per user; 0 = no limit
   PriceTable relay_prices;                        // [relay.prices."MODEL"] input/output/cache_write/cache_read
+
+  // [execute]: headless executions (POST /v1/execute)
+  std::vector<std::string> execute_allowed_repo_paths;  // host repositories `repo.path` may name
+  uint64_t execute_timeout_s = 3600;              // the longest an execution's agent works (and the default)
+  uint64_t execute_max_diff_bytes = 4ull << 20;   // the diff kept in its record; longer: truncated
+  uint64_t execute_max_bundle_bytes = 64ull << 20;  // a repository made from a path, and a result's bundle
 };
 
 // Parses TOML text; `origin` names the file in error messages.

@@ -139,6 +139,9 @@ StatusOr<SandboxProcess> SandboxHost::Start(const SandboxShape& shape) {
   input.host_uid_base = base;
   input.host_gid_base = base;
   input.agent_uid = isolation::kAgentUid;
+  if (!mcp_binary_.empty()) {
+    input.binds.push_back({mcp_binary_, "/run/corral/bin/corral-mcp", /*read_only=*/true, /*is_dir=*/false});
+  }
 
   isolation::LaunchPlan plan;
   ASSIGN_OR_RETURN(plan.mounts, rootfs::BuildMountPlan(input));

@@ -98,11 +98,15 @@ class SandboxHost {
   std::string ControlPath(const std::string& id) const;
 
   cgroups::CgroupBackend& backend() { return backend_; }
+  // A host file bound read-only into every sandbox started from now on, at /run/corral/bin/
+  // corral-mcp ("" = none). It and its directories must be reachable by the sandboxes' uids.
+  void SetMcpBinary(std::string path) { mcp_binary_ = std::move(path); }
 
  private:
   const DaemonConfig& config_;
   cgroups::CgroupBackend& backend_;
   std::string init_path_;
+  std::string mcp_binary_;
 };
 
 // /proc/PID/stat field 22 (start time in clock ticks since boot); 0 when the process is gone.

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -89,6 +90,28 @@ Status CheckOptions(const SessionOptions& o) {
 
 Status NotFound(const std::string& what) { return Status::Error(what + " not found", ENOENT); }
 
+constexpr size_t kMaxClientTools = 64;
+
+Status CheckTools(const std::vector<ClientTool>& tools) {
+  if (tools.size() > kMaxClientTools) return Status::Error("tools: at most 64", EINVAL);
+  std::set<std::string> names;
+  for (const ClientTool& tool : tools) {
+    // The API caps tool names at 64 characters, and the agent sees mcp__corral__<name>.
+    bool ok = !tool.name.empty() && tool.name.size() <= 50;
+    for (char c : tool.name) ok = ok && (isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-');
+    if (!ok) return Status::Error("tools: a name is 1 to 50 characters of A-Z a-z 0-9 _ -: " + tool.name, EINVAL);
+    if (tool.name == kPermissionTool) return Status::Error("tools: " + tool.name + " is the daemon's own", EINVAL);
+    if (!names.insert(tool.name).second) return Status::Error("tools: " + tool.name + " twice", EINVAL);
+    if (tool.description.size() > 4096) return Status::Error("tools: a description is at most 4096 bytes", EINVAL);
+    if (!tool.input_schema.is_object()) return Status::Error("tools: input_schema must be a JSON schema object", EINVAL);
+  }
+  return Status();
+}
+
+json ToolResultText(const std::string& text, bool is_error) {
+  return {{"content", json::array({{{"type", "text"}, {"text", text}}})}, {"isError", is_error}};
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -103,12 +126,34 @@ AgentSession::~AgentSession() {
 
 void AgentSession::Emit(const json& event) { events_.Append(StreamEvent::Kind::kOutput, 1, event.dump()); }
 
+void AgentSession::WatchSilence() {
+  if (runner_.io_ == nullptr) return;
+  if (row_.state != "processing" || ended_) {
+    if (silence_) silence_->cancel();
+    return;
+  }
+  if (!silence_) silence_ = std::make_unique<boost::asio::steady_timer>(*runner_.io_);
+  silence_->expires_after(std::chrono::seconds(runner_.config_.agent_silence_timeout_s));
+  std::weak_ptr<AgentSession> weak = weak_from_this();
+  silence_->async_wait([weak](boost::system::error_code ec) {
+    auto self = weak.lock();
+    if (ec || !self || self->ended_ || self->row_.state != "processing") return;
+    // Hung (or stuck in something that prints nothing): the turn cannot finish. The transcript
+    // stays in the workspace; the session can be resumed.
+    self->hung_ = true;
+    self->Emit({{"kind", "agent_hung"}, {"silent_s", self->runner_.config_.agent_silence_timeout_s}});
+    LogWarn("session", "agent printed nothing for too long: stopping it", {{"session", self->id()}});
+    (void)self->command_->Signal(SIGKILL);
+  });
+}
+
 void AgentSession::SetState(const std::string& state) {
   if (row_.state == state) return;
   row_.state = state;
   row_.updated_at = Now();
   (void)runner_.store_.UpdateSession(row_);
   Emit({{"kind", "state"}, {"state", state}});
+  WatchSilence();
 }
 
 void AgentSession::OnStreamEvent(const StreamEvent& event) {
@@ -137,6 +182,7 @@ void AgentSession::OnStreamEvent(const StreamEvent& event) {
 
 void AgentSession::OnLine(std::string_view line) {
   if (line.empty()) return;
+  if (row_.state == "processing") WatchSilence();
   json message = json::parse(line, nullptr, false);
   if (!message.is_object()) {
     Emit({{"kind", "stdout"}, {"text", std::string(line)}});
@@ -165,7 +211,11 @@ void AgentSession::End(const std::string& command_outcome) {
   ended_ = true;
   json process = json::parse(command_outcome, nullptr, false);
   std::string state, outcome;
-  if (budget_exhausted_ || (process.is_object() && process.value("outcome", "") == "budget_exhausted")) {
+  if (silence_) silence_->cancel();
+  if (hung_) {
+    state = "failed";
+    outcome = "agent_hung";
+  } else if (budget_exhausted_ || (process.is_object() && process.value("outcome", "") == "budget_exhausted")) {
     // The AI budget (the relay refused a call) or the compute budget (the sandbox was stopped).
     state = "failed";
     outcome = "budget_exhausted";
@@ -233,6 +283,12 @@ Status SessionRunner::CheckConcurrency(const std::string& iss, const std::string
 StatusOr<std::shared_ptr<AgentSession>> SessionRunner::Create(const Caller& caller, const UserCaps& caps,
                                                                NewSession request) {
   RETURN_IF_ERROR(CheckOptions(request.options));
+  RETURN_IF_ERROR(CheckTools(request.tools));
+  if (!request.tools.empty() && (bridge_ == nullptr || !mcp_in_sandboxes_)) {
+    return Status::Error("tools: this daemon has no corral-mcp to offer them to the agent (install it beside corrald "
+                         "or in /usr/libexec/corral)",
+                         ENOTSUP);
+  }
   ASSIGN_OR_RETURN(SandboxRow sandbox, manager_.Get(caller, request.sandbox_id));
   RETURN_IF_ERROR(CheckConcurrency(sandbox.iss, sandbox.sub, caps));
   if (!request.resume.empty() && !request.fork.empty()) {
@@ -300,6 +356,43 @@ StatusOr<std::shared_ptr<AgentSession>> SessionRunner::Create(const Caller& call
     spec.argv.insert(spec.argv.end(), {"--disallowedTools", Join(request.options.disallowed_tools)});
   }
   if (request.options.partial) spec.argv.push_back("--include-partial-messages");
+  // Client tools, and permission requests when the mode asks: corral-mcp, with a key of its
+  // own, reaches the tool bridge on the sandbox's loopback.
+  const bool asks = request.options.permission_mode != "bypassPermissions";
+  std::string tool_key;
+  json bridge_tools = json::array();
+  if (bridge_ != nullptr && mcp_in_sandboxes_ && (!request.tools.empty() || asks)) {
+    std::vector<std::string> allowed = request.options.allowed_tools;
+    for (const ClientTool& tool : request.tools) {
+      bridge_tools.push_back({{"name", tool.name}, {"description", tool.description}, {"inputSchema", tool.input_schema}});
+      allowed.push_back(std::string("mcp__corral__") + tool.name);  // the client's own tools need no asking
+    }
+    if (asks) {
+      bridge_tools.push_back(
+          {{"name", kPermissionTool},
+           {"description", "Asks the user whether a tool may run."},
+           {"inputSchema",
+            {{"type", "object"},
+             {"properties", {{"tool_name", {{"type", "string"}}}, {"input", {{"type", "object"}}}, {"tool_use_id", {{"type", "string"}}}}},
+             {"required", {"tool_name", "input"}}}}});
+      spec.argv.insert(spec.argv.end(), {"--permission-prompt-tool", std::string("mcp__corral__") + kPermissionTool});
+    }
+    json mcp = {{"mcpServers",
+                 {{"corral",
+                   {{"type", "stdio"},
+                    {"command", kMcpPathInSandbox},
+                    {"env",
+                     {{"CORRAL_TOOL_BRIDGE", "127.0.0.1:" + std::to_string(bridge_->Ports().front())},
+                      {"CORRAL_TOOL_KEY", "${CORRAL_TOOL_KEY}"}}}}}}}};
+    spec.argv.insert(spec.argv.end(), {"--mcp-config", mcp.dump(), "--strict-mcp-config"});
+    if (!request.tools.empty()) {
+      // One --allowedTools: the last would win.
+      auto flag = std::find(spec.argv.begin(), spec.argv.end(), "--allowedTools");
+      if (flag != spec.argv.end()) spec.argv.erase(flag, flag + 2);
+      spec.argv.insert(spec.argv.end(), {"--allowedTools", Join(allowed)});
+    }
+    tool_key = NewToolKey();
+  }
   RelayClient client{row.id, sandbox.id, row.iss, row.sub, request.budget};
   const std::string key = keys_.Issue(client);
   spec.env = {"ANTHROPIC_BASE_URL=http://127.0.0.1:" + std::to_string(config_.relay_port),
@@ -308,6 +401,15 @@ StatusOr<std::shared_ptr<AgentSession>> SessionRunner::Create(const Caller& call
               // has no network anyway; this spares the CLI its timeouts).
               "DISABLE_AUTOUPDATER=1", "DISABLE_TELEMETRY=1", "DISABLE_ERROR_REPORTING=1",
               "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"};
+  std::string tool_digest;
+  if (!tool_key.empty()) {
+    // In the environment, not on the command line; the MCP config refers to it. Tool search off:
+    // the model sees the declared tools' schemas, not just their names.
+    spec.env.push_back("CORRAL_TOOL_KEY=" + tool_key);
+    spec.env.push_back("ENABLE_TOOL_SEARCH=false");
+    tool_digest = ToolKeyDigest(tool_key);
+    tool_keys_[tool_digest] = ToolKey{row.id, sandbox.id, bridge_tools};
+  }
 
   if (resumed) {
     RETURN_IF_ERROR(store_.UpdateSession(row));
@@ -317,6 +419,7 @@ StatusOr<std::shared_ptr<AgentSession>> SessionRunner::Create(const Caller& call
   auto command = manager_.Exec(caller, caps, spec);
   if (!command.ok()) {
     keys_.Revoke(row.id);
+    if (!tool_digest.empty()) tool_keys_.erase(tool_digest);
     row.state = resumed ? "idle" : "failed";
     row.outcome_json = json{{"outcome", "start_failed"}, {"error", command.status().message()}}.dump();
     row.ended_at = Now();
@@ -325,6 +428,7 @@ StatusOr<std::shared_ptr<AgentSession>> SessionRunner::Create(const Caller& call
   }
   auto session = std::make_shared<AgentSession>(*this, row, config_.replay_buffer_bytes);
   session->command_ = *command;
+  session->tool_key_digest_ = tool_digest;
   live_[row.id] = session;
   recent_.erase(row.id);
   (void)(*command)->stream().Subscribe(session.get(), 0);
@@ -470,6 +574,13 @@ void SessionRunner::OnEnded(AgentSession& session) {
   when_ended_.erase(first, last);
   const SessionRow row = session.row();
   for (auto& fn : callbacks) fn(row);
+  if (!session.tool_key_digest_.empty()) tool_keys_.erase(session.tool_key_digest_);
+  for (auto& [call, pending] : session.calls_) {
+    if (pending.timer) pending.timer->cancel();
+    if (pending.reply) pending.reply(ToolResultText("the session ended before the client answered", true));
+  }
+  session.calls_.clear();
+  if (bridge_ != nullptr) bridge_->DropSession(session.id());
   auto it = live_.find(session.id());
   if (it == live_.end()) return;
   recent_[session.id()] = it->second;
@@ -506,6 +617,110 @@ void SessionRunner::OnExhausted(const RelayClient& client) {
   session.Emit({{"kind", "budget_exhausted"}});
   LogInfo("session", "AI budget spent: stopping the agent", {{"session", session.id()}});
   (void)session.command_->Signal(SIGKILL);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Client tools
+
+void SessionRunner::EnableTools(boost::asio::io_context& io, ToolBridge& bridge, bool mcp_in_sandboxes) {
+  io_ = &io;
+  bridge_ = &bridge;
+  mcp_in_sandboxes_ = mcp_in_sandboxes;
+}
+
+std::optional<ToolSessionInfo> SessionRunner::FindToolKey(std::string_view sandbox_id, std::string_view key) {
+  auto it = tool_keys_.find(ToolKeyDigest(key));
+  if (it == tool_keys_.end() || it->second.sandbox_id != sandbox_id || !live_.count(it->second.session_id)) {
+    return std::nullopt;
+  }
+  return ToolSessionInfo{it->second.session_id, it->second.tools};
+}
+
+void SessionRunner::OnToolCall(const std::string& session_id, const std::string& call_id, const std::string& name,
+                               json arguments, std::function<void(json result)> reply) {
+  auto it = live_.find(session_id);
+  if (it == live_.end() || it->second->ended_) {
+    return reply(ToolResultText("the session is not running", true));
+  }
+  AgentSession& session = *it->second;
+  AgentSession::PendingCall pending;
+  pending.permission = name == kPermissionTool;
+  pending.reply = std::move(reply);
+  if (io_ != nullptr) {
+    pending.timer = std::make_unique<boost::asio::steady_timer>(*io_, std::chrono::seconds(config_.tool_call_timeout_s));
+    pending.timer->async_wait([this, session_id, call_id](boost::system::error_code ec) {
+      if (!ec) ToolCallTimedOut(session_id, call_id);
+    });
+  }
+  if (pending.permission) {
+    session.Emit({{"kind", "permission_request"},
+                  {"call", call_id},
+                  {"tool_name", arguments.value("tool_name", "")},
+                  {"input", arguments.contains("input") ? arguments["input"] : json::object()}});
+  } else {
+    session.Emit({{"kind", "tool_call"}, {"call", call_id}, {"name", name}, {"input", std::move(arguments)}});
+  }
+  session.calls_[call_id] = std::move(pending);
+  session.SetState("waiting_tool");
+}
+
+Status SessionRunner::Answer(AgentSession& session, const std::string& call, json result, bool permission) {
+  auto it = session.calls_.find(call);
+  if (it == session.calls_.end() || it->second.permission != permission) {
+    return Status::Error(std::string(permission ? "permission request " : "tool call ") + call +
+                             " is not waiting in session " + session.id(),
+                         ENOENT);
+  }
+  AgentSession::PendingCall pending = std::move(it->second);
+  session.calls_.erase(it);
+  if (pending.timer) pending.timer->cancel();
+  const bool is_error = result.value("isError", false);
+  pending.reply(std::move(result));
+  session.Emit({{"kind", permission ? "permission_answer" : "tool_result"}, {"call", call}, {"is_error", is_error}});
+  if (session.calls_.empty() && !session.ended_) session.SetState(session.pending_turns_ > 0 ? "processing" : "ready");
+  return Status();
+}
+
+Status SessionRunner::AnswerTool(const Caller& caller, const std::string& id, const std::string& call, json result) {
+  ASSIGN_OR_RETURN(std::shared_ptr<AgentSession> session, Live(caller, id));
+  if (!result.is_object() || !result.contains("content") || !result["content"].is_array()) {
+    return Status::Error("content: expected MCP content, e.g. [{\"type\": \"text\", \"text\": \"...\"}]", EINVAL);
+  }
+  if (result.contains("isError") && !result["isError"].is_boolean()) {
+    return Status::Error("is_error: expected true or false", EINVAL);
+  }
+  return Answer(*session, call, std::move(result), /*permission=*/false);
+}
+
+Status SessionRunner::AnswerPermission(const Caller& caller, const std::string& id, const std::string& call,
+                                       bool allow, const std::string& message, const json& updated_input) {
+  ASSIGN_OR_RETURN(std::shared_ptr<AgentSession> session, Live(caller, id));
+  // Claude Code's permission prompt tool answers with one text: a JSON decision.
+  json decision;
+  if (allow) {
+    decision = {{"behavior", "allow"}, {"updatedInput", updated_input.is_object() ? updated_input : json::object()}};
+  } else {
+    decision = {{"behavior", "deny"}, {"message", message.empty() ? "the user denied this" : message}};
+  }
+  return Answer(*session, call, ToolResultText(decision.dump(), false), /*permission=*/true);
+}
+
+void SessionRunner::ToolCallTimedOut(const std::string& session_id, const std::string& call) {
+  auto it = live_.find(session_id);
+  if (it == live_.end()) return;
+  AgentSession& session = *it->second;
+  auto pending = session.calls_.find(call);
+  if (pending == session.calls_.end()) return;
+  const bool permission = pending->second.permission;
+  LogInfo("session", "tool call timed out", {{"session", session_id}, {"call", call}});
+  json result = permission ? ToolResultText(json{{"behavior", "deny"}, {"message", "nobody answered the permission "
+                                                                                  "request in time"}}
+                                                .dump(),
+                                            false)
+                           : ToolResultText("the client did not answer this tool call within " +
+                                                std::to_string(config_.tool_call_timeout_s) + " s",
+                                            true);
+  (void)Answer(session, call, std::move(result), permission);
 }
 
 }  // namespace corral::supervisor

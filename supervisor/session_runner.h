@@ -23,6 +23,8 @@
 #include <vector>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <nlohmann/json.hpp>
 
 #include "common/status.h"
 #include "supervisor/budget.h"
@@ -31,8 +33,15 @@
 #include "supervisor/relay_keys.h"
 #include "supervisor/sandbox_manager.h"
 #include "supervisor/store.h"
+#include "supervisor/tool_bridge.h"
 
 namespace corral::supervisor {
+
+// Where corral-mcp is inside every sandbox (bound read-only from the daemon's run directory).
+inline constexpr char kMcpPathInSandbox[] = "/run/corral/bin/corral-mcp";
+// The tool Claude Code asks for permission with (--permission-prompt-tool) when the session's
+// permission mode asks: the request goes to the client like a tool call.
+inline constexpr char kPermissionTool[] = "corral_permission";
 
 struct SessionOptions {
   std::string model;                                  // "" = the CLI's default
@@ -43,6 +52,14 @@ struct SessionOptions {
   std::string cwd;                                    // where the agent works; "" = /home/agent
 };
 
+// A tool the client declares for its session: the agent calls it (as mcp__corral__<name>), the
+// call goes to the client over its WebSocket, and the client's answer goes back to the agent.
+struct ClientTool {
+  std::string name;         // [A-Za-z0-9_-]{1,50}
+  std::string description;
+  nlohmann::json input_schema = nlohmann::json{{"type", "object"}};
+};
+
 struct NewSession {
   std::string sandbox_id;
   SessionOptions options;
@@ -50,11 +67,12 @@ struct NewSession {
   std::string fork;    // "ses_...": a new session that starts from this one's history
   std::string prompt;  // the first message; "" = wait for one
   Budget budget;       // from the caller's token
+  std::vector<ClientTool> tools;  // for this run of the session (a resume declares its own)
 };
 
 class SessionRunner;
 
-class AgentSession : public StreamSubscriber {
+class AgentSession : public StreamSubscriber, public std::enable_shared_from_this<AgentSession> {
  public:
   AgentSession(SessionRunner& runner, SessionRow row, size_t replay_bytes);
   ~AgentSession() override;
@@ -74,6 +92,9 @@ class AgentSession : public StreamSubscriber {
   void SetState(const std::string& state);
   void Emit(const nlohmann::json& event);
   void End(const std::string& outcome_json);
+  // While a turn is under way, the agent must print something every agent_silence_timeout:
+  // (re)armed by each line and by the start of a turn, stopped otherwise.
+  void WatchSilence();
 
   SessionRunner& runner_;
   SessionRow row_;
@@ -86,13 +107,28 @@ class AgentSession : public StreamSubscriber {
   bool aborted_ = false;
   bool closing_ = false;
   bool budget_exhausted_ = false;
+  bool hung_ = false;
   bool ended_ = false;
+  std::unique_ptr<boost::asio::steady_timer> silence_;
+  // Client tools: the digest of corral-mcp's key, and the calls waiting for the client.
+  std::string tool_key_digest_;
+  struct PendingCall {
+    bool permission = false;
+    std::function<void(nlohmann::json)> reply;
+    std::unique_ptr<boost::asio::steady_timer> timer;
+  };
+  std::map<std::string, PendingCall> calls_;
 };
 
-class SessionRunner {
+class SessionRunner : public ToolAuthority {
  public:
   SessionRunner(const DaemonConfig& config, Store& store, SandboxManager& manager, RelayKeys& keys);
-  ~SessionRunner();
+  ~SessionRunner() override;
+
+  // Client tools and permission prompts: the bridge on every sandbox's loopback, and whether
+  // sandboxes have corral-mcp (without it, sessions that declare tools are refused and
+  // permission requests are answered by Claude Code itself: denied).
+  void EnableTools(boost::asio::io_context& io, ToolBridge& bridge, bool mcp_in_sandboxes);
 
   StatusOr<std::shared_ptr<AgentSession>> Create(const Caller& caller, const UserCaps& caps, NewSession request);
   // A user message: the next turn (or, during one, feedback the agent reads when it can).
@@ -101,6 +137,11 @@ class SessionRunner {
   Status Abort(const Caller& caller, const std::string& id);
   // Ends the session: its stdin closes, the agent finishes and exits.
   Status Close(const Caller& caller, const std::string& id);
+  // The client's answer to a tool call (result: {"content": [...], "isError": bool}), or to a
+  // permission request (allow, or deny with a message; updated_input replaces the tool's input).
+  Status AnswerTool(const Caller& caller, const std::string& id, const std::string& call, nlohmann::json result);
+  Status AnswerPermission(const Caller& caller, const std::string& id, const std::string& call, bool allow,
+                          const std::string& message, const nlohmann::json& updated_input);
   // A live session (or one that ended a short while ago), for attaching to its events.
   StatusOr<std::shared_ptr<AgentSession>> Find(const Caller& caller, const std::string& id);
   StatusOr<SessionRow> Get(const Caller& caller, const std::string& id);
@@ -108,6 +149,11 @@ class SessionRunner {
   // Calls `fn` (on the event loop) with the session's row once it has ended: at once when it is
   // not running. For the daemon's own drivers of sessions (headless execute).
   void WhenEnded(const std::string& id, std::function<void(const SessionRow&)> fn);
+
+  // ToolAuthority (the tool bridge).
+  std::optional<ToolSessionInfo> FindToolKey(std::string_view sandbox_id, std::string_view key) override;
+  void OnToolCall(const std::string& session_id, const std::string& call_id, const std::string& name,
+                  nlohmann::json arguments, std::function<void(nlohmann::json result)> reply) override;
   // At start: sessions the store says were running belong to a daemon that is gone; they end
   // as `idle` (resumable), and their agent processes, adopted as commands, are stopped.
   Status Recover();
@@ -120,6 +166,9 @@ class SessionRunner {
   StatusOr<std::shared_ptr<AgentSession>> Live(const Caller& caller, const std::string& id);
   // Sessions running at once: per user (config, lowered by the token) and per issuer.
   Status CheckConcurrency(const std::string& iss, const std::string& sub, const UserCaps& caps) const;
+  // Takes the call out of the session's pending ones and answers it.
+  Status Answer(AgentSession& session, const std::string& call, nlohmann::json result, bool permission);
+  void ToolCallTimedOut(const std::string& session_id, const std::string& call);
 
   const DaemonConfig& config_;
   Store& store_;
@@ -129,6 +178,16 @@ class SessionRunner {
   std::map<std::string, std::shared_ptr<AgentSession>> recent_;
   std::vector<std::string> recent_order_;
   std::multimap<std::string, std::function<void(const SessionRow&)>> when_ended_;
+  // Client tools.
+  boost::asio::io_context* io_ = nullptr;
+  ToolBridge* bridge_ = nullptr;
+  bool mcp_in_sandboxes_ = false;
+  struct ToolKey {
+    std::string session_id;
+    std::string sandbox_id;
+    nlohmann::json tools;
+  };
+  std::map<std::string, ToolKey> tool_keys_;  // by the key's digest
 };
 
 }  // namespace corral::supervisor

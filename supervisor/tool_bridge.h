@@ -67,6 +67,7 @@ inline constexpr size_t kToolBridgeMaxLine = 8u << 20;       // 8 MiB, either di
 inline constexpr size_t kMaxOutstandingToolCalls = 64;       // per connection
 inline constexpr size_t kMaxToolConnectionsPerSandbox = 32;  // each is a file descriptor of the daemon
 inline constexpr int kToolBridgeHelloTimeoutSeconds = 10;
+inline constexpr uint16_t kToolBridgePort = 7881;  // on every sandbox's 127.0.0.1
 
 // A new session key for corral-mcp (CORRAL_TOOL_KEY): "ctk-" and 43 characters of base64url
 // (32 random bytes).

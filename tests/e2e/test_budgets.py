@@ -38,7 +38,7 @@ class ComputeBudgets(DaemonTestCase):
         return body
 
     def test_a_sandbox_that_spends_the_compute_budget_is_stopped_and_cannot_start_again(self):
-        token = self.token("spender", budget={"compute_s": 2, "window": "hour"})
+        token = self.token("spender", budget={"compute_s": 2, "window": "day"})
         sandbox = self.create_sandbox(token)["id"]
         self.addCleanup(self.daemon.http, "DELETE", f"/v1/sandboxes/{sandbox}", token)
         started = time.monotonic()
@@ -60,7 +60,7 @@ class ComputeBudgets(DaemonTestCase):
         self.assertLessEqual(spent, 2.0 + METER_INTERVAL_S + 1, usage)
         self.assertEqual(usage["compute"]["budget_s"], 2.0)
         self.assertEqual(usage["compute"]["remaining_s"], 0.0)
-        self.assertEqual(usage["window"]["name"], "hour")
+        self.assertEqual(usage["window"]["name"], "day")
         self.assertEqual([s["sandbox"] for s in usage["sandboxes"]], [sandbox])
         # Until the window ends, it does not start again (and a new one does not start either).
         status, body = self.daemon.http("POST", f"/v1/sandboxes/{sandbox}/start", token)
@@ -70,7 +70,7 @@ class ComputeBudgets(DaemonTestCase):
         status, body = self.daemon.http("POST", "/v1/sandboxes", token, {})
         self.assertEqual((status, body["error"]["code"]), (402, "budget_exhausted"), body)
         # Control: a newer token with a larger budget starts it again.
-        richer = self.token("spender", budget={"compute_s": 3600, "window": "hour"})
+        richer = self.token("spender", budget={"compute_s": 3600, "window": "day"})
         status, body = self.daemon.http("POST", f"/v1/sandboxes/{sandbox}/start", richer)
         self.assertEqual((status, body.get("state")), (200, "running"), body)
 

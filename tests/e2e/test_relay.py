@@ -84,8 +84,9 @@ cache_read = 0.3
         out, _, _ = self.sh(sid, curl(RELAY_PORT, ""))
         self.assertTrue(out.endswith("\n401"), out)
         self.assertEqual(len(_upstream.requests), before)
-        # Control: another port on the same loopback has nobody behind it.
-        out, err, outcome = self.sh(sid, curl(RELAY_PORT + 1, "x"))
+        # Control: another port on the same loopback has nobody behind it (7881 is the tool
+        # bridge's).
+        out, err, outcome = self.sh(sid, curl(RELAY_PORT + 10, "x"))
         self.assertEqual(outcome.get("exit_code"), 7, (out, err))
         self.assertIn("Couldn't connect", err + out)
         # The operator's key is not in the sandbox's environment or files.

@@ -63,6 +63,9 @@ input = {PRICE["input"]}
 output = {PRICE["output"]}
 cache_write = {PRICE["cache_write"]}
 cache_read = {PRICE["cache_read"]}
+[sessions]
+tool_call_timeout = 4
+agent_silence_timeout = 8
 """
 
     @classmethod
@@ -245,10 +248,50 @@ cache_read = {PRICE["cache_read"]}
         self.events_until(session["id"], self.turn_done)
         self.ws("session.abort", session=session["id"])
 
-    def corral(self, *args, token=None):
+    def corral(self, *args, token=None, cwd=None):
         env = {k: v for k, v in os.environ.items() if not k.startswith("CORRAL_")}
         env.update(CORRAL_URL=f"http://127.0.0.1:{self.daemon.port}", CORRAL_TOKEN=token or self.owner)
-        return subprocess.run([CORRAL, *args], env=env, capture_output=True, text=True, timeout=120)
+        # A session of its own: no controlling terminal, so nobody can be asked for consent.
+        return subprocess.run([CORRAL, *args], env=env, capture_output=True, text=True, timeout=120, cwd=cwd,
+                              stdin=subprocess.DEVNULL, start_new_session=True)
+
+    def test_corral_prompt_runs_host_tools_here_with_consent(self):
+        workdir = tempfile.mkdtemp(prefix="corral-e2e-host-")
+        self.addCleanup(shutil.rmtree, workdir, ignore_errors=True)
+        with open(os.path.join(workdir, "notes.txt"), "w") as f:
+            f.write("the answer is 42\n")
+        turns = [
+            {"tool_use": {"name": "mcp__corral__HostRead", "input": {"path": "notes.txt"}}},
+            {"tool_use": {"name": "mcp__corral__HostWrite", "input": {"path": "from-agent.txt", "content": "hello host"}}},
+            {"tool_use": {"name": "mcp__corral__HostBash", "input": {"command": "ls > listing.txt"}}},
+            {"text": "Done on your machine."},
+        ]
+        _upstream.play(turns)
+        proc = self.corral("prompt", "--sandbox", self.sid, "--allow-host-tools", "--yes", "work here", cwd=workdir)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("Done on your machine.", proc.stdout)
+        # The tools ran on the host, in the directory corral was started in, not in the sandbox.
+        with open(os.path.join(workdir, "from-agent.txt")) as f:
+            self.assertEqual(f.read(), "hello host")
+        with open(os.path.join(workdir, "listing.txt")) as f:
+            self.assertIn("notes.txt", f.read())
+        self.assertEqual(self.read_file("/home/agent/from-agent.txt")[0], 404)
+        # And the model got what they returned.
+        read_result = self.tool_results(_upstream.main_requests()[1])
+        self.assertIn("the answer is 42", self.result_text(read_result[0]))
+        self.assertIn("mcp__corral__HostBash", {t["name"] for t in _upstream.main_requests()[0]["body"]["tools"]})
+
+        # Without --yes and without a terminal to ask, nothing runs: the agent is told no.
+        _upstream.play([
+            {"tool_use": {"name": "mcp__corral__HostWrite", "input": {"path": "refused.txt", "content": "x"}}},
+            {"text": "It was refused."},
+        ])
+        proc = self.corral("prompt", "--sandbox", self.sid, "--allow-host-tools", "try again", cwd=workdir)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertFalse(os.path.exists(os.path.join(workdir, "refused.txt")))
+        refused = self.tool_results(_upstream.main_requests()[1])
+        self.assertTrue(refused[0].get("is_error"), refused)
+        self.assertIn("did not allow", self.result_text(refused[0]))
 
     def test_corral_prompt_streams_a_turn_and_its_cost_and_resumes_it(self):
         turns = [
@@ -331,6 +374,164 @@ cache_read = {PRICE["cache_read"]}
         # Control: the same with a budget reaches the model (the test above).
         status, row = self.daemon.http("GET", f"/v1/sessions/{session['id']}", broke)
         self.assertEqual((status, row["cost_usd"]), (200, "0.000000"))
+
+    def drive(self, session_id, on_event, timeout=120):
+        """Attaches to a session and hands each event to on_event(client, event) (a coroutine)
+        until it returns True; returns every event seen."""
+        async def go():
+            c = await WsClient.connect(self.daemon.ws_url(), self.owner)
+            try:
+                reply = await c.request("session.attach", session=session_id)
+                self.assertTrue(reply["ok"], reply)
+                events = []
+                while True:
+                    event = await c.next_event(timeout=timeout)
+                    events.append(event)
+                    if await on_event(c, event, events):
+                        return events
+            finally:
+                await c.close()
+        return self.run_async(go())
+
+    @staticmethod
+    def tool_results(request):
+        """The tool_result blocks of a Messages request's last user message."""
+        last = [m for m in request["body"]["messages"] if m.get("role") == "user"][-1]
+        content = last["content"] if isinstance(last["content"], list) else []
+        return [c for c in content if isinstance(c, dict) and c.get("type") == "tool_result"]
+
+    @staticmethod
+    def result_text(block):
+        content = block.get("content")
+        if isinstance(content, str):
+            return content
+        return "".join(c.get("text", "") for c in content or [] if isinstance(c, dict))
+
+    def test_a_client_tool_call_round_trips_through_the_websocket(self):
+        _upstream.play([
+            {"text": "Let me look it up.", "tool_use": {"name": "mcp__corral__lookup", "input": {"key": "color"}},
+             "usage": {"input_tokens": 900, "output_tokens": 20}},
+            {"text": "The color is teal.", "usage": {"input_tokens": 950, "output_tokens": 6}},
+        ])
+        tools = [{"name": "lookup", "description": "Looks a key up in the page's own store",
+                  "input_schema": {"type": "object", "properties": {"key": {"type": "string"}}, "required": ["key"]}}]
+        session = self.start(prompt="what color is it?", tools=tools)
+
+        async def answer(c, event, events):
+            if event.get("kind") == "tool_call":
+                reply = await c.request("session.tool_result", session=session["id"], call=event["call"], text="teal")
+                self.assertTrue(reply["ok"], reply)
+                # A second answer to the same call is refused: it was answered.
+                again = await c.request("session.tool_result", session=session["id"], call=event["call"], text="x")
+                self.assertEqual(again["error"]["code"], "not_found", again)
+            return self.turn_done(events)
+        events = self.drive(session["id"], answer)
+        calls = [e for e in events if e.get("kind") == "tool_call"]
+        self.assertEqual(len(calls), 1, events)
+        self.assertEqual((calls[0]["name"], calls[0]["input"]), ("lookup", {"key": "color"}))
+        states = [e["state"] for e in events if e.get("kind") == "state"]
+        self.assertIn("waiting_tool", states)
+        self.assertEqual(states[-1], "ready")
+        # The model saw the declared tool with its schema, and got the client's answer.
+        main = _upstream.main_requests()
+        offered = {t["name"]: t for t in main[0]["body"]["tools"]}
+        self.assertIn("mcp__corral__lookup", offered)
+        self.assertEqual(offered["mcp__corral__lookup"]["input_schema"]["required"], ["key"])
+        results = self.tool_results(main[1])
+        self.assertEqual([self.result_text(r) for r in results], ["teal"])
+        self.assertFalse(results[0].get("is_error", False))
+
+    def test_an_unanswered_tool_call_times_out_with_an_error_result(self):
+        _upstream.play([
+            {"text": "Asking.", "tool_use": {"name": "mcp__corral__lookup", "input": {"key": "size"}}},
+            {"text": "The tool did not answer."},
+        ])
+        session = self.start(prompt="what size?", tools=[{"name": "lookup"}])
+        events = self.drive(session["id"], lambda c, e, ev: self._async(self.turn_done(ev)))
+        self.assertTrue(any(e.get("kind") == "tool_call" for e in events))
+        results = self.tool_results(_upstream.main_requests()[1])
+        self.assertEqual(len(results), 1)
+        self.assertTrue(results[0].get("is_error"), results)
+        self.assertIn("did not answer", self.result_text(results[0]))
+        timed_out = [e for e in events if e.get("kind") == "tool_result"]
+        self.assertEqual([e["is_error"] for e in timed_out], [True])
+
+    @staticmethod
+    async def _async(value):
+        return value
+
+    def test_permission_requests_go_to_the_client_which_denies_one_and_allows_another(self):
+        _upstream.play([
+            {"tool_use": {"name": "Bash", "input": {"command": "echo no > denied.txt", "description": "write"}}},
+            {"tool_use": {"name": "Bash", "input": {"command": "echo yes > allowed.txt", "description": "write"}}},
+            {"text": "done"},
+        ])
+        session = self.start(prompt="write two files", permission_mode="default")
+
+        async def decide(c, event, events):
+            if event.get("kind") == "permission_request":
+                allow = "allowed.txt" in event["input"].get("command", "")
+                reply = await c.request("session.permission", session=session["id"], call=event["call"], allow=allow,
+                                        message="not that one")
+                self.assertTrue(reply["ok"], reply)
+            return self.turn_done(events)
+        events = self.drive(session["id"], decide)
+        asked = [e for e in events if e.get("kind") == "permission_request"]
+        self.assertEqual([e["tool_name"] for e in asked], ["Bash", "Bash"])
+        # Denied: never ran, and the agent was told why; allowed: ran in the sandbox.
+        self.assertEqual(self.read_file("/home/agent/denied.txt")[0], 404)
+        self.assertEqual(self.read_file("/home/agent/allowed.txt"), (200, b"yes\n"))
+        denial = self.tool_results(_upstream.main_requests()[1])
+        self.assertIn("not that one", self.result_text(denial[0]))
+
+    def test_an_agent_silent_past_the_timeout_is_stopped_as_hung_and_can_resume(self):
+        _upstream.play([{"text": "too late", "delay": 25}])
+        session = self.start(prompt="take your time")
+        started = time.monotonic()
+        events = self.events_until(session["id"], lambda ev: any(e.get("event") == "session_end" for e in ev))
+        self.assertLess(time.monotonic() - started, 20)
+        self.assertTrue(any(e.get("kind") == "agent_hung" for e in events), events)
+        end = events[-1]
+        self.assertEqual((end["state"], end["outcome"]["outcome"]), ("failed", "agent_hung"), end)
+        self.assertEqual(self.agent_processes(), 0)
+        # Control: a resumed session whose model answers in time finishes its turn.
+        _upstream.play([{"text": "back again"}])
+        resumed = self.start(resume=session["id"], prompt="are you there?")
+        events = self.events_until(resumed["id"], self.turn_done)
+        self.assertFalse(any(e.get("kind") == "agent_hung" for e in events))
+
+    def test_a_session_whose_sandbox_spends_the_compute_budget_ends_budget_exhausted(self):
+        frugal = self.token("frugal-user", budget={"ai_usd": 5, "compute_s": 3, "window": "day"})
+        status, sandbox = self.daemon.http("POST", "/v1/sandboxes", frugal, {})
+        self.assertEqual(status, 201, sandbox)
+        self.addCleanup(self.daemon.http, "DELETE", f"/v1/sandboxes/{sandbox['id']}", frugal)
+        _upstream.play([
+            {"tool_use": {"name": "Bash", "input": {"command": "while :; do :; done", "description": "spin"}}},
+            {"text": "never reached"},
+        ])
+        status, session = self.daemon.http("POST", f"/v1/sandboxes/{sandbox['id']}/sessions", frugal,
+                                           {"prompt": "spin"})
+        self.assertEqual(status, 201, session)
+        events = self.events_until(session["id"], lambda ev: any(e.get("event") == "session_end" for e in ev),
+                                   token=frugal, timeout=60)
+        end = events[-1]
+        self.assertEqual((end["state"], end["outcome"]["outcome"]), ("failed", "budget_exhausted"), end)
+        self.assertEqual(end["outcome"]["process"]["outcome"], "budget_exhausted")
+        status, usage = self.daemon.http("GET", "/v1/usage", frugal)
+        self.assertGreaterEqual(usage["compute"]["spent_s"], 3.0, usage)
+        self.assertEqual(usage["compute"]["remaining_s"], 0.0)
+        # The session's model call is in the same report, priced.
+        self.assertEqual([s["session"] for s in usage["sessions"]], [session["id"]])
+        self.assertGreater(float(usage["ai"]["spent_usd"]), 0)
+
+    def test_tools_are_checked(self):
+        for tools, fragment in (([{"name": "bad name"}], "A-Z"), ([{"name": "a"}, {"name": "a"}], "twice"),
+                                ([{"name": "corral_permission"}], "daemon's own"),
+                                ([{"name": "x", "input_schema": "nope"}], "schema")):
+            status, body = self.daemon.http("POST", f"/v1/sandboxes/{self.sid}/sessions", self.owner,
+                                            {"tools": tools})
+            self.assertEqual(status, 400, body)
+            self.assertIn(fragment, body["error"]["message"])
 
     def test_another_users_session_is_not_found(self):
         _upstream.play([{"text": "hi", "usage": {"input_tokens": 10, "output_tokens": 1}}])

@@ -37,11 +37,16 @@ std::string Dump(const DaemonConfig& c) {
       << "\nmax_sessions_per_issuer=" << c.max_sessions_per_issuer
       << "\nrequests_per_minute=" << c.requests_per_minute
       << "\nrelay_requests_per_minute=" << c.relay_requests_per_minute
+      << "\ntool_call_timeout_s=" << c.tool_call_timeout_s
+      << "\nagent_silence_timeout_s=" << c.agent_silence_timeout_s
       << "\nreplay_buffer_bytes=" << c.replay_buffer_bytes << "\nmax_file_bytes=" << c.max_file_bytes
       << "\nstore_synchronous_full=" << c.store_synchronous_full << "\nrelay_port=" << c.relay_port
       << "\nrelay_upstream=" << c.relay_upstream << "\nrelay_api_key_file=" << c.relay_api_key_file
       << "\nrelay_ca_file=" << c.relay_ca_file << "\nrelay_max_request_bytes=" << c.relay_max_request_bytes
-      << "\nrelay_timeout_s=" << c.relay_timeout_s << "\nrelay_prices=";
+      << "\nrelay_timeout_s=" << c.relay_timeout_s << "\nexecute_allowed_repo_paths=";
+  for (const auto& p : c.execute_allowed_repo_paths) out << p << ",";
+  out << "\nexecute_timeout_s=" << c.execute_timeout_s << "\nexecute_max_diff_bytes=" << c.execute_max_diff_bytes
+      << "\nexecute_max_bundle_bytes=" << c.execute_max_bundle_bytes << "\nrelay_prices=";
   for (const auto& [model, price] : c.relay_prices.entries()) {
     out << model << ":" << price.input << "/" << price.output << "/" << price.cache_write << "/" << price.cache_read
         << ",";
@@ -313,7 +318,7 @@ TEST(ConfigTest, DistConfigDocumentsEveryKeyWithItsDefault) {
       uncommented += line + "\n";
     }
   }
-  EXPECT_EQ(keys, 45);  // every field of DaemonConfig but the prices; listen sets two
+  EXPECT_EQ(keys, 51);  // every field of DaemonConfig but the prices; listen sets two
   auto parsed = ParseConfig(uncommented, "uncommented");
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   EXPECT_EQ(Dump(*parsed), Dump(DaemonConfig{}));
@@ -395,6 +400,38 @@ cache_read = 0.000001
             std::string::npos);
 }
 
+TEST(ConfigTest, ExecuteKeys) {
+  auto defaults = ParseConfig("");
+  ASSERT_TRUE(defaults.ok());
+  // Nothing is allowed unless the operator lists it.
+  EXPECT_TRUE(defaults->execute_allowed_repo_paths.empty());
+  EXPECT_EQ(defaults->execute_timeout_s, 3600u);
+  EXPECT_EQ(defaults->execute_max_diff_bytes, 4u << 20);
+  EXPECT_EQ(defaults->execute_max_bundle_bytes, 64u << 20);
+
+  auto parsed = ParseConfig(R"(
+[execute]
+allowed_repo_paths = ["/srv/repos/app", "/"]
+timeout = 600
+max_diff = "64K"
+max_bundle = "1M"
+)");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->execute_allowed_repo_paths, (std::vector<std::string>{"/srv/repos/app", "/"}));
+  EXPECT_EQ(parsed->execute_timeout_s, 600u);
+  EXPECT_EQ(parsed->execute_max_diff_bytes, 64u << 10);
+  EXPECT_EQ(parsed->execute_max_bundle_bytes, 1u << 20);
+
+  const std::string expected =
+      "corrald.toml:2: execute.allowed_repo_paths: expected an array of absolute paths like [\"/srv/repos/app\"]";
+  for (const char* bad : {"\"/srv/repos\"", "[\"srv/repos\"]", "[\"\"]", "[\"/srv/repos/\"]", "[\"/srv/../etc\"]",
+                          "[\"/srv/./x\"]", "[\"/srv//x\"]", "[\"/srv/..\"]", "[1]"}) {
+    EXPECT_EQ(ErrorOf(std::string("[execute]\nallowed_repo_paths = ") + bad + "\n"), expected) << bad;
+  }
+  EXPECT_EQ(ErrorOf("[execute]\ntimeout = 0\n"), "corrald.toml:2: execute.timeout: must be positive");
+  EXPECT_EQ(ErrorOf("[execute]\nmax_bundle = 0\n"), "corrald.toml:2: execute.max_bundle: must be positive");
+  EXPECT_EQ(ErrorOf("[execute]\nbogus = 1\n"), "corrald.toml:2: execute.bogus: unknown key");
+}
+
 }  // namespace
 }  // namespace corral::supervisor
-

@@ -8,6 +8,7 @@
 
 #include "tools/corral/cp_command.h"
 #include "tools/corral/exec_command.h"
+#include "tools/corral/execute_command.h"
 #include "tools/corral/remote_commands.h"
 #include "tools/corral/remote_options.h"
 #include "tools/corral/prompt_command.h"
@@ -31,6 +32,9 @@ constexpr char kUsage[] =
     "  prompt [OPTIONS] \"TEXT\"          one turn of a Claude Code agent in a sandbox, streamed\n"
     "  shell SANDBOX [-- CMD]           an interactive terminal in a sandbox\n"
     "  cp [-r] SRC DST                  copy between the host and SANDBOX:/path\n"
+    "  execute --repo DIR \"TASK\"        an agent works on a copy of a git repository; its\n"
+    "                                   changes come back as a diff and a bundle to git fetch\n"
+    "  git diff|bundle SANDBOX          git out of a sandbox: the work tree's diff, or a bundle\n"
     "\n"
     "operating corrald (its admin socket, root):\n"
     "  admin issuer add|rm|ls NAME      manage the issuers of tokens\n"
@@ -86,6 +90,10 @@ int main(int argc, char** argv) {
   if (command == "shell") return Dispatch("shell", args, ParseShellOptions, ShellUsage(), 125, RunExecCommand);
   if (command == "prompt") return Dispatch("prompt", args, ParsePromptOptions, PromptUsage(), 2, RunPromptCommand);
   if (command == "cp") return Dispatch("cp", args, ParseCpOptions, CpUsage(), 2, RunCpCommand);
+  if (command == "execute") {
+    return Dispatch("execute", args, ParseExecuteOptions, ExecuteUsage(), 2, RunExecuteCommand);
+  }
+  if (command == "git") return Dispatch("git", args, ParseGitOptions, GitUsage(), 2, RunGitCommand);
   if (command == "admin") return Dispatch("admin", args, ParseAdminOptions, AdminUsage(), 2, RunAdminCommand);
   if (command == "token") return Dispatch("token", args, ParseTokenOptions, AdminUsage(), 2, RunAdminCommand);
   if (command == "version" || command == "--version") {

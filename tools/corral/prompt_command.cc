@@ -1,6 +1,11 @@
 // corral prompt: one turn of an agent session, streamed to the terminal.
 #include "tools/corral/prompt_command.h"
 
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <string>
 
@@ -11,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tools/corral/client.h"
+#include "tools/corral/host_tools.h"
 
 namespace corral::cli {
 namespace {
@@ -73,6 +79,21 @@ void Render(const json& data) {
   fflush(stdout);
 }
 
+// Asks the person at the terminal (not stdin, which may be a pipe). No terminal: no.
+bool AskConsent(const std::string& question) {
+  FILE* tty = fopen("/dev/tty", "r+");
+  if (tty == nullptr) {
+    fprintf(stderr, "corral: %s: no terminal to ask (use --yes to allow)\n", question.c_str());
+    return false;
+  }
+  fprintf(tty, "corral: %s: allow? [y/N] ", question.c_str());
+  fflush(tty);
+  char answer[64] = {};
+  const bool yes = fgets(answer, sizeof(answer), tty) != nullptr && (answer[0] == 'y' || answer[0] == 'Y');
+  fclose(tty);
+  return yes;
+}
+
 class PromptRun {
  public:
   explicit PromptRun(const PromptOptions& options) : options_(options), endpoint_(Endpoint::Server(options.server)) {}
@@ -103,6 +124,8 @@ class PromptRun {
     } else {
       json body = {{"prompt", options_.text}};
       if (!options_.model.empty()) body["model"] = options_.model;
+      if (!options_.permission_mode.empty()) body["permission_mode"] = options_.permission_mode;
+      if (options_.host_tools) body["tools"] = HostToolDeclarations();
       if (!options_.resume.empty()) body["resume"] = options_.resume;
       auto created = CallJson(endpoint_, "POST", "/v1/sandboxes/" + sandbox + "/sessions", body);
       if (!created.ok()) return Refused(created.status());
@@ -159,6 +182,11 @@ class PromptRun {
       if (!message.is_object()) continue;
       if (message.contains("ok") && !message.value("ok", false)) {
         const json& error = message["error"];
+        if (error.value("code", "") == "not_found" && error.value("message", "").find("is not waiting") != std::string::npos) {
+          // An answer that came too late (the call timed out): the agent has moved on.
+          fprintf(stderr, "corral: %s\n", error.value("message", "?").c_str());
+          continue;
+        }
         fprintf(stderr, "corral: %s (%s)\n", error.value("message", "?").c_str(), error.value("code", "?").c_str());
         return 2;
       }
@@ -174,6 +202,17 @@ class PromptRun {
           if (message["data"].value("type", "") == "result") result = message["data"];
         } else if (kind == "stderr" && !options_.json) {
           fprintf(stderr, "[agent] %s\n", message.value("text", "").c_str());
+        } else if (kind == "tool_call") {
+          AnswerToolCall(ws, message);
+        } else if (kind == "permission_request") {
+          const std::string call = message.value("call", "");
+          const std::string question = "the agent wants to use " + message.value("tool_name", "?") + " in the sandbox (" +
+                                       ToolSummary(message.contains("input") ? message["input"] : json::object()) + ")";
+          const bool allow = options_.yes || AskConsent(question);
+          json answer = {{"op", "session.permission"}, {"session", session_}, {"call", call}, {"allow", allow}};
+          if (allow && message.contains("input")) answer["updated_input"] = message["input"];
+          if (!allow) answer["message"] = "the user said no";
+          Send(ws, answer);
         } else if (kind == "budget_exhausted") {
           fprintf(stderr, "corral: the AI budget of your token is spent; the agent was stopped\n");
         } else if (kind == "state" && message.value("state", "") == "ready" && !result.is_null() && !closing) {
@@ -200,6 +239,35 @@ class PromptRun {
     }
     ws.close(websocket::close_code::normal);
     return result.value("is_error", false) ? 1 : 0;
+  }
+
+  // A host tool call: asked about, run here, answered. Calls for tools this client does not
+  // have are answered with an error at once (the agent would otherwise wait for the timeout).
+  void AnswerToolCall(websocket::stream<tcp::socket>& ws, const json& message) {
+    const std::string call = message.value("call", "");
+    const std::string name = message.value("name", "");
+    const json input = message.contains("input") ? message["input"] : json::object();
+    HostToolResult result;
+    if (!options_.host_tools || !IsHostTool(name)) {
+      result = {"corral prompt has no tool " + name, true};
+    } else if (!options_.yes && !AskConsent("the agent wants to run " + DescribeHostCall(name, input) + " on this machine")) {
+      result = {"the user did not allow this " + name + " call", true};
+    } else {
+      if (!options_.json) fprintf(stderr, "corral: running %s here\n", DescribeHostCall(name, input).c_str());
+      result = RunHostTool(name, input, WorkingDirectory());
+    }
+    Send(ws, {{"op", "session.tool_result"},
+              {"session", session_},
+              {"call", call},
+              {"text", result.text},
+              {"is_error", result.is_error}});
+  }
+
+  static std::string WorkingDirectory() {
+    char path[PATH_MAX];
+    if (getcwd(path, sizeof(path)) == nullptr) return "/";
+    char real[PATH_MAX];
+    return realpath(path, real) != nullptr ? std::string(real) : std::string(path);
   }
 
   const PromptOptions& options_;

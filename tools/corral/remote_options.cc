@@ -447,8 +447,10 @@ StatusOr<ExecOptions> ParseExecOptions(const std::vector<std::string>& args, con
 }
 
 StatusOr<PromptOptions> ParsePromptOptions(const std::vector<std::string>& args, const EnvLookup& env) {
-  static const std::vector<OptionSpec> kSpecs = {{"--sandbox", 0, true}, {"--resume", 0, true}, {"--model", 0, true},
-                                                 {"--keep", 0, false},   {"--json", 0, false},   kUrl, kToken};
+  static const std::vector<OptionSpec> kSpecs = {
+      {"--sandbox", 0, true},           {"--resume", 0, true},       {"--model", 0, true},
+      {"--keep", 0, false},             {"--json", 0, false},        {"--allow-host-tools", 0, false},
+      {"--yes", 'y', false},            {"--permission-mode", 0, true}, kUrl, kToken};
   PromptOptions out;
   ASSIGN_OR_RETURN(Scanned scanned, Scan(args, 0, kSpecs, 1, "corral prompt --help"));
   if (scanned.help) {
@@ -464,6 +466,9 @@ StatusOr<PromptOptions> ParsePromptOptions(const std::vector<std::string>& args,
   out.model = scanned.Value("--model").value_or("");
   out.keep = scanned.Has("--keep");
   out.json = scanned.Has("--json");
+  out.host_tools = scanned.Has("--allow-host-tools");
+  out.yes = scanned.Has("--yes");
+  out.permission_mode = scanned.Value("--permission-mode").value_or("");
   ASSIGN_OR_RETURN(out.server, ResolveServer(scanned, env));
   return out;
 }
@@ -646,6 +651,74 @@ StatusOr<AdminOptions> ParseTokenOptions(const std::vector<std::string>& args, c
   }
   out.json = scanned.Has("--json");
   out.admin = ResolveAdmin(scanned, env);
+  return out;
+}
+
+// ---- execute, git ----
+
+StatusOr<ExecuteOptions> ParseExecuteOptions(const std::vector<std::string>& args, const EnvLookup& env) {
+  static const std::vector<OptionSpec> kSpecs = {{"--repo", 0, true},  {"--keep", 0, false}, {"--out", 0, true},
+                                                 {"--model", 0, true}, {"--timeout", 0, true}, kJson, kUrl, kToken};
+  ExecuteOptions out;
+  ASSIGN_OR_RETURN(Scanned scanned, Scan(args, 0, kSpecs, std::nullopt, "corral execute --help"));
+  if (scanned.help) {
+    out.help = true;
+    return out;
+  }
+  if (scanned.positionals.size() != 1 || scanned.positionals[0].empty()) {
+    return Status::Error("expected the task, one argument (corral execute --repo DIR \"TASK\")");
+  }
+  out.task = scanned.positionals[0];
+  out.repo = scanned.Value("--repo").value_or("");
+  if (out.repo.empty()) return Status::Error("--repo: required (a git work tree, or a bundle file)");
+  out.keep = scanned.Has("--keep");
+  out.out_dir = scanned.Value("--out").value_or("");
+  if (scanned.Has("--out") && out.out_dir.empty()) return Status::Error("--out: missing directory");
+  out.model = scanned.Value("--model").value_or("");
+  if (scanned.Has("--timeout")) {
+    auto seconds = ParseDurationSeconds(*scanned.Value("--timeout"));
+    if (!seconds.ok() || *seconds == 0) return Status::Error("--timeout: a duration like 600, 10m or 1h");
+    out.timeout_s = *seconds;
+  }
+  out.json = scanned.Has("--json");
+  ASSIGN_OR_RETURN(out.server, ResolveServer(scanned, env));
+  return out;
+}
+
+StatusOr<GitOptions> ParseGitOptions(const std::vector<std::string>& args, const EnvLookup& env) {
+  constexpr char kSee[] = "corral git --help";
+  GitOptions out;
+  if (args.empty()) return Status::Error("missing command: diff or bundle (see corral git --help)");
+  if (args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    out.help = true;
+    return out;
+  }
+  if (args[0] == "diff") out.verb = GitVerb::kDiff;
+  else if (args[0] == "bundle") out.verb = GitVerb::kBundle;
+  else return Status::Error("unknown command 'git " + args[0] + "' (see " + kSee + ")");
+  std::vector<OptionSpec> specs = {{"--path", 0, true}, {"--base", 0, true}, kUrl, kToken};
+  specs.push_back(out.verb == GitVerb::kDiff ? kJson : OptionSpec{"--out", 0, true});
+  ASSIGN_OR_RETURN(Scanned scanned, Scan(args, 1, specs, std::nullopt, kSee));
+  if (scanned.help) {
+    out.help = true;
+    return out;
+  }
+  if (scanned.positionals.size() != 1 || scanned.positionals[0].empty()) {
+    return Status::Error("expected one SANDBOX (corral git " + args[0] + " SANDBOX)");
+  }
+  out.sandbox = scanned.positionals[0];
+  out.path = scanned.Value("--path").value_or("");
+  if (scanned.Has("--path") && (out.path.empty() || out.path[0] != '/')) {
+    return Status::Error("--path: an absolute path in the sandbox");
+  }
+  out.base = scanned.Value("--base").value_or("");
+  if (scanned.Has("--base") && out.base.empty()) return Status::Error("--base: missing revision");
+  if (out.verb == GitVerb::kBundle) {
+    out.out = scanned.Value("--out").value_or("");
+    if (out.out.empty()) return Status::Error("--out: required (the file to write the bundle to)");
+  }
+  out.json = scanned.Has("--json");
+  ASSIGN_OR_RETURN(out.server, ResolveServer(scanned, env));
   return out;
 }
 

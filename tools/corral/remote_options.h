@@ -124,6 +124,9 @@ struct PromptOptions {
   std::string model;     // --model
   bool keep = false;     // --keep: leave the session running (ready) after the turn
   bool json = false;     // --json: print the events as they come, one JSON object a line
+  bool host_tools = false;        // --allow-host-tools: offer the agent HostBash, HostRead, ...
+  bool yes = false;               // --yes: run host tools and grant permissions without asking
+  std::string permission_mode;    // --permission-mode: ask this terminal before tools run
 };
 StatusOr<PromptOptions> ParsePromptOptions(const std::vector<std::string>& args, const EnvLookup& env);
 
@@ -167,5 +170,37 @@ struct AdminOptions {
 // `args` follow "admin" ("issuer add NAME", ...) or "token" ("mint --issuer ...").
 StatusOr<AdminOptions> ParseAdminOptions(const std::vector<std::string>& args, const EnvLookup& env);
 StatusOr<AdminOptions> ParseTokenOptions(const std::vector<std::string>& args, const EnvLookup& env);
+
+// ---- corral execute / corral git ----
+
+// `corral execute --repo DIR_OR_BUNDLE [OPTIONS] "TASK"`: a headless execution (POST /v1/execute).
+struct ExecuteOptions {
+  bool help = false;
+  ServerConfig server;
+  std::string repo;                     // --repo: a git work tree (bundled here) or a bundle file
+  std::string task;
+  bool keep = false;                    // --keep: keep_sandbox
+  std::string out_dir;                  // --out; "" = .corral-execute-<id>
+  std::string model;                    // --model
+  std::optional<uint64_t> timeout_s;    // --timeout DURATION
+  bool json = false;                    // --json: print the record instead of the summary
+};
+StatusOr<ExecuteOptions> ParseExecuteOptions(const std::vector<std::string>& args, const EnvLookup& env);
+
+enum class GitVerb { kDiff, kBundle };
+
+// `corral git diff SANDBOX [--path P] [--base REV] [--json]`,
+// `corral git bundle SANDBOX --out FILE [--path P] [--base REV]`.
+struct GitOptions {
+  bool help = false;
+  GitVerb verb = GitVerb::kDiff;
+  ServerConfig server;
+  std::string sandbox;
+  std::string path;   // "" = the daemon's default (/home/agent/repo)
+  std::string base;   // "" = HEAD (diff) or everything (bundle)
+  std::string out;    // bundle: the file to write
+  bool json = false;  // diff: the daemon's JSON instead of the patch
+};
+StatusOr<GitOptions> ParseGitOptions(const std::vector<std::string>& args, const EnvLookup& env);
 
 }  // namespace corral::cli

@@ -35,6 +35,12 @@ const char* PromptUsage() {
          "  --model MODEL        the model the agent asks for\n"
          "  --keep               leave the session running after the turn (for `--resume`, later)\n"
          "  --json               print the session's events as they come, one JSON object a line\n"
+         "  --allow-host-tools   offer the agent tools that run here, on this machine, in this\n"
+         "                       directory: HostBash, HostRead, HostWrite, HostEdit, HostGlob, HostGrep\n"
+         "                       (each call asks you first, on the terminal)\n"
+         "  --permission-mode M  default|acceptEdits|plan: the agent asks you (here) before the tools\n"
+         "                       that mode asks about run in the sandbox (default: it never asks)\n"
+         "  -y, --yes            answer yes to every such question\n"
          "  --url URL, --token JWT   as for corral sandbox\n";
 }
 
@@ -88,6 +94,41 @@ const char* AdminUsage() {
          "These talk to corrald's admin socket (root only):\n"
          "  --admin-socket PATH  default: $CORRAL_ADMIN_SOCKET, else /run/corral/admin.sock\n"
          "Scopes: sandboxes, exec, terminal, files (default: all four).\n";
+}
+
+const char* ExecuteUsage() {
+  return "usage: corral execute --repo DIR_OR_BUNDLE [OPTIONS] \"TASK\"\n"
+         "\n"
+         "Gives TASK to a Claude Code agent working on a copy of a git repository in a sandbox of its\n"
+         "own, waits for it, and brings its changes back: prints its summary, the files it changed and\n"
+         "the cost, and writes DIR/result.json (the execution's record, with the diff) and\n"
+         "DIR/changes.bundle (its commits, for `git fetch`). Only committed history is sent: commit or\n"
+         "stash your work first. Exits 0 when the execution completed, 1 when it failed, 2 when\n"
+         "corrald refused.\n"
+         "\n"
+         "  --repo PATH          a git work tree (sent as `git bundle create - --all`) or a bundle file\n"
+         "  --out DIR            where to write the results (default: .corral-execute-<id>)\n"
+         "  --keep               keep the sandbox afterwards (it holds the repository in\n"
+         "                       /home/agent/repo)\n"
+         "  --model MODEL        the model the agent asks for\n"
+         "  --timeout DURATION   stop the agent after this long (default and maximum: the daemon's)\n"
+         "  --json               print the execution's record instead of the summary\n"
+         "  --url URL, --token JWT   as for corral sandbox\n"
+         "The token needs the `sandboxes` and `sessions` scopes, and an AI budget.\n";
+}
+
+const char* GitUsage() {
+  return "usage: corral git diff SANDBOX [--path P] [--base REV] [--json]\n"
+         "       corral git bundle SANDBOX --out FILE [--path P] [--base REV]\n"
+         "\n"
+         "git out of a running sandbox (run there as its agent):\n"
+         "  diff     the work tree, untracked files included, against REV (default HEAD); prints\n"
+         "           the patch (--json: the daemon's answer, with the files changed and HEAD)\n"
+         "  bundle   writes a git bundle of REV..HEAD (everything HEAD reaches without --base) to\n"
+         "           FILE, for `git fetch FILE`\n"
+         "\n"
+         "  --path P             the repository in the sandbox (default /home/agent/repo)\n"
+         "  --url URL, --token JWT   as for corral sandbox (the token needs the `files` scope)\n";
 }
 
 }  // namespace corral::cli

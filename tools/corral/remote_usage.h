@@ -9,5 +9,7 @@ const char* PromptUsage();
 const char* ShellUsage();
 const char* CpUsage();
 const char* AdminUsage();  // also for `corral token`
+const char* ExecuteUsage();
+const char* GitUsage();
 
 }  // namespace corral::cli

@@ -24,6 +24,7 @@
 #include <string>
 
 #include "api/daemon_api.h"
+#include "api/execute_api.h"
 #include "api/metrics.h"
 #include "api/server.h"
 #include "cgroups/cgroup_backend.h"
@@ -31,6 +32,9 @@
 #include "common/log.h"
 #include "common/unique_fd.h"
 #include "supervisor/config.h"
+#include "supervisor/executions.h"
+#include "supervisor/loopback_group.h"
+#include "supervisor/tool_bridge.h"
 #include "supervisor/sandbox_host.h"
 #include "supervisor/model_relay.h"
 #include "supervisor/relay_keys.h"
@@ -50,16 +54,39 @@ int Fail(const std::string& message) {
   return 1;
 }
 
-std::string InitPath(const supervisor::DaemonConfig& config) {
-  if (!config.init_path.empty()) return config.init_path;
+// A helper binary beside corrald (a build tree), else where the package installs it.
+std::string HelperPath(const std::string& name) {
   char self[4096];
   ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
   if (n > 0) {
     std::string exe(self, static_cast<size_t>(n));
-    std::string beside = exe.substr(0, exe.rfind('/')) + "/corral-init";
+    std::string beside = exe.substr(0, exe.rfind('/')) + "/" + name;
     if (access(beside.c_str(), X_OK) == 0) return beside;
   }
-  return "/usr/libexec/corral/corral-init";
+  return "/usr/libexec/corral/" + name;
+}
+
+std::string InitPath(const supervisor::DaemonConfig& config) {
+  if (!config.init_path.empty()) return config.init_path;
+  return HelperPath("corral-init");
+}
+
+// corral-mcp, for agent sessions' client tools: copied to <run_dir>/bin, which every sandbox's
+// uid can reach (the build tree or /usr/libexec may not be), and bound read-only from there into
+// each sandbox at kMcpPathInSandbox. "" when it is not installed.
+StatusOr<std::string> StageMcp(const supervisor::DaemonConfig& config) {
+  const std::string source = HelperPath("corral-mcp");
+  if (access(source.c_str(), X_OK) != 0) return std::string();
+  ASSIGN_OR_RETURN(std::string binary, ReadFileToString(source));
+  const std::string dir = config.run_dir + "/bin";
+  RETURN_IF_ERROR(MakeDirs(dir, 0755));
+  if (chmod(config.run_dir.c_str(), 0755) != 0 || chmod(dir.c_str(), 0755) != 0) return ErrnoError("chmod " + dir);
+  const std::string staged = dir + "/corral-mcp";
+  const std::string temporary = staged + ".new";
+  (void)unlink(temporary.c_str());
+  RETURN_IF_ERROR(WriteNewFile(temporary, binary, 0755));
+  if (rename(temporary.c_str(), staged.c_str()) != 0) return ErrnoError("rename " + temporary);
+  return staged;
 }
 
 void Usage() {
@@ -182,17 +209,30 @@ int Run(int argc, char** argv) {
   api::Metrics metrics;
   boost::asio::io_context io(1);
   boost::asio::thread_pool pool(4);
+  auto mcp = StageMcp(*config);
+  if (!mcp.ok()) return Fail("corral-mcp: " + mcp.status().ToString());
+  if (mcp->empty()) LogWarn("corrald", "corral-mcp is not installed: sessions cannot offer client tools");
+  if (config->relay_port == supervisor::kToolBridgePort) {
+    return Fail("relay.port: " + std::to_string(config->relay_port) + " is the tool bridge's port");
+  }
   supervisor::SandboxHost host(*config, **backend, init_path);
+  host.SetMcpBinary(*mcp);
   api::ApiMetrics api_metrics(metrics, nullptr);
   supervisor::SandboxManager manager(io, pool, *config, **store, host, &api_metrics);
   api_metrics.SetManager(&manager);
-  // Each sandbox's loopback: the model relay (sessions issue the keys it takes).
+  // Each sandbox's loopback: the model relay (sessions issue the keys it takes) and the tool
+  // bridge (client tools and permission requests, through corral-mcp).
   supervisor::RelayKeys relay_keys;
   supervisor::ModelRelay relay(io, std::move(*relay_config), **store, relay_keys);
-  manager.SetLoopbackServices(&relay);
   supervisor::SessionRunner sessions(*config, **store, manager, relay_keys);
+  supervisor::ToolBridge tool_bridge(io, sessions, supervisor::kToolBridgePort);
+  sessions.EnableTools(io, tool_bridge, !mcp->empty());
+  supervisor::LoopbackGroup loopback({&relay, &tool_bridge});
+  manager.SetLoopbackServices(&loopback);
+  supervisor::Executions executions(io, pool, *config, **store, manager, sessions);  // headless execute
   Status recovered = manager.Recover();
   if (recovered.ok()) recovered = sessions.Recover();
+  if (recovered.ok()) recovered = executions.Recover();
   if (!recovered.ok()) return Fail("recovery: " + recovered.ToString());
 
   api::ServerLimits limits;
@@ -205,6 +245,7 @@ int Run(int argc, char** argv) {
   limits.allowed_origins = config->allowed_origins;
   api::Server server(io, limits, api::MakeAuthenticator(**store, *config), metrics);
   api::RegisterApi(server, io, pool, manager, sessions, **store, *config);
+  api::RegisterExecute(server, executions, *config);
   server.Route("GET", "/metrics", api::Auth::kNone, [&metrics](api::HttpRequest, api::Responder respond) {
     api::HttpResponse response;
     response.content_type = "text/plain; version=0.0.4; charset=utf-8";
