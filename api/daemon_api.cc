@@ -11,6 +11,7 @@
 #include <boost/asio/post.hpp>
 #include <nlohmann/json.hpp>
 
+#include "api/auth_mapping.h"
 #include "api/ws_frames.h"
 #include "common/log.h"
 #include "supervisor/ids.h"
@@ -26,7 +27,6 @@ using supervisor::Caller;
 using supervisor::SandboxRow;
 using supervisor::SnapshotRow;
 
-constexpr char kAdminIssuer[] = "corral-admin";
 
 // ---- JSON helpers ----
 
@@ -88,43 +88,10 @@ json CommandJson(const supervisor::CommandRow& row) {
   return j;
 }
 
-// The token's budget, as the relay enforces it (no window: a day).
-supervisor::Budget BudgetOf(const AuthContext& auth) {
-  supervisor::Budget budget;
-  const TokenBudget& b = auth.claims.budget;
-  if (b.ai_usd) budget.ai_micro_usd = static_cast<int64_t>(std::llround(*b.ai_usd * 1e6));
-  if (b.compute_s) budget.compute_ms = static_cast<int64_t>(std::llround(*b.compute_s * 1e3));
-  if (!b.window.empty()) {
-    auto window = supervisor::ParseWindow(b.window);
-    if (window.ok()) budget.window = *window;
-  }
-  budget.window_start = b.window_start;
-  return budget;
-}
-
-Caller CallerOf(const AuthContext& auth) {
-  Caller caller;
-  caller.admin = auth.admin;
-  caller.iss = auth.admin ? kAdminIssuer : auth.iss;
-  caller.sub = auth.admin ? "admin" : auth.sub;
-  if (!auth.admin) caller.budget = BudgetOf(auth);
-  return caller;
-}
-
-supervisor::UserCaps CapsOf(const AuthContext& auth) {
-  supervisor::UserCaps caps;
-  if (auth.admin) return caps;
-  const TokenLimits& l = auth.claims.limits;
-  caps.sandboxes = l.sandboxes;
-  caps.memory_bytes = l.memory_bytes;
-  caps.cpu_millicores = l.cpu_millicores;
-  caps.pids = l.pids;
-  caps.disk_bytes = l.disk_bytes;
-  caps.idle_timeout_s = l.idle_timeout_s;
-  caps.commands = l.commands;
-  caps.sessions = l.sessions;
-  return caps;
-}
+// The token's meaning to the supervisor (api/auth_mapping.h), by shorter names.
+supervisor::Budget BudgetOf(const AuthContext& auth) { return BudgetOfToken(auth); }
+Caller CallerOf(const AuthContext& auth) { return CallerOfToken(auth); }
+supervisor::UserCaps CapsOf(const AuthContext& auth) { return CapsOfToken(auth); }
 
 Status RateLimited(supervisor::RateLimiter& limiter, const AuthContext& auth) {
   return Status::Error("rate limit: at most " + std::to_string(limiter.per_minute()) +
@@ -133,7 +100,7 @@ Status RateLimited(supervisor::RateLimiter& limiter, const AuthContext& auth) {
                        EUSERS);
 }
 
-bool HasScope(const AuthContext& auth, const char* scope) { return auth.admin || auth.claims.HasScope(scope); }
+bool HasScope(const AuthContext& auth, const char* scope) { return TokenHasScope(auth, scope); }
 
 json SessionJson(const supervisor::SessionRow& row) {
   json j = {{"id", row.id},

@@ -2,8 +2,9 @@
 # Installs what corral needs, builds it, starts corrald with its defaults (state in
 # /var/lib/corral, API on 127.0.0.1:7878, admin socket /run/corral/admin.sock), and walks through
 # a first sandbox: an issuer, a token, a sandbox, commands in it, a file in and out, and a
-# command that takes 4x the sandbox's memory and is OOM-killed. corrald keeps running afterwards
-# (and so does the sandbox), for `corral shell`.
+# command that takes 4x the sandbox's memory and is OOM-killed; then dist/agent-demo.sh (an agent
+# session against a scripted model, or the real API with ANTHROPIC_API_KEY). corrald keeps
+# running afterwards (and so do the sandboxes), for `corral shell`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dist/install-deps.sh
@@ -66,4 +67,8 @@ $running; so is $sandbox. Next:
   $corral shell $sandbox          # an interactive terminal in it
   $corral sandbox ls
   $corral sandbox rm $sandbox     # and its files
+
+Now an agent: Claude Code in a sandbox of its own, its model calls through corrald's relay.
 EOF
+# CORRAL_QUICKSTART_NO_AGENT=1 stops here.
+[ "${CORRAL_QUICKSTART_NO_AGENT:-0}" = 1 ] || exec dist/agent-demo.sh

@@ -10,7 +10,10 @@ import json
 import time
 import unittest
 
-from corral_e2e import DaemonTestCase, UnixHTTPConnection, WsClient, mint, wait_until
+import os
+import subprocess
+
+from corral_e2e import CORRAL, DaemonTestCase, UnixHTTPConnection, WsClient, mint, wait_until
 
 SPIN = ["sh", "-c", "while :; do :; done"]
 METER_INTERVAL_S = 5
@@ -136,6 +139,25 @@ class ComputeBudgets(DaemonTestCase):
         # The export is the operator's: a user's token cannot reach it.
         status, _ = self.daemon.http("GET", "/v1/admin/usage", token)
         self.assertIn(status, (403, 404))
+
+        # The same through the CLI: the user's report, and the operator's export to a file.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CORRAL_")}
+        env.update(CORRAL_URL=f"http://127.0.0.1:{self.daemon.port}", CORRAL_TOKEN=token)
+        proc = subprocess.run([CORRAL, "usage"], env=env, capture_output=True, text=True, timeout=60)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn(f"compute  {spent_ms / 1000:.3f} CPU-s spent of 3600.000", proc.stdout)
+        self.assertIn(sandbox, proc.stdout)
+        out = os.path.join(self.daemon.tmp, "ledger.csv")
+        proc = subprocess.run([CORRAL, "admin", "usage", "--admin-socket", self.daemon.admin_socket, "--issuer", "acme",
+                               "--user", "exported", "--out", out], capture_output=True, text=True, timeout=60)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        with open(out) as f:
+            exported = list(csv.DictReader(f))
+        self.assertEqual([int(r["id"]) for r in exported], [r["id"] for r in rows])
+        proc = subprocess.run([CORRAL, "admin", "usage", "--admin-socket", self.daemon.admin_socket, "--user", "x"],
+                              capture_output=True, text=True, timeout=60)
+        self.assertEqual(proc.returncode, 2)
+        self.assertIn("--user needs --issuer", proc.stderr)
 
     def admin_raw(self, path):
         conn = UnixHTTPConnection(self.daemon.admin_socket)

@@ -15,6 +15,7 @@
 #include "tools/corral/remote_usage.h"
 #include "tools/corral/run_command.h"
 #include "tools/corral/run_options.h"
+#include "tools/corral/usage_command.h"
 
 namespace {
 
@@ -35,9 +36,11 @@ constexpr char kUsage[] =
     "  execute --repo DIR \"TASK\"        an agent works on a copy of a git repository; its\n"
     "                                   changes come back as a diff and a bundle to git fetch\n"
     "  git diff|bundle SANDBOX          git out of a sandbox: the work tree's diff, or a bundle\n"
+    "  usage                            what you spent in this budget window (AI, compute)\n"
     "\n"
     "operating corrald (its admin socket, root):\n"
     "  admin issuer add|rm|ls NAME      manage the issuers of tokens\n"
+    "  admin usage [--issuer N] [--format csv|jsonl]   export the ledger\n"
     "  token mint --issuer NAME --user ID   mint a token\n"
     "\n"
     "  version                          print the version\n";
@@ -94,6 +97,11 @@ int main(int argc, char** argv) {
     return Dispatch("execute", args, ParseExecuteOptions, ExecuteUsage(), 2, RunExecuteCommand);
   }
   if (command == "git") return Dispatch("git", args, ParseGitOptions, GitUsage(), 2, RunGitCommand);
+  if (command == "usage") return Dispatch("usage", args, ParseUsageOptions, UsageUsage(), 2, RunUsageCommand);
+  if (command == "admin" && !args.empty() && args[0] == "usage") {
+    return Dispatch("admin usage", std::vector<std::string>(args.begin() + 1, args.end()), ParseLedgerExportOptions,
+                    LedgerExportUsage(), 2, RunLedgerExportCommand);
+  }
   if (command == "admin") return Dispatch("admin", args, ParseAdminOptions, AdminUsage(), 2, RunAdminCommand);
   if (command == "token") return Dispatch("token", args, ParseTokenOptions, AdminUsage(), 2, RunAdminCommand);
   if (command == "version" || command == "--version") {

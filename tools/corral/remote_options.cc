@@ -722,4 +722,59 @@ StatusOr<GitOptions> ParseGitOptions(const std::vector<std::string>& args, const
   return out;
 }
 
+StatusOr<UsageOptions> ParseUsageOptions(const std::vector<std::string>& args, const EnvLookup& env) {
+  UsageOptions out;
+  ASSIGN_OR_RETURN(Scanned scanned, Scan(args, 0, {kUrl, kToken, kJson}, std::nullopt, "corral usage --help"));
+  if (scanned.help) {
+    out.help = true;
+    return out;
+  }
+  if (!scanned.positionals.empty()) return Status::Error("usage: unexpected argument '" + scanned.positionals[0] + "'");
+  out.json = scanned.Has("--json");
+  ASSIGN_OR_RETURN(out.server, ResolveServer(scanned, env));
+  return out;
+}
+
+StatusOr<LedgerExportOptions> ParseLedgerExportOptions(const std::vector<std::string>& args, const EnvLookup& env) {
+  constexpr char kSee[] = "corral admin usage --help";
+  static const std::vector<OptionSpec> kSpecs = {{"--issuer", 0, true}, {"--user", 0, true}, {"--window", 0, true},
+                                                 {"--from", 0, true},   {"--to", 0, true},   {"--format", 0, true},
+                                                 {"--out", 'o', true},  kAdminSocket};
+  LedgerExportOptions out;
+  ASSIGN_OR_RETURN(Scanned scanned, Scan(args, 0, kSpecs, std::nullopt, kSee));
+  if (scanned.help) {
+    out.help = true;
+    return out;
+  }
+  if (!scanned.positionals.empty()) {
+    return Status::Error("admin usage: unexpected argument '" + scanned.positionals[0] + "'");
+  }
+  out.issuer = scanned.Value("--issuer").value_or("");
+  out.user = scanned.Value("--user").value_or("");
+  if (!out.user.empty() && out.issuer.empty()) return Status::Error("--user needs --issuer (a user is the pair)");
+  if (!out.issuer.empty()) RETURN_IF_ERROR(CheckIssuerName(out.issuer, "--issuer"));
+  out.window = scanned.Value("--window").value_or("");
+  if (!out.window.empty() && out.window != "hour" && out.window != "day" && out.window != "week" &&
+      out.window != "month") {
+    return Status::Error("--window: hour, day, week or month");
+  }
+  for (const char* name : {"--from", "--to"}) {
+    auto value = scanned.Value(name);
+    if (!value) continue;
+    if (!out.window.empty()) return Status::Error(std::string(name) + ": not with --window");
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long seconds = strtoull(value->c_str(), &end, 10);
+    if (value->empty() || *end != '\0' || errno != 0 || (*value)[0] == '-') {
+      return Status::Error(std::string(name) + ": unix seconds");
+    }
+    (std::string(name) == "--from" ? out.from : out.to) = seconds;
+  }
+  out.format = scanned.Value("--format").value_or("csv");
+  if (out.format != "csv" && out.format != "jsonl") return Status::Error("--format: csv or jsonl");
+  out.out = scanned.Value("--out").value_or("");
+  out.admin = ResolveAdmin(scanned, env);
+  return out;
+}
+
 }  // namespace corral::cli

@@ -203,4 +203,27 @@ struct GitOptions {
 };
 StatusOr<GitOptions> ParseGitOptions(const std::vector<std::string>& args, const EnvLookup& env);
 
+// `corral usage [--json]`: the caller's spending in the current window of their token's budget.
+struct UsageOptions {
+  bool help = false;
+  ServerConfig server;
+  bool json = false;
+};
+StatusOr<UsageOptions> ParseUsageOptions(const std::vector<std::string>& args, const EnvLookup& env);
+
+// `corral admin usage [--issuer I [--user U]] [--window W | --from T --to T] [--format csv|jsonl]
+// [--out FILE]`: the ledger, exported (args follow "admin usage").
+struct LedgerExportOptions {
+  bool help = false;
+  AdminConfig admin;
+  std::string issuer;
+  std::string user;
+  std::string window;                 // hour|day|week|month: the current calendar window
+  std::optional<uint64_t> from;       // unix seconds
+  std::optional<uint64_t> to;
+  std::string format = "csv";         // csv | jsonl
+  std::string out;                    // "" = stdout
+};
+StatusOr<LedgerExportOptions> ParseLedgerExportOptions(const std::vector<std::string>& args, const EnvLookup& env);
+
 }  // namespace corral::cli

@@ -131,4 +131,30 @@ const char* GitUsage() {
          "  --url URL, --token JWT   as for corral sandbox (the token needs the `files` scope)\n";
 }
 
+const char* UsageUsage() {
+  return "usage: corral usage [--json]\n"
+         "\n"
+         "What your token's user has spent in the current window of its budget: AI dollars (model\n"
+         "calls through the relay, per session) and compute (CPU-seconds of your sandboxes), with\n"
+         "what remains.\n"
+         "\n"
+         "  --json               print the daemon's answer (GET /v1/usage)\n"
+         "  --url URL, --token JWT   as for corral sandbox\n";
+}
+
+const char* LedgerExportUsage() {
+  return "usage: corral admin usage [--issuer NAME [--user ID]] [--window hour|day|week|month | --from T --to T]\n"
+         "                          [--format csv|jsonl] [--out FILE]\n"
+         "\n"
+         "Exports the ledger: one row per debit (an AI call priced in micro-dollars with the usage it\n"
+         "was priced from, or CPU milliseconds of a sandbox), oldest first, every page of it.\n"
+         "\n"
+         "  --issuer NAME, --user ID   only this issuer's users, or this user\n"
+         "  --window W           the current calendar window (UTC)\n"
+         "  --from T, --to T     unix seconds, from <= at < to\n"
+         "  --format F           csv (default, with a header line) or jsonl\n"
+         "  --out FILE           write here instead of stdout\n"
+         "  --admin-socket PATH  corrald's admin socket (default /run/corral/admin.sock)\n";
+}
+
 }  // namespace corral::cli

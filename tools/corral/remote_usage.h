@@ -11,5 +11,7 @@ const char* CpUsage();
 const char* AdminUsage();  // also for `corral token`
 const char* ExecuteUsage();
 const char* GitUsage();
+const char* UsageUsage();        // corral usage
+const char* LedgerExportUsage(); // corral admin usage
 
 }  // namespace corral::cli
