@@ -533,6 +533,33 @@ agent_silence_timeout = 8
             self.assertEqual(status, 400, body)
             self.assertIn(fragment, body["error"]["message"])
 
+    def test_a_budget_spent_mid_session_stops_the_agent_and_the_ledger_matches_to_the_micro_dollar(self):
+        # USD 0.01 a day: the first call (0.0120) is admitted and overspends, the second refused.
+        tight = self.token("tight-user", budget={"ai_usd": 0.01, "window": "day"})
+        status, sandbox = self.daemon.http("POST", "/v1/sandboxes", tight, {})
+        self.assertEqual(status, 201, sandbox)
+        self.addCleanup(self.daemon.http, "DELETE", f"/v1/sandboxes/{sandbox['id']}", tight)
+        first = {"input_tokens": 3000, "output_tokens": 200}  # 3000*3 + 200*15 = 12000 micro-dollars
+        _upstream.play([
+            {"text": "Working.", "tool_use": {"name": "Bash", "input": {"command": "echo step1 > step1.txt"}},
+             "usage": first},
+            {"text": "never reached", "usage": {"input_tokens": 5, "output_tokens": 5}},
+        ])
+        status, session = self.daemon.http("POST", f"/v1/sandboxes/{sandbox['id']}/sessions", tight,
+                                           {"prompt": "do two steps"})
+        self.assertEqual(status, 201, session)
+        events = self.events_until(session["id"], lambda ev: any(e.get("event") == "session_end" for e in ev),
+                                   token=tight)
+        end = events[-1]
+        self.assertEqual((end["state"], end["outcome"]["outcome"]), ("failed", "budget_exhausted"), end)
+        self.assertTrue(any(e.get("kind") == "budget_exhausted" for e in events))
+        # The first call went up and was paid for exactly; nothing after it left the relay.
+        self.assertEqual(len(_upstream.main_requests()), 1)
+        self.assertEqual(end["outcome"]["cost_usd"], "0.012000")
+        status, usage = self.daemon.http("GET", "/v1/usage", tight)
+        self.assertEqual((usage["ai"]["spent_usd"], usage["ai"]["calls"]), ("0.012000", 1), usage)
+        self.assertEqual(usage["ai"]["remaining_usd"], "0.000000")
+
     def test_another_users_session_is_not_found(self):
         _upstream.play([{"text": "hi", "usage": {"input_tokens": 10, "output_tokens": 1}}])
         session = self.start()
