@@ -230,6 +230,12 @@ void RegisterExecute(Server& server, supervisor::Executions& executions, const s
     if (!row.ok()) return respond(ErrorResponse(row.status()));
     respond(JsonResponse(200, ExecutionJson(*row, /*with_diff=*/true, request.auth.admin)));
   });
+  server.Route("DELETE", "/v1/executions/{id}", Auth::kRequired, [&executions](HttpRequest request, Responder respond) {
+    if (!TokenHasScope(request.auth, kScopeSandboxes)) return respond(ErrorResponse(ScopeError(kScopeSandboxes)));
+    Status deleted = executions.Delete(CallerOfToken(request.auth), request.params["id"]);
+    if (!deleted.ok()) return respond(ErrorResponse(deleted));
+    respond(JsonResponse(200, {{"id", request.params["id"]}}));
+  });
   server.Route("GET", "/v1/executions/{id}/bundle", Auth::kRequired,
                [&executions](HttpRequest request, Responder respond) {
                  auto bundle = executions.Bundle(CallerOfToken(request.auth), request.params["id"]);

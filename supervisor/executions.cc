@@ -423,6 +423,14 @@ StatusOr<ExecutionRow> Executions::Get(const Caller& caller, const std::string& 
   return *row;
 }
 
+Status Executions::Delete(const Caller& caller, const std::string& id) {
+  ASSIGN_OR_RETURN(ExecutionRow row, Get(caller, id));
+  if (row.state == "running" || Find(id)) {
+    return Status::Error("execution " + id + " is running (abort its session " + row.session_id + " first)", EBUSY);
+  }
+  return store_.DeleteExecution(id);
+}
+
 StatusOr<std::vector<ExecutionRow>> Executions::List(const Caller& caller) {
   ASSIGN_OR_RETURN(std::vector<ExecutionRow> rows,
                    caller.admin ? store_.ListExecutions("", "") : store_.ListExecutions(caller.iss, caller.sub));

@@ -72,6 +72,8 @@ class Executions {
   StatusOr<ExecutionRow> Get(const Caller& caller, const std::string& id);
   // The caller's (every user's for the admin socket), oldest first.
   StatusOr<std::vector<ExecutionRow>> List(const Caller& caller);
+  // Removes an ended execution's record and bundle (EBUSY while it runs).
+  Status Delete(const Caller& caller, const std::string& id);
   // The bundle of base..HEAD; ENOENT when the execution has none.
   StatusOr<std::string> Bundle(const Caller& caller, const std::string& id);
   // At start, after the sessions' recovery: see above.

@@ -199,6 +199,15 @@ timeout = 120
             self.assertEqual((status, body["error"]["code"]), (404, "not_found"), path)
         status, listed = self.daemon.http("GET", "/v1/executions", stranger)
         self.assertEqual((status, listed["executions"]), (200, []))
+        status, body = self.daemon.http("DELETE", f"/v1/executions/{started['id']}", stranger)
+        self.assertEqual((status, body["error"]["code"]), (404, "not_found"))
+
+        # The owner deletes it: record and bundle are gone.
+        status, body = self.daemon.http("DELETE", f"/v1/executions/{started['id']}", self.owner)
+        self.assertEqual(status, 200, body)
+        for path in (f"/v1/executions/{started['id']}", f"/v1/executions/{started['id']}/bundle"):
+            status, body = self.daemon.http("GET", path, self.owner)
+            self.assertEqual(status, 404, path)
 
     def test_a_host_path_needs_the_config_and_keep_sandbox_keeps_the_sandbox(self):
         # Refused: a path outside execute.allowed_repo_paths (it exists and is a repository).
