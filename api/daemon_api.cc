@@ -624,7 +624,7 @@ class WsApi : public WsHandler, public std::enable_shared_from_this<WsApi> {
       if (result.status().error_number() == ERANGE) {
         // stream_gap: say what is still held.
         json error = {{"code", "stream_gap"}, {"message", result.status().message()}};
-        auto command = manager_.FindCommand(CallerOf(connection->auth()), request.value("command", ""));
+        auto command = manager_.FindCommand(CallerOf(connection->auth()), request.contains("command") && request["command"].is_string() ? request["command"].get<std::string>() : std::string());
         if (command.ok()) error["first_seq"] = (*command)->stream().first_seq();
         connection->SendText(json{{"id", id}, {"ok", false}, {"error", error}}.dump());
         return;

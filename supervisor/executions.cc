@@ -252,7 +252,7 @@ void Executions::OnSessionEvent(Run& run, const StreamEvent& event) {
   if (event.kind != StreamEvent::Kind::kOutput) return;
   json message = json::parse(event.data, nullptr, false);
   if (!message.is_object()) return;
-  const std::string kind = message.value("kind", "");
+  const std::string kind = message.contains("kind") && message["kind"].is_string() ? message["kind"].get<std::string>() : "";
   if (kind == "usage") {
     for (const char* key : {"input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"}) {
       if (message.contains(key) && message[key].is_number_integer()) {
@@ -264,9 +264,12 @@ void Executions::OnSessionEvent(Run& run, const StreamEvent& event) {
   }
   if (kind != "agent" || !message.contains("data") || !message["data"].is_object()) return;
   const json& data = message["data"];
-  if (data.value("type", "") != "result" || run.have_result) return;
+  // The agent's output is the sandbox's to make: types are checked, never assumed.
+  const auto type = data.find("type");
+  if (type == data.end() || !type->is_string() || *type != "result" || run.have_result) return;
   run.have_result = true;
-  run.result_is_error = data.value("is_error", false);
+  const auto is_error = data.find("is_error");
+  run.result_is_error = is_error != data.end() && is_error->is_boolean() && is_error->get<bool>();
   if (data.contains("result") && data["result"].is_string()) run.row.summary = data["result"].get<std::string>();
   // The turn is over: the agent finishes and exits (from the loop, not from inside its output).
   std::weak_ptr<bool> alive = alive_;

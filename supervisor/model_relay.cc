@@ -235,9 +235,15 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
                                "corral: this key belongs to no session of this sandbox", keep);
     }
     const RelayClient who = *found;
+    // The body is the sandbox's to make: nothing in it may be taken for granted.
     nlohmann::json body = nlohmann::json::parse(request.body(), nullptr, /*allow_exceptions=*/false);
-    const std::string model = body.is_object() ? body.value("model", "") : "";
+    const bool has_model = body.is_object() && body.contains("model") && body["model"].is_string();
+    const std::string model = has_model ? body["model"].get<std::string>() : "";
     std::optional<ModelPrice> price = config.prices.Find(model);
+    if (messages && !has_model) {
+      co_return co_await Reply(client, http::status::bad_request, "invalid_request_error",
+                               "corral: the body must be a JSON object with a \"model\" string", keep);
+    }
     if (messages) {
       // The user's rate (relay.requests_per_minute), over all their sessions: the API's own 429,
       // which the CLI answers by waiting Retry-After and trying again.

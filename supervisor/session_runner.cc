@@ -108,6 +108,14 @@ Status CheckTools(const std::vector<ClientTool>& tools) {
   return Status();
 }
 
+// A string member of a JSON object that the sandbox made (the agent's output, its tool calls):
+// "" when it is absent or of another type, never an exception.
+std::string StringOf(const json& j, const char* key) {
+  if (!j.is_object()) return "";
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
 json ToolResultText(const std::string& text, bool is_error) {
   return {{"content", json::array({{{"type", "text"}, {"text", text}}})}, {"isError", is_error}};
 }
@@ -124,7 +132,11 @@ AgentSession::~AgentSession() {
   if (command_ && command_->stream().subscribed(this)) command_->stream().Unsubscribe(this);
 }
 
-void AgentSession::Emit(const json& event) { events_.Append(StreamEvent::Kind::kOutput, 1, event.dump()); }
+// Text from the sandbox (the agent's stderr, a line that is not JSON) may be any bytes: invalid
+// UTF-8 is replaced, not thrown over.
+void AgentSession::Emit(const json& event) {
+  events_.Append(StreamEvent::Kind::kOutput, 1, event.dump(-1, ' ', false, json::error_handler_t::replace));
+}
 
 void AgentSession::WatchSilence() {
   if (runner_.io_ == nullptr) return;
@@ -188,10 +200,10 @@ void AgentSession::OnLine(std::string_view line) {
     Emit({{"kind", "stdout"}, {"text", std::string(line)}});
     return;
   }
-  const std::string type = message.value("type", "");
-  if (type == "system" && message.value("subtype", "") == "init") {
+  const std::string type = StringOf(message, "type");
+  if (type == "system" && StringOf(message, "subtype") == "init") {
     // A fork gets its id from the CLI.
-    const std::string agent_session = message.value("session_id", "");
+    const std::string agent_session = StringOf(message, "session_id");
     if (!agent_session.empty() && agent_session != row_.agent_session) {
       row_.agent_session = agent_session;
       (void)runner_.store_.UpdateSession(row_);
@@ -215,7 +227,7 @@ void AgentSession::End(const std::string& command_outcome) {
   if (hung_) {
     state = "failed";
     outcome = "agent_hung";
-  } else if (budget_exhausted_ || (process.is_object() && process.value("outcome", "") == "budget_exhausted")) {
+  } else if (budget_exhausted_ || (StringOf(process, "outcome") == "budget_exhausted")) {
     // The AI budget (the relay refused a call) or the compute budget (the sandbox was stopped).
     state = "failed";
     outcome = "budget_exhausted";
@@ -655,8 +667,8 @@ void SessionRunner::OnToolCall(const std::string& session_id, const std::string&
   if (pending.permission) {
     session.Emit({{"kind", "permission_request"},
                   {"call", call_id},
-                  {"tool_name", arguments.value("tool_name", "")},
-                  {"input", arguments.contains("input") ? arguments["input"] : json::object()}});
+                  {"tool_name", StringOf(arguments, "tool_name")},
+                  {"input", arguments.is_object() && arguments.contains("input") ? arguments["input"] : json::object()}});
   } else {
     session.Emit({{"kind", "tool_call"}, {"call", call_id}, {"name", name}, {"input", std::move(arguments)}});
   }

@@ -344,6 +344,18 @@ TEST_F(ModelRelayTest, AUserAboveTheRateGetsTheApisOwn429BeforeTheUpstream) {
   EXPECT_EQ(Spent(), 2 * (10 * 3 + 1 * 15));
 }
 
+TEST_F(ModelRelayTest, ABodyOfTheWrongShapeIsRefusedNotFatal) {
+  Start({{"turns", {Turn("a", 10, 1)}}});
+  // The agent's body is the sandbox's to make: a model that is not a string, a body that is not
+  // an object, or not JSON at all.
+  for (const json& body : {json{{"model", 5}, {"stream", true}}, json::array({1, 2}), json("x")}) {
+    Answer answer = Post("/v1/messages", body);
+    EXPECT_EQ(answer.status, 400) << body.dump() << " " << answer.body;
+  }
+  // Control: the relay still serves a good request afterwards.
+  EXPECT_EQ(Post("/v1/messages", MessagesBody(true)).status, 200);
+}
+
 TEST_F(ModelRelayTest, AModelWithoutAPriceAndOtherRoutesAreRefused) {
   Start({{"turns", {Turn("a", 10, 1)}}});
   Answer unpriced = Post("/v1/messages", MessagesBody(true, "claude-unpriced-9"));
