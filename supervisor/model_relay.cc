@@ -139,11 +139,60 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
   Status upstream_error;
   std::map<std::string, Sandbox> sandboxes;
   RateLimiter limiter{config.requests_per_minute};
+  // Per user: the calls admitted and not yet priced, and what they may cost at most. Near the
+  // edge of a budget a call waits for those to be priced instead of joining them.
+  struct Held {
+    int calls = 0;
+    int64_t micro_usd = 0;
+  };
+  std::map<std::string, Held> held;
   bool stopped = false;
   // Idle upstream connections, kept for the next call: no connect or TLS handshake per call.
   static constexpr size_t kMaxIdle = 16;
   std::vector<std::unique_ptr<beast::tcp_stream>> idle_plain;
   std::vector<std::unique_ptr<beast::ssl_stream<beast::tcp_stream>>> idle_tls;
+
+  // An admitted call's share of Held, given back when the call is over (however it ends).
+  class Reservation {
+   public:
+    Reservation(std::shared_ptr<Impl> impl, std::string user, int64_t micro_usd)
+        : impl_(std::move(impl)), user_(std::move(user)), micro_usd_(micro_usd) {
+      Held& held = impl_->held[user_];
+      ++held.calls;
+      held.micro_usd += micro_usd_;
+    }
+    ~Reservation() {
+      auto it = impl_->held.find(user_);
+      if (it == impl_->held.end()) return;
+      it->second.micro_usd -= micro_usd_;
+      if (--it->second.calls <= 0) impl_->held.erase(it);
+    }
+    Reservation(const Reservation&) = delete;
+    Reservation& operator=(const Reservation&) = delete;
+
+   private:
+    std::shared_ptr<Impl> impl_;
+    std::string user_;
+    int64_t micro_usd_;
+  };
+
+  // The most a call may cost: every byte of the request an input token (a JSON body holds fewer
+  // tokens than that), at the dearer of the input and cache-write prices, and max_tokens of
+  // output (4096 when the body names none).
+  static int64_t MaxCost(const std::string& raw_body, const nlohmann::json& body, const ModelPrice& price) {
+    const int64_t input_tokens = static_cast<int64_t>(raw_body.size());
+    int64_t output_tokens = 4096;
+    if (body.is_object() && body.contains("max_tokens") && body["max_tokens"].is_number_integer()) {
+      // The sandbox's number: bounded, so that the product below cannot overflow.
+      output_tokens = std::clamp<int64_t>(body["max_tokens"].get<int64_t>(), 0, int64_t{1} << 22);
+    }
+    ModelUsage usage;
+    usage.input_tokens = input_tokens;
+    usage.output_tokens = output_tokens;
+    ModelPrice dearer = price;
+    dearer.input = std::max(price.input, price.cache_write);
+    return CostMicroUsd(dearer, usage);
+  }
 
   void Accept(const std::string& sandbox_id) {
     auto it = sandboxes.find(sandbox_id);
@@ -244,6 +293,7 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
       co_return co_await Reply(client, http::status::bad_request, "invalid_request_error",
                                "corral: the body must be a JSON object with a \"model\" string", keep);
     }
+    std::optional<Reservation> reservation;  // held until this call is priced and done
     if (messages) {
       // The user's rate (relay.requests_per_minute), over all their sessions: the API's own 429,
       // which the CLI answers by waiting Retry-After and trying again.
@@ -283,6 +333,21 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
                                      IsoTime(window.end) + ")",
                                  keep);
       }
+      // The ledger knows only what has been priced. When what is left might not cover the calls
+      // in flight and this one at their most, this one waits (the API's own 429, which the CLI
+      // answers by retrying) until they are priced: at the edge of a budget a user overspends by
+      // one call, not by every call in flight. One call always goes ahead.
+      const int64_t estimate = MaxCost(request.body(), body, *price);
+      Held& mine = held[user];
+      if (mine.calls > 0 && *spent + mine.micro_usd + estimate > *who.budget.ai_micro_usd) {
+        LogInfo("relay", "near the budget's end: waiting for calls in flight",
+                {{"session", who.session_id}, {"in_flight", std::to_string(mine.calls)}});
+        co_return co_await Reply(client, http::status::too_many_requests, "rate_limit_error",
+                                 "corral: the AI budget is nearly spent and " + std::to_string(mine.calls) +
+                                     " call(s) are still being priced; retry shortly",
+                                 keep, 2);
+      }
+      reservation.emplace(shared_from_this(), user, estimate);
     }
     if (!upstream || config.api_key.empty()) {
       co_return co_await Reply(client, http::status::internal_server_error, "api_error",

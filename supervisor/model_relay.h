@@ -12,8 +12,12 @@
 //   4. streams the answer back as it comes while reading its usage (server-sent events, or the
 //      whole JSON body), prices it and writes one ledger row per request, also when the agent
 //      hangs up halfway (what was used is paid for).
-// A budget check is a read of the ledger before the request and the debit a write after it, so
-// concurrent requests at the edge of a budget overspend by at most the requests then in flight.
+// A budget check is a read of the ledger before the request and the debit a write after it (the
+// cost is known only at the end). So that concurrent requests at the edge of a budget do not all
+// overspend, each admitted call holds its most possible cost (every request byte an input token,
+// max_tokens of output) until it is priced; a call that what is left might not cover together
+// with those in flight waits (the API's own 429; the CLI retries). One call always goes ahead, so
+// a user overspends by at most one call.
 #pragma once
 
 #include <cstdint>
