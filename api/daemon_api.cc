@@ -4,9 +4,11 @@
 #include <time.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <regex>
+#include <string_view>
 
 #include <boost/asio/post.hpp>
 #include <nlohmann/json.hpp>
@@ -118,8 +120,23 @@ json SessionJson(const supervisor::SessionRow& row) {
   return j;
 }
 
+// A field the daemon does not know is an error, not something silently left at its default (a
+// misplaced {"cpus": 2} used to give a sandbox one CPU without a word).
+Status RefuseUnknownFields(const json& body, std::initializer_list<std::string_view> known,
+                           const char* where = nullptr) {
+  for (const auto& [key, value] : body.items()) {
+    if (std::find(known.begin(), known.end(), key) == known.end()) {
+      return Status::Error((where != nullptr ? std::string(where) + ": " : std::string()) + "unknown field \"" + key + "\"",
+                           EINVAL);
+    }
+  }
+  return Status();
+}
+
 StatusOr<supervisor::NewSession> ParseNewSession(const json& body) {
   supervisor::NewSession request;
+  RETURN_IF_ERROR(RefuseUnknownFields(body, {"prompt", "model", "permission_mode", "cwd", "resume", "fork",
+                                             "allowed_tools", "disallowed_tools", "partial", "tools"}));
   auto text = [&](const char* key, std::string& into) -> Status {
     if (!body.contains(key)) return Status();
     if (!body[key].is_string()) return Status::Error(std::string(key) + ": expected a string", EINVAL);
@@ -153,6 +170,7 @@ StatusOr<supervisor::NewSession> ParseNewSession(const json& body) {
       if (!item.is_object() || !item.contains("name") || !item["name"].is_string()) {
         return Status::Error("tools: each is {\"name\", \"description\"?, \"input_schema\"?}", EINVAL);
       }
+      RETURN_IF_ERROR(RefuseUnknownFields(item, {"name", "description", "input_schema"}, "tools"));
       supervisor::ClientTool tool;
       tool.name = item["name"].get<std::string>();
       if (item.contains("description")) {
@@ -201,6 +219,7 @@ StatusOr<json> ParseBody(const std::string& body) {
 
 StatusOr<supervisor::CreateRequest> ParseCreate(const json& body) {
   supervisor::CreateRequest request;
+  RETURN_IF_ERROR(RefuseUnknownFields(body, {"name", "image", "start", "snapshot", "idle_timeout_s", "limits"}));
   if (body.contains("name")) {
     if (!body["name"].is_string()) return Status::Error("name: expected a string", EINVAL);
     request.name = body["name"].get<std::string>();
@@ -1204,7 +1223,9 @@ void RegisterApi(Server& server, boost::asio::io_context& io, boost::asio::threa
   server.Route("POST", "/v1/admin/issuers", Auth::kAdminOnly, [&store](HttpRequest request, Responder respond) {
     auto body = ParseBody(request.body);
     if (!body.ok()) return respond(ErrorResponse(body.status()));
-    std::string name = body->value("name", "");
+    Status fields = RefuseUnknownFields(*body, {"name"});
+    if (!fields.ok()) return respond(ErrorResponse(fields));
+    const std::string name = body->contains("name") && (*body)["name"].is_string() ? (*body)["name"].get<std::string>() : "";
     static const std::regex kName("[A-Za-z0-9._-]{1,64}");
     if (!std::regex_match(name, kName)) {
       return respond(ErrorResponse(Status::Error("name: 1 to 64 characters of A-Z a-z 0-9 . _ -", EINVAL)));
@@ -1235,9 +1256,14 @@ void RegisterApi(Server& server, boost::asio::io_context& io, boost::asio::threa
   server.Route("POST", "/v1/admin/tokens", Auth::kAdminOnly, [&store, &config](HttpRequest request, Responder respond) {
     auto body = ParseBody(request.body);
     if (!body.ok()) return respond(ErrorResponse(body.status()));
-    std::string issuer = body->value("issuer", "");
-    std::string sub = body->value("sub", "");
-    if (sub.empty()) return respond(ErrorResponse(Status::Error("sub: required", EINVAL)));
+    Status fields = RefuseUnknownFields(*body, {"issuer", "sub", "ttl_s", "scope", "limits", "budget"});
+    if (!fields.ok()) return respond(ErrorResponse(fields));
+    auto text = [&](const char* key) {
+      return body->contains(key) && (*body)[key].is_string() ? (*body)[key].get<std::string>() : std::string();
+    };
+    const std::string issuer = text("issuer");
+    const std::string sub = text("sub");
+    if (sub.empty()) return respond(ErrorResponse(Status::Error("sub: required (a string)", EINVAL)));
     std::optional<uint64_t> ttl;
     Status ttl_ok = OptionalUint(*body, "ttl_s", ttl);
     if (!ttl_ok.ok()) return respond(ErrorResponse(ttl_ok));

@@ -149,7 +149,7 @@ cache_read = 0.3
         token = mint("bench", secret, "bencher", budget={"ai_usd": 100, "window": "day"})
         # The host's CPUs, as bare claude has them (its start is multi-threaded).
         status, sandbox = daemon.http("POST", "/v1/sandboxes", token,
-                                      {"cpus": os.cpu_count(), "memory_bytes": 2 << 30})
+                                      {"limits": {"cpus": os.cpu_count(), "memory_bytes": 2 << 30}})
         assert status == 201, sandbox
         home = tempfile.mkdtemp(prefix="corral-bench-claude-home-")
         for i in range(WARMUP + RUNS):

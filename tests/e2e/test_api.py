@@ -91,6 +91,20 @@ class Auth(DaemonTestCase):
         self.assertIn("acme", [i["name"] for i in body["issuers"]])
         self.assertNotIn("secret", json.dumps(body))
 
+    def test_admin_requests_are_checked(self):
+        for path, body, fragment in (("/v1/admin/issuers", {"name": 7}, "name"),
+                                     ("/v1/admin/issuers", {"name": "ok-name", "secret": "x"}, "secret"),
+                                     ("/v1/admin/tokens", {"issuer": "acme", "sub": ["x"]}, "sub"),
+                                     ("/v1/admin/tokens", {"issuer": "acme", "sub": "x", "ttl": 60}, "ttl")):
+            with self.subTest(body=body):
+                status, reply = self.daemon.admin("POST", path, body)
+                self.assertEqual(status, 400, reply)
+                self.assertIn(fragment, reply["error"]["message"])
+        # Positive control: the same routes with good bodies.
+        status, reply = self.daemon.admin("POST", "/v1/admin/tokens", {"issuer": "acme", "sub": "x", "ttl_s": 60})
+        self.assertEqual(status, 200, reply)
+        self.assertEqual(self.daemon.http("GET", "/v1/sandboxes", reply["token"])[0], 200)
+
 
 class Sandboxes(DaemonTestCase):
     def test_create_exec_stop_start_destroy(self):
@@ -167,7 +181,8 @@ class Sandboxes(DaemonTestCase):
     def test_bad_requests_name_the_field(self):
         token = self.token("erin")
         for body, field in [({"limits": {"memory_bytes": "lots"}}, "memory_bytes"),
-                            ({"limits": {"bogus": 1}}, "bogus"), ({"image": "debian"}, "image")]:
+                            ({"limits": {"bogus": 1}}, "bogus"), ({"image": "debian"}, "image"),
+                            ({"cpus": 2}, "cpus")]:  # a limit outside "limits" is not silently dropped
             with self.subTest(field=field):
                 status, reply = self.daemon.http("POST", "/v1/sandboxes", token, body)
                 self.assertEqual(status, 400, reply)

@@ -524,14 +524,17 @@ agent_silence_timeout = 8
         self.assertEqual([s["session"] for s in usage["sessions"]], [session["id"]])
         self.assertGreater(float(usage["ai"]["spent_usd"]), 0)
 
-    def test_tools_are_checked(self):
-        for tools, fragment in (([{"name": "bad name"}], "A-Z"), ([{"name": "a"}, {"name": "a"}], "twice"),
-                                ([{"name": "corral_permission"}], "daemon's own"),
-                                ([{"name": "x", "input_schema": "nope"}], "schema")):
-            status, body = self.daemon.http("POST", f"/v1/sandboxes/{self.sid}/sessions", self.owner,
-                                            {"tools": tools})
-            self.assertEqual(status, 400, body)
-            self.assertIn(fragment, body["error"]["message"])
+    def test_tools_and_fields_are_checked(self):
+        for request, fragment in (({"tools": [{"name": "bad name"}]}, "A-Z"),
+                                  ({"tools": [{"name": "a"}, {"name": "a"}]}, "twice"),
+                                  ({"tools": [{"name": "corral_permission"}]}, "daemon's own"),
+                                  ({"tools": [{"name": "x", "input_schema": "nope"}]}, "schema"),
+                                  ({"tools": [{"name": "x", "inputSchema": {}}]}, "inputSchema"),
+                                  ({"prompt": "hi", "permissionMode": "plan"}, "permissionMode")):
+            with self.subTest(fragment=fragment):
+                status, body = self.daemon.http("POST", f"/v1/sandboxes/{self.sid}/sessions", self.owner, request)
+                self.assertEqual(status, 400, body)
+                self.assertIn(fragment, body["error"]["message"])
 
     def test_a_budget_spent_mid_session_stops_the_agent_and_the_ledger_matches_to_the_micro_dollar(self):
         # USD 0.01 a day: the first call (0.0120) is admitted and overspends, the second refused.
