@@ -187,7 +187,9 @@ Measured {time.strftime('%Y-%m-%d')} on {platform.node()} ({os.cpu_count()} CPUs
 
 The session's figure includes the HTTP create (the session row, the placeholder key), the
 command's start in the sandbox through corral-init (its own cgroup), and the stream-json events
-passing through the daemon to the WebSocket. Raw times: `bench/out/sessions/`.
+passing through the daemon to the WebSocket. The sandbox has as many CPUs as the host
+(`limits.cpus`), as bare `claude` has: Claude Code's start is multi-threaded, and with the
+default of one CPU it starts about 60 ms later. Raw times: `bench/out/sessions/`.
 """
     print(relay_text)
     print(body)
