@@ -38,6 +38,7 @@ supervisor::UserCaps CapsOfToken(const AuthContext& auth) {
   caps.idle_timeout_s = l.idle_timeout_s;
   caps.commands = l.commands;
   caps.sessions = l.sessions;
+  caps.egress_json = l.egress_json;
   return caps;
 }
 

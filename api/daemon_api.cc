@@ -53,6 +53,16 @@ HttpResponse ErrorResponse(const Status& status) {
   return response;
 }
 
+// A sandbox's egress rules as stored; one made before there were rules has none.
+json EgressJson(const SandboxRow& row) {
+  json rules = row.egress_json.empty() ? json::object() : json::parse(row.egress_json, nullptr, false);
+  if (!rules.is_object()) rules = json::object();
+  for (const char* key : {"domains", "ports", "cidrs"}) {
+    if (!rules.contains(key)) rules[key] = json::array();
+  }
+  return rules;
+}
+
 json SandboxJson(const SandboxRow& row, bool with_owner) {
   json limits = json::object();
   auto parsed = supervisor::ParseLimits(row.limits_json);
@@ -70,7 +80,8 @@ json SandboxJson(const SandboxRow& row, bool with_owner) {
             {"idle_timeout_s", row.idle_timeout_s},
             {"created_at", row.created_at},
             {"last_active_at", row.last_active_at},
-            {"source", row.source}};
+            {"source", row.source},
+            {"egress", EgressJson(row)}};
   if (with_owner) {
     j["iss"] = row.iss;
     j["sub"] = row.sub;
@@ -219,7 +230,11 @@ StatusOr<json> ParseBody(const std::string& body) {
 
 StatusOr<supervisor::CreateRequest> ParseCreate(const json& body) {
   supervisor::CreateRequest request;
-  RETURN_IF_ERROR(RefuseUnknownFields(body, {"name", "image", "start", "snapshot", "idle_timeout_s", "limits"}));
+  RETURN_IF_ERROR(RefuseUnknownFields(body, {"name", "image", "start", "snapshot", "idle_timeout_s", "limits", "egress"}));
+  if (body.contains("egress")) {
+    if (!body["egress"].is_object()) return Status::Error("egress: expected an object {\"domains\", \"ports\", \"cidrs\"}", EINVAL);
+    request.egress_json = body["egress"].dump();
+  }
   if (body.contains("name")) {
     if (!body["name"].is_string()) return Status::Error("name: expected a string", EINVAL);
     request.name = body["name"].get<std::string>();
@@ -1133,6 +1148,46 @@ void RegisterApi(Server& server, boost::asio::io_context& io, boost::asio::threa
     };
   };
   server.Route("POST", "/v1/sandboxes/{id}/start", Auth::kRequired, lifecycle("start"));
+  // Egress rules: read, and replace (a running sandbox's next proxy connection obeys them).
+  server.Route("GET", "/v1/sandboxes/{id}/egress", Auth::kRequired, [&manager](HttpRequest request, Responder respond) {
+    auto row = manager.Get(CallerOf(request.auth), request.params["id"]);
+    if (!row.ok()) return respond(ErrorResponse(row.status()));
+    respond(JsonResponse(200, EgressJson(*row)));
+  });
+  server.Route("PUT", "/v1/sandboxes/{id}/egress", Auth::kRequired, [&manager](HttpRequest request, Responder respond) {
+    if (!HasScope(request.auth, kScopeSandboxes)) return respond(ErrorResponse(ScopeError(kScopeSandboxes)));
+    auto body = ParseBody(request.body);
+    if (!body.ok()) return respond(ErrorResponse(body.status()));
+    if (!body->is_object()) {
+      return respond(ErrorResponse(Status::Error("expected an object {\"domains\", \"ports\", \"cidrs\"}", EINVAL)));
+    }
+    auto row = manager.SetEgress(CallerOf(request.auth), CapsOf(request.auth), request.params["id"], body->dump());
+    if (!row.ok()) return respond(ErrorResponse(row.status()));
+    respond(JsonResponse(200, EgressJson(*row)));
+  });
+  // The sandbox's event log (lifecycle, command outcomes, egress decisions), oldest first, from
+  // after_seq on: poll with the last seq seen.
+  server.Route("GET", "/v1/sandboxes/{id}/events", Auth::kRequired, [&manager, &store](HttpRequest request, Responder respond) {
+    auto row = manager.Get(CallerOf(request.auth), request.params["id"]);
+    if (!row.ok()) return respond(ErrorResponse(row.status()));
+    auto after = QueryInt(request.query, "after_seq", 0);
+    if (!after.ok()) return respond(ErrorResponse(after.status()));
+    auto limit = QueryInt(request.query, "limit", 1000);
+    if (!limit.ok()) return respond(ErrorResponse(limit.status()));
+    if (*limit < 1 || *limit > 1000) return respond(ErrorResponse(Status::Error("limit: 1 to 1000", EINVAL)));
+    const std::string type = request.query.count("type") ? request.query.at("type") : "";
+    auto events = store.ListEvents(row->id, *after, *limit);
+    if (!events.ok()) return respond(ErrorResponse(events.status()));
+    json list = json::array();
+    int64_t last = *after;
+    for (const auto& event : *events) {
+      last = event.seq;
+      if (!type.empty() && event.type != type && event.type.rfind(type + ".", 0) != 0) continue;
+      list.push_back({{"seq", event.seq}, {"type", event.type}, {"at", event.at},
+                      {"data", json::parse(event.data_json, nullptr, false)}});
+    }
+    respond(JsonResponse(200, {{"events", list}, {"last_seq", last}, {"more", static_cast<int64_t>(events->size()) == *limit}}));
+  });
   server.Route("POST", "/v1/sandboxes/{id}/stop", Auth::kRequired, lifecycle("stop"));
   server.Route("DELETE", "/v1/sandboxes/{id}", Auth::kRequired, [&manager](HttpRequest request, Responder respond) {
     if (!HasScope(request.auth, kScopeSandboxes)) return respond(ErrorResponse(ScopeError(kScopeSandboxes)));

@@ -17,6 +17,7 @@
 #include <cstdlib>
 
 #include "api/jwt_internal.h"
+#include "supervisor/egress_policy.h"
 
 namespace corral::api {
 namespace {
@@ -276,6 +277,11 @@ StatusOr<TokenLimits> ParseLimits(const json& payload) {
   }
   if (auto cpus = it->find("cpus"); cpus != it->end()) {
     ASSIGN_OR_RETURN(limits.cpu_millicores, CpusToMillicores(*cpus));
+  }
+  if (auto egress = it->find("egress"); egress != it->end()) {
+    auto rules = supervisor::ParseEgressRules(*egress, "limits.egress", {});
+    if (!rules.ok()) return Status::Error(std::string(rules.status().message()));
+    limits.egress_json = egress->dump();
   }
   return limits;
 }

@@ -49,6 +49,7 @@ struct TokenLimits {
   std::optional<uint64_t> idle_timeout_s;   // the longest idle timeout the user may set
   std::optional<uint64_t> commands;         // concurrent commands per sandbox
   std::optional<uint64_t> sessions;         // agent sessions running at once
+  std::string egress_json;  // limits.egress {"domains", "ports", "cidrs"}: caps on egress rules; "" = none
 };
 
 // The user's budget (enforced by the agent-session work; parsed and carried here).

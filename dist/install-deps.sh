@@ -11,6 +11,8 @@ packages=(
   libtomlplusplus-dev libsystemd-dev sqlite3
   # corral cp: tar archives for directories
   libarchive-dev
+  # egress proxy: asynchronous DNS against a configured resolver (egress.resolver)
+  libc-ares-dev
   # tests
   libgtest-dev libgmock-dev python3 iproute2 procps util-linux curl
   # systemd-analyze, to verify dist/corrald.service (tests/dist). It works without systemd as PID 1,
@@ -19,6 +21,10 @@ packages=(
   # e2e tests: real WebSocket clients (Debian's python3-websockets, and node-ws for
   # tests/e2e/node/ws_client.mjs)
   python3-websockets nodejs node-ws
+  # egress proxy tests: the fake internet (tests/fixtures/fake_internet.py) makes its test CA
+  # with python3-cryptography and its git repository with git; its self-test installs a
+  # package from it with pip
+  git python3-cryptography python3-pip
   # runtime: mkfs.ext4 for disk-capped workspaces (busybox-static, below, is also used by the
   # image tests)
   e2fsprogs

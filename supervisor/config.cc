@@ -11,11 +11,13 @@
 #include <optional>
 #include <string_view>
 
+#include <nlohmann/json.hpp>
 #include <toml++/toml.h>
 
 #include "common/file_util.h"
 #include "common/parse.h"
 #include "supervisor/model_relay.h"
+#include "supervisor/tool_bridge.h"
 
 namespace corral::supervisor {
 namespace {
@@ -149,6 +151,69 @@ std::string ApplyOrigins(const toml::node& node, DaemonConfig& config) {
 
 // Absolute host paths without "." or ".." components and without a trailing '/' (except "/"):
 // [execute] allowed_repo_paths, compared with the real path of what a request names.
+Apply BoolKey(bool DaemonConfig::*field) {
+  return [field](const toml::node& node, DaemonConfig& config) -> std::string {
+    const auto* b = node.as_boolean();
+    if (b == nullptr) return "expected true or false";
+    config.*field = b->get();
+    return "";
+  };
+}
+
+// egress.domains = ["*.example.com"], egress.ports = [443], egress.cidrs = ["10.1.0.0/16"] (and
+// the allowed_ ones): parsed as a rule set's one field, with the rule checks of the API.
+Apply EgressListKey(EgressRules DaemonConfig::*rules, const char* field) {
+  return [rules, field](const toml::node& node, DaemonConfig& config) -> std::string {
+    const auto* array = node.as_array();
+    const bool ports = std::string_view(field) == "ports";
+    const std::string expected = ports ? "expected an array of ports like [443, 80]"
+                                       : std::string_view(field) == "cidrs" ? "expected an array of ranges like [\"10.1.0.0/16\"]"
+                                                                            : "expected an array of domains like [\"*.example.com\"]";
+    if (array == nullptr) return expected;
+    nlohmann::json list = nlohmann::json::array();
+    for (const toml::node& element : *array) {
+      if (ports) {
+        const auto* integer = element.as_integer();
+        if (integer == nullptr) return expected;
+        list.push_back(integer->get());
+      } else {
+        const auto* s = element.as_string();
+        if (s == nullptr) return expected;
+        list.push_back(s->get());
+      }
+    }
+    auto parsed = ParseEgressRules(nlohmann::json{{field, list}}, "", config.*rules);
+    if (!parsed.ok()) {
+      std::string message(parsed.status().message());
+      return message.rfind(": ", 0) == 0 ? message.substr(2) : message;
+    }
+    config.*rules = *parsed;
+    return "";
+  };
+}
+
+Apply NetnsKey() {
+  return [](const toml::node& node, DaemonConfig& config) -> std::string {
+    const auto* s = node.as_string();
+    if (s == nullptr || (!s->get().empty() && s->get()[0] != '/')) {
+      return "expected the path of a network namespace like \"/run/netns/egress\", or \"\"";
+    }
+    config.egress_netns = s->get();
+    return "";
+  };
+}
+
+Apply ResolverKey() {
+  return [](const toml::node& node, DaemonConfig& config) -> std::string {
+    const std::string expected = "expected an IP address with an optional port, like \"127.0.0.53\" or \"[::1]:53\", or \"\"";
+    const auto* s = node.as_string();
+    if (s == nullptr) return expected;
+    if (!s->get().empty() && !ParseResolverAddress(s->get())) return expected;
+    config.egress_resolver = s->get();
+    return "";
+  };
+}
+
 std::string ApplyRepoPaths(const toml::node& node, DaemonConfig& config) {
   const std::string expected = "expected an array of absolute paths like [\"/srv/repos/app\"]";
   const auto* array = node.as_array();
@@ -316,6 +381,20 @@ const std::vector<KeySpec>& Keys() {
       {"execute", "timeout", SecondsKey(&DaemonConfig::execute_timeout_s)},
       {"execute", "max_diff", SizeKey(&DaemonConfig::execute_max_diff_bytes)},
       {"execute", "max_bundle", SizeKey(&DaemonConfig::execute_max_bundle_bytes)},
+      {"egress", "enabled", BoolKey(&DaemonConfig::egress_enabled)},
+      {"egress", "port", CountKey(&DaemonConfig::egress_port)},
+      {"egress", "domains", EgressListKey(&DaemonConfig::egress_defaults, "domains")},
+      {"egress", "ports", EgressListKey(&DaemonConfig::egress_defaults, "ports")},
+      {"egress", "cidrs", EgressListKey(&DaemonConfig::egress_defaults, "cidrs")},
+      {"egress", "allowed_domains", EgressListKey(&DaemonConfig::egress_allowed, "domains")},
+      {"egress", "allowed_ports", EgressListKey(&DaemonConfig::egress_allowed, "ports")},
+      {"egress", "allowed_cidrs", EgressListKey(&DaemonConfig::egress_allowed, "cidrs")},
+      {"egress", "netns", NetnsKey()},
+      {"egress", "resolver", ResolverKey()},
+      {"egress", "max_connections", CountKey(&DaemonConfig::egress_max_connections)},
+      {"egress", "bandwidth", SizeKey(&DaemonConfig::egress_bandwidth)},
+      {"egress", "connect_timeout", SecondsKey(&DaemonConfig::egress_connect_timeout_s)},
+      {"egress", "idle_timeout", SecondsKey(&DaemonConfig::egress_idle_timeout_s)},
   };
   return keys;
 }
@@ -401,6 +480,21 @@ Status Validate(const DaemonConfig& c, const std::string& origin, const Lines& l
 
   if (c.relay_port == 0 || c.relay_port > 65535) {
     return Status::Error(check.Where({"relay.port"}) + "relay.port: expected a port, 1 to 65535");
+  }
+  if (c.egress_port == 0 || c.egress_port > 65535) {
+    return Status::Error(check.Where({"egress.port"}) + "egress.port: expected a port, 1 to 65535");
+  }
+  if (c.egress_port == c.relay_port || c.egress_port == kToolBridgePort) {
+    return Status::Error(check.Where({"egress.port"}) + "egress.port: taken by the model relay (relay.port) or the tool bridge (" +
+                         std::to_string(kToolBridgePort) + ")");
+  }
+  RETURN_IF_ERROR(check.Positive("egress.max_connections", c.egress_max_connections));
+  RETURN_IF_ERROR(check.Positive("egress.connect_timeout", c.egress_connect_timeout_s));
+  RETURN_IF_ERROR(check.Positive("egress.idle_timeout", c.egress_idle_timeout_s));
+  if (Status within = CheckWithinCaps(c.egress_defaults, c.egress_allowed, "egress.allowed_*"); !within.ok()) {
+    return Status::Error(check.Where({"egress.domains", "egress.ports", "egress.cidrs"}) +
+                         "egress.domains/ports/cidrs: a default rule outside the allowed ones: " +
+                         std::string(within.message()));
   }
   RETURN_IF_ERROR(check.Positive("relay.max_request", c.relay_max_request_bytes));
   RETURN_IF_ERROR(check.Positive("relay.timeout", c.relay_timeout_s));

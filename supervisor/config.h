@@ -14,6 +14,7 @@
 
 #include "common/status.h"
 #include "supervisor/budget.h"
+#include "supervisor/egress_policy.h"
 
 namespace corral::supervisor {
 
@@ -89,6 +90,18 @@ struct DaemonConfig {
   uint64_t execute_timeout_s = 3600;              // the longest an execution's agent works (and the default)
   uint64_t execute_max_diff_bytes = 4ull << 20;   // the diff kept in its record; longer: truncated
   uint64_t execute_max_bundle_bytes = 64ull << 20;  // a repository made from a path, and a result's bundle
+
+  // [egress]: the HTTP/CONNECT proxy on each sandbox's loopback (supervisor/egress_proxy.h)
+  bool egress_enabled = true;                     // false: no proxy, no proxy variables inside
+  uint64_t egress_port = 7882;                    // HTTP(S)_PROXY=http://127.0.0.1:<port> inside
+  EgressRules egress_defaults{{}, {443, 80}, {}}; // domains/ports/cidrs: a new sandbox's rules unless it names its own
+  EgressRules egress_allowed{{"*"}, {443, 80}, {}};  // allowed_domains/_ports/_cidrs: what any rule may name
+  std::string egress_netns;                       // outbound connections from this network namespace; "" = corrald's
+  std::string egress_resolver;                    // "IP[:port]" of the DNS server the proxy asks; "" = the system's
+  uint64_t egress_max_connections = 64;           // per sandbox, at once
+  uint64_t egress_bandwidth = 0;                  // bytes per second per sandbox, both ways together; 0 = no limit
+  uint64_t egress_connect_timeout_s = 10;
+  uint64_t egress_idle_timeout_s = 300;           // a connection with no bytes either way this long is closed
 };
 
 // Parses TOML text; `origin` names the file in error messages.

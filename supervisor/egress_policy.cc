@@ -186,6 +186,37 @@ std::string_view NonPublicReason(const IpAddress& address) {
   return "";
 }
 
+std::optional<ServerAddress> ParseResolverAddress(std::string_view text) {
+  ServerAddress server;
+  std::string_view host = text;
+  std::string_view port;
+  if (!text.empty() && text.front() == '[') {
+    const size_t close = text.find(']');
+    if (close == std::string_view::npos) return std::nullopt;
+    host = text.substr(1, close - 1);
+    std::string_view rest = text.substr(close + 1);
+    if (!rest.empty()) {
+      if (rest.front() != ':') return std::nullopt;
+      port = rest.substr(1);
+      if (port.empty()) return std::nullopt;
+    }
+  } else if (std::count(text.begin(), text.end(), ':') == 1) {
+    host = text.substr(0, text.find(':'));
+    port = text.substr(text.find(':') + 1);
+    if (port.empty()) return std::nullopt;
+  }
+  auto address = IpAddress::Parse(host);
+  if (!address) return std::nullopt;
+  server.address = *address;
+  if (!port.empty()) {
+    if (port.size() > 5 || !std::all_of(port.begin(), port.end(), ::isdigit)) return std::nullopt;
+    const int value = std::stoi(std::string(port));
+    if (value < 1 || value > 65535) return std::nullopt;
+    server.port = static_cast<uint16_t>(value);
+  }
+  return server;
+}
+
 // ---- Names ----
 
 std::string NormalizeHostName(std::string_view host) {
@@ -314,6 +345,25 @@ Status CheckWithinCaps(const EgressRules& rules, const EgressRules& caps, std::s
     }
   }
   return Status();
+}
+
+EgressRules NarrowToCaps(const EgressRules& rules, const EgressRules& caps) {
+  EgressRules out;
+  for (const std::string& domain : rules.domains) {
+    if (std::any_of(caps.domains.begin(), caps.domains.end(),
+                    [&](const std::string& cap) { return PatternCovers(cap, domain); })) {
+      out.domains.push_back(domain);
+    }
+  }
+  for (uint16_t port : rules.ports) {
+    if (std::find(caps.ports.begin(), caps.ports.end(), port) != caps.ports.end()) out.ports.push_back(port);
+  }
+  for (const Cidr& cidr : rules.cidrs) {
+    if (std::any_of(caps.cidrs.begin(), caps.cidrs.end(), [&](const Cidr& cap) { return cap.Covers(cidr); })) {
+      out.cidrs.push_back(cidr);
+    }
+  }
+  return out;
 }
 
 HostDecision DecideHost(const EgressRules& rules, std::string_view host, uint16_t port) {

@@ -60,6 +60,13 @@ struct Cidr {
 // address. IPv4 inside IPv6 (mapped, NAT64, 6to4) is judged by the IPv4 address it carries.
 std::string_view NonPublicReason(const IpAddress& address);
 
+// A DNS server: "IP", "IP:port", "[IPv6]:port" (port 53 when none).
+struct ServerAddress {
+  IpAddress address;
+  uint16_t port = 53;
+};
+std::optional<ServerAddress> ParseResolverAddress(std::string_view text);
+
 struct EgressRules {
   std::vector<std::string> domains;  // normalized: lower case, no trailing dot
   std::vector<uint16_t> ports;
@@ -85,6 +92,10 @@ bool PatternCovers(std::string_view outer, std::string_view inner);
 // Refuses rules outside `caps`, naming the first rule that is ("egress: the domain \"x\" is not
 // allowed (egress.allowed_domains)"). `source` names where the caps come from.
 Status CheckWithinCaps(const EgressRules& rules, const EgressRules& caps, std::string_view source);
+
+// The rules of `rules` that lie within `caps` (a token's narrower caps applied to the config's
+// defaults, for a sandbox that names no rules of its own).
+EgressRules NarrowToCaps(const EgressRules& rules, const EgressRules& caps);
 
 // The decision on a request's host and port, before resolution.
 struct HostDecision {

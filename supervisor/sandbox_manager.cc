@@ -17,6 +17,8 @@
 #include "common/log.h"
 #include "isolation/sandbox_spec.h"
 #include "common/file_util.h"
+#include "supervisor/egress_policy.h"
+#include "supervisor/egress_proxy.h"
 #include "supervisor/ids.h"
 #include "supervisor/layer_owners.h"
 
@@ -133,6 +135,40 @@ StatusOr<SandboxRow> SandboxManager::Owned(const Caller& caller, const std::stri
   return *row;
 }
 
+StatusOr<std::string> SandboxManager::EgressRulesFor(const UserCaps& caps, const std::string& requested) {
+  // The token's caps: what it names, within the config's (an axis it does not name is the config's).
+  EgressRules token_caps = config_.egress_allowed;
+  if (!caps.egress_json.empty()) {
+    ASSIGN_OR_RETURN(token_caps, ParseEgressRules(nlohmann::json::parse(caps.egress_json, nullptr, false),
+                                                  "limits.egress", config_.egress_allowed));
+  }
+  EgressRules rules;
+  if (requested.empty()) {
+    rules = NarrowToCaps(NarrowToCaps(config_.egress_defaults, config_.egress_allowed), token_caps);
+  } else {
+    const nlohmann::json j = nlohmann::json::parse(requested, nullptr, false);
+    ASSIGN_OR_RETURN(rules, ParseEgressRules(j, "egress", config_.egress_defaults));
+    RETURN_IF_ERROR(CheckWithinCaps(rules, config_.egress_allowed, "the daemon's egress.allowed_*"));
+    RETURN_IF_ERROR(CheckWithinCaps(rules, token_caps, "the token's limits.egress"));
+  }
+  return EgressRulesJson(rules).dump();
+}
+
+StatusOr<SandboxRow> SandboxManager::SetEgress(const Caller& caller, const UserCaps& caps, const std::string& id,
+                                               const std::string& egress_json) {
+  ASSIGN_OR_RETURN(SandboxRow row, Owned(caller, id));
+  ASSIGN_OR_RETURN(std::string rules, EgressRulesFor(caps, egress_json));
+  RETURN_IF_ERROR(store_.SetSandboxEgress(id, rules));
+  row.egress_json = rules;
+  if (egress_ != nullptr) {
+    auto parsed = ParseEgressRules(nlohmann::json::parse(rules), "egress", {});
+    if (parsed.ok()) egress_->SetRules(id, *parsed);
+  }
+  (void)store_.AppendEvent(id, "sandbox.egress", nlohmann::json{{"rules", nlohmann::json::parse(rules)}}.dump());
+  LogInfo("sandbox", "egress rules changed", {{"sandbox", id}, {"rules", rules}});
+  return row;
+}
+
 void SandboxManager::Fresh(SandboxRow& row) const {
   auto it = live_.find(row.id);
   if (it != live_.end()) row.last_active_at = std::max(row.last_active_at, it->second->active_at);
@@ -194,6 +230,8 @@ void SandboxManager::Create(const Caller& caller, const UserCaps& caps, CreateRe
   auto idle = Pick("idle_timeout_s", request.idle_timeout_s, config_.default_idle_timeout_s, caps.idle_timeout_s,
                    config_.max_idle_timeout_s, 0);
   if (!idle.ok()) return done(idle.status());
+  auto egress = EgressRulesFor(caps, request.egress_json);
+  if (!egress.ok()) return done(egress.status());
 
   SandboxRow row;
   row.id = NewId("sb");
@@ -206,6 +244,7 @@ void SandboxManager::Create(const Caller& caller, const UserCaps& caps, CreateRe
   row.idle_timeout_s = static_cast<int64_t>(*idle);
   row.created_at = row.updated_at = row.last_active_at = Now();
   row.budget_json = BudgetToJson(caller.budget);
+  row.egress_json = *egress;
   if (request.start && !caller.admin) {
     Status compute = CheckCompute(caller.iss, caller.sub, caller.budget);
     if (!compute.ok()) return done(compute);
@@ -360,6 +399,9 @@ void SandboxManager::Fork(const Caller& caller, const UserCaps& caps, const std:
   auto idle = Pick("idle_timeout_s", static_cast<uint64_t>(source->idle_timeout_s), config_.default_idle_timeout_s,
                    caps.idle_timeout_s, config_.max_idle_timeout_s, 0);
   if (!idle.ok()) return done(idle.status());
+  // The source's egress rules too, held against what this token allows now.
+  auto egress = EgressRulesFor(caps, source->egress_json);
+  if (!egress.ok()) return done(egress.status());
 
   SandboxRow row;
   row.id = NewId("sb");
@@ -371,6 +413,7 @@ void SandboxManager::Fork(const Caller& caller, const UserCaps& caps, const std:
   row.source = source->id;
   row.limits_json = LimitsJson(*limits);
   row.idle_timeout_s = static_cast<int64_t>(*idle);
+  row.egress_json = *egress;
   row.created_at = row.updated_at = row.last_active_at = Now();
   auto created = InsertSandbox(caller, caps, row);
   if (!created.ok()) return done(created.status());
@@ -761,6 +804,11 @@ StatusOr<std::shared_ptr<Command>> SandboxManager::Exec(const Caller& caller, co
   request.env = {"PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin", "HOME=" + home,
                  std::string("USER=") + (request.uid == 0 ? "root" : "agent"), "LANG=C.UTF-8"};
   if (spec.pty) request.env.push_back("TERM=xterm-256color");
+  if (egress_ != nullptr) {
+    for (std::string& var : EgressProxyEnvironment(static_cast<uint16_t>(config_.egress_port))) {
+      request.env.push_back(std::move(var));
+    }
+  }
   for (const auto& var : spec.env) {
     size_t eq = var.find('=');
     if (eq == 0 || eq == std::string::npos) return Status::Error("env: bad entry " + var, EINVAL);

@@ -57,6 +57,7 @@ struct UserCaps {
   std::optional<uint64_t> idle_timeout_s;
   std::optional<uint64_t> commands;
   std::optional<uint64_t> sessions;
+  std::string egress_json;  // the token's limits.egress ({"domains", "ports", "cidrs"}); "" = none
 };
 
 struct CreateRequest {
@@ -69,6 +70,7 @@ struct CreateRequest {
   std::optional<uint64_t> idle_timeout_s;
   bool start = true;
   std::string snapshot;  // "snap_...": start from a copy of it
+  std::string egress_json;  // its egress rules ({"domains", "ports", "cidrs"}); "" = the config's defaults
 };
 
 struct ForkRequest {
@@ -119,6 +121,8 @@ class LoopbackServices {
   virtual void Forget(const std::string& sandbox_id) = 0;
 };
 
+class EgressProxy;
+
 class SandboxManager {
  public:
   template <typename T>
@@ -134,10 +138,17 @@ class SandboxManager {
   void StartTimers();
   // Before Recover: who serves the sandboxes' loopback (null: nobody; sandboxes get no listeners).
   void SetLoopbackServices(LoopbackServices* services) { loopback_ = services; }
+  // The egress proxy (one of those services), told when a running sandbox's rules change; null
+  // when egress.enabled is false.
+  void SetEgressProxy(EgressProxy* proxy) { egress_ = proxy; }
   // Stops timers and lets go of every sandbox (they keep running for the next daemon).
   void Detach();
 
   void Create(const Caller& caller, const UserCaps& caps, CreateRequest request, Done<SandboxRow> done);
+  // Replaces a sandbox's egress rules (JSON as in CreateRequest; absent fields take the config's
+  // defaults); a running sandbox's next proxy connection is decided by them.
+  StatusOr<SandboxRow> SetEgress(const Caller& caller, const UserCaps& caps, const std::string& id,
+                                 const std::string& egress_json);
   StatusOr<std::vector<SandboxRow>> List(const Caller& caller);
   StatusOr<SandboxRow> Get(const Caller& caller, const std::string& id);
   void Start(const Caller& caller, const std::string& id, Done<SandboxRow> done);
@@ -192,6 +203,9 @@ class SandboxManager {
   };
 
   StatusOr<SandboxRow> Owned(const Caller& caller, const std::string& id);
+  // The rules a sandbox gets (as stored): `requested` ("" = the config's defaults, narrowed to
+  // the token's caps) held against the config's and the token's caps.
+  StatusOr<std::string> EgressRulesFor(const UserCaps& caps, const std::string& requested);
   StatusOr<SnapshotRow> OwnedSnapshot(const Caller& caller, const std::string& id);
   StatusOr<SandboxRow> InsertSandbox(const Caller& caller, const UserCaps& caps, const SandboxRow& row);
   void FillLayer(SandboxRow row, LayerSource source, bool start, Done<SandboxRow> done);
@@ -224,6 +238,7 @@ class SandboxManager {
   SandboxHost& host_;
   CommandObserver* observer_;
   LoopbackServices* loopback_ = nullptr;
+  EgressProxy* egress_ = nullptr;
   std::map<std::string, std::shared_ptr<Live>> live_;  // running sandboxes by id
   std::map<std::string, bool> busy_;                   // a lifecycle operation is under way
   std::map<std::string, std::shared_ptr<Command>> commands_;  // by command id, until they end

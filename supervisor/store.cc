@@ -200,6 +200,12 @@ CREATE TABLE execution_bundles (
   data          BLOB NOT NULL
 ) STRICT;
 )sql",
+    // 7 -> 8: a sandbox's egress rules (JSON {"domains", "ports", "cidrs"}), changeable while it
+    // runs; '' for a sandbox made before there were rules (it has none). The proxy's decisions
+    // go to the events table (type 'egress').
+    R"sql(
+ALTER TABLE sandboxes ADD COLUMN egress_json TEXT NOT NULL DEFAULT '';
+)sql",
 };
 constexpr int kLatestSchemaVersion = static_cast<int>(std::size(kMigrations));
 constexpr int kMinSqliteVersion = 3037000;  // STRICT tables.
@@ -209,7 +215,7 @@ constexpr int kMinSqliteVersion = 3037000;  // STRICT tables.
 constexpr std::string_view kIssuerColumns = "name, secret, created_at";
 constexpr std::string_view kSandboxColumns =
     "id, iss, sub, name, image, state, limits_json, idle_timeout_s, uid_base, created_at, "
-    "updated_at, last_active_at, init_pid, init_start_time, source, budget_json, cpu_billed_usec";
+    "updated_at, last_active_at, init_pid, init_start_time, source, budget_json, cpu_billed_usec, egress_json";
 constexpr std::string_view kSnapshotColumns =
     "id, sandbox_id, iss, sub, image, created_at, bytes, uid_base, limits_json";
 constexpr std::string_view kCommandColumns =
@@ -431,7 +437,7 @@ auto Fields(RowOf<IssuerRow> auto& r) { return std::tie(r.name, r.secret, r.crea
 auto Fields(RowOf<SandboxRow> auto& r) {
   return std::tie(r.id, r.iss, r.sub, r.name, r.image, r.state, r.limits_json, r.idle_timeout_s,
                   r.uid_base, r.created_at, r.updated_at, r.last_active_at, r.init_pid,
-                  r.init_start_time, r.source, r.budget_json, r.cpu_billed_usec);
+                  r.init_start_time, r.source, r.budget_json, r.cpu_billed_usec, r.egress_json);
 }
 
 auto Fields(RowOf<SnapshotRow> auto& r) {
@@ -756,7 +762,7 @@ StatusOr<SandboxRow> Store::CreateSandbox(SandboxRow row, int64_t uid_first, int
     row.uid_base = *uid_base;
     return Run(db_,
                Sql({"INSERT INTO sandboxes (", kSandboxColumns,
-                    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)"}),
+                    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)"}),
                Values(row), "insert sandbox " + row.id);
   });
   if (!status.ok()) return status;
@@ -764,6 +770,8 @@ StatusOr<SandboxRow> Store::CreateSandbox(SandboxRow row, int64_t uid_first, int
 }
 
 Status Store::UpdateSandbox(const SandboxRow& row) {
+  std::vector<Value> values = Values(row);
+  values.pop_back();  // egress_json, which SetSandboxEgress alone writes: a row read before a change must not undo it
   std::lock_guard lock(mu_);
   return RunOnExistingRow(
       db_,
@@ -771,7 +779,13 @@ Status Store::UpdateSandbox(const SandboxRow& row) {
       "limits_json = ?7, idle_timeout_s = ?8, uid_base = ?9, created_at = ?10, updated_at = ?11, "
       "last_active_at = ?12, init_pid = ?13, init_start_time = ?14, source = ?15, budget_json = ?16, "
       "cpu_billed_usec = ?17 WHERE id = ?1",
-      Values(row), "update sandbox " + row.id);
+      values, "update sandbox " + row.id);
+}
+
+Status Store::SetSandboxEgress(const std::string& id, const std::string& egress_json) {
+  std::lock_guard lock(mu_);
+  return RunOnExistingRow(db_, "UPDATE sandboxes SET egress_json = ?2 WHERE id = ?1", {id, egress_json},
+                          "set the egress rules of sandbox " + id);
 }
 
 StatusOr<std::optional<SandboxRow>> Store::GetSandbox(const std::string& id) {

@@ -55,6 +55,7 @@ struct SandboxRow {
   std::string source;                 // "snap_..." or "sb_..." it was forked from; "" otherwise
   std::string budget_json = "{}";     // the budget of the token that last created or started it
   int64_t cpu_billed_usec = 0;        // of this run's cgroup CPU time, what the ledger holds
+  std::string egress_json;            // its egress rules ({"domains", "ports", "cidrs"}); "": none
 };
 
 struct SnapshotRow {
@@ -187,7 +188,8 @@ class Store {
   // {uid_first + k * uid_step : 0 <= k < slots} and inserts the row in one transaction
   // (ENOSPC when every slot is taken), returning the row as stored.
   StatusOr<SandboxRow> CreateSandbox(SandboxRow row, int64_t uid_first, int64_t uid_step, int64_t slots);
-  Status UpdateSandbox(const SandboxRow& row);   // every column, by id; ENOENT when absent
+  Status UpdateSandbox(const SandboxRow& row);   // every column but egress_json, by id; ENOENT when absent
+  Status SetSandboxEgress(const std::string& id, const std::string& egress_json);  // ENOENT when absent
   StatusOr<std::optional<SandboxRow>> GetSandbox(const std::string& id);
   // All sandboxes of one user, or every sandbox when iss is empty; oldest first.
   StatusOr<std::vector<SandboxRow>> ListSandboxes(const std::string& iss = "", const std::string& sub = "");

@@ -5,6 +5,8 @@
 #include <regex>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "common/file_util.h"
 
 namespace corral::supervisor {
@@ -46,7 +48,12 @@ std::string Dump(const DaemonConfig& c) {
       << "\nrelay_timeout_s=" << c.relay_timeout_s << "\nexecute_allowed_repo_paths=";
   for (const auto& p : c.execute_allowed_repo_paths) out << p << ",";
   out << "\nexecute_timeout_s=" << c.execute_timeout_s << "\nexecute_max_diff_bytes=" << c.execute_max_diff_bytes
-      << "\nexecute_max_bundle_bytes=" << c.execute_max_bundle_bytes << "\nrelay_prices=";
+      << "\nexecute_max_bundle_bytes=" << c.execute_max_bundle_bytes << "\negress_enabled=" << c.egress_enabled
+      << "\negress_port=" << c.egress_port << "\negress_defaults=" << EgressRulesJson(c.egress_defaults).dump()
+      << "\negress_allowed=" << EgressRulesJson(c.egress_allowed).dump() << "\negress_netns=" << c.egress_netns
+      << "\negress_resolver=" << c.egress_resolver << "\negress_max_connections=" << c.egress_max_connections
+      << "\negress_bandwidth=" << c.egress_bandwidth << "\negress_connect_timeout_s=" << c.egress_connect_timeout_s
+      << "\negress_idle_timeout_s=" << c.egress_idle_timeout_s << "\nrelay_prices=";
   for (const auto& [model, price] : c.relay_prices.entries()) {
     out << model << ":" << price.input << "/" << price.output << "/" << price.cache_write << "/" << price.cache_read
         << ",";
@@ -318,7 +325,7 @@ TEST(ConfigTest, DistConfigDocumentsEveryKeyWithItsDefault) {
       uncommented += line + "\n";
     }
   }
-  EXPECT_EQ(keys, 51);  // every field of DaemonConfig but the prices; listen sets two
+  EXPECT_EQ(keys, 65);  // every field of DaemonConfig but the prices; listen sets two
   auto parsed = ParseConfig(uncommented, "uncommented");
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   EXPECT_EQ(Dump(*parsed), Dump(DaemonConfig{}));
@@ -431,6 +438,70 @@ max_bundle = "1M"
   EXPECT_EQ(ErrorOf("[execute]\ntimeout = 0\n"), "corrald.toml:2: execute.timeout: must be positive");
   EXPECT_EQ(ErrorOf("[execute]\nmax_bundle = 0\n"), "corrald.toml:2: execute.max_bundle: must be positive");
   EXPECT_EQ(ErrorOf("[execute]\nbogus = 1\n"), "corrald.toml:2: execute.bogus: unknown key");
+}
+
+TEST(ConfigTest, EgressKeys) {
+  auto defaults = ParseConfig("");
+  ASSERT_TRUE(defaults.ok());
+  // No hidden allowlist: a sandbox that names no rules reaches no domain.
+  EXPECT_TRUE(defaults->egress_enabled);
+  EXPECT_TRUE(defaults->egress_defaults.domains.empty());
+  EXPECT_TRUE(defaults->egress_defaults.cidrs.empty());
+  EXPECT_EQ(defaults->egress_allowed.domains, (std::vector<std::string>{"*"}));
+  EXPECT_EQ(defaults->egress_port, 7882u);
+
+  auto parsed = ParseConfig(R"(
+[egress]
+enabled = false
+port = 7990
+domains = ["registry.npmjs.org", "*.github.com"]
+ports = [443]
+cidrs = ["10.1.0.0/16"]
+allowed_domains = ["*.npmjs.org", "*.github.com"]
+allowed_ports = [443, 8443]
+allowed_cidrs = ["10.0.0.0/8"]
+netns = "/run/netns/egress"
+resolver = "[::1]:5353"
+max_connections = 8
+bandwidth = "10M"
+connect_timeout = 3
+idle_timeout = 30
+)");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_FALSE(parsed->egress_enabled);
+  EXPECT_EQ(parsed->egress_port, 7990u);
+  EXPECT_EQ(parsed->egress_defaults.domains, (std::vector<std::string>{"registry.npmjs.org", "*.github.com"}));
+  EXPECT_EQ(parsed->egress_defaults.ports, (std::vector<uint16_t>{443}));
+  ASSERT_EQ(parsed->egress_defaults.cidrs.size(), 1u);
+  EXPECT_EQ(parsed->egress_defaults.cidrs[0].ToString(), "10.1.0.0/16");
+  EXPECT_EQ(parsed->egress_allowed.ports, (std::vector<uint16_t>{443, 8443}));
+  EXPECT_EQ(parsed->egress_netns, "/run/netns/egress");
+  EXPECT_EQ(parsed->egress_resolver, "[::1]:5353");
+  EXPECT_EQ(parsed->egress_max_connections, 8u);
+  EXPECT_EQ(parsed->egress_bandwidth, 10u << 20);
+  EXPECT_EQ(parsed->egress_connect_timeout_s, 3u);
+  EXPECT_EQ(parsed->egress_idle_timeout_s, 30u);
+
+  // Defaults must lie within what is allowed; the error names the rule.
+  const std::string outside = ErrorOf("[egress]\ndomains = [\"evil.test\"]\nallowed_domains = [\"*.example.com\"]\n");
+  EXPECT_NE(outside.find("a default rule outside the allowed ones"), std::string::npos) << outside;
+  EXPECT_NE(outside.find("evil.test"), std::string::npos) << outside;
+  EXPECT_NE(ErrorOf("[egress]\nports = [22]\n").find("22"), std::string::npos);
+  // Positive control: inside the caps parses.
+  EXPECT_TRUE(ParseConfig("[egress]\ndomains = [\"a.example.com\"]\nallowed_domains = [\"*.example.com\"]\n").ok());
+
+  EXPECT_NE(ErrorOf("[egress]\ndomains = \"example.com\"\n").find("egress.domains: expected an array of domains"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("[egress]\ndomains = [\"exa mple.com\"]\n").find("egress.domains"), std::string::npos);
+  EXPECT_NE(ErrorOf("[egress]\nports = [0]\n").find("egress.ports"), std::string::npos);
+  EXPECT_NE(ErrorOf("[egress]\ncidrs = [\"10.0.0.0/33\"]\n").find("egress.cidrs"), std::string::npos);
+  EXPECT_NE(ErrorOf("[egress]\nenabled = 1\n").find("egress.enabled: expected true or false"), std::string::npos);
+  EXPECT_NE(ErrorOf("[egress]\nnetns = \"egress\"\n").find("egress.netns: expected the path"), std::string::npos);
+  EXPECT_NE(ErrorOf("[egress]\nresolver = \"dns.example\"\n").find("egress.resolver: expected an IP address"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("[egress]\nport = 7880\n").find("egress.port: taken"), std::string::npos);
+  EXPECT_NE(ErrorOf("[egress]\nport = 7881\n").find("egress.port: taken"), std::string::npos);
+  EXPECT_EQ(ErrorOf("[egress]\nmax_connections = 0\n"), "corrald.toml:2: egress.max_connections: must be positive");
 }
 
 }  // namespace

@@ -153,6 +153,18 @@ TEST(EgressRulesParse, CapsRefuseWhatTheyDoNotCoverAndNameIt) {
   }
 }
 
+TEST(EgressRulesParse, NarrowToCapsKeepsOnlyWhatIsCovered) {
+  const EgressRules caps = Rules({{"domains", {"*.example.test"}}, {"ports", {443}}, {"cidrs", {"10.77.0.0/16"}}});
+  const EgressRules narrowed = NarrowToCaps(
+      Rules({{"domains", {"www.example.test", "evil.test", "*"}}, {"ports", {443, 80}}, {"cidrs", {"10.77.0.5", "10.0.0.0/8"}}}),
+      caps);
+  EXPECT_EQ(narrowed.domains, (std::vector<std::string>{"www.example.test"}));
+  EXPECT_EQ(narrowed.ports, (std::vector<uint16_t>{443}));
+  ASSERT_EQ(narrowed.cidrs.size(), 1u);
+  EXPECT_EQ(narrowed.cidrs[0].ToString(), "10.77.0.5/32");
+  EXPECT_TRUE(CheckWithinCaps(narrowed, caps, "caps").ok());
+}
+
 TEST(EgressDecide, HostsPortsAndAddresses) {
   const EgressRules rules = Rules({{"domains", {"*.example.test", "registry.test"}}, {"ports", {443}},
                                    {"cidrs", {"10.77.0.0/16"}}});

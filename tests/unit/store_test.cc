@@ -997,16 +997,23 @@ TEST_F(StoreTest, LedgerTotalsSumOneUserByKindSandboxAndSessionInAWindow) {
   EXPECT_TRUE(store_->LedgerTotals("corp", "alice", 3000, 4000)->empty());
 }
 
-TEST_F(StoreTest, SandboxKeepsItsBudgetAndBilledCpu) {
+TEST_F(StoreTest, SandboxKeepsItsBudgetBilledCpuAndEgressRules) {
   ASSERT_GE(Create("sb_1"), 0);
   auto row = store_->GetSandbox("sb_1");
   ASSERT_TRUE(row.ok() && row->has_value());
   EXPECT_EQ((*row)->budget_json, "{}");
   EXPECT_EQ((*row)->cpu_billed_usec, 0);
+  EXPECT_EQ((*row)->egress_json, "");
   SandboxRow changed = **row;
   changed.budget_json = R"({"compute_ms":5000,"window":"day"})";
   changed.cpu_billed_usec = 123456;
+  changed.egress_json = R"({"domains":["*.example.test"],"ports":[443],"cidrs":[]})";
   ASSERT_TRUE(store_->UpdateSandbox(changed).ok());
+  // UpdateSandbox leaves the rules alone (a row read before a change must not undo it); only
+  // SetSandboxEgress writes them.
+  EXPECT_EQ((*store_->GetSandbox("sb_1"))->egress_json, "");
+  ASSERT_TRUE(store_->SetSandboxEgress("sb_1", changed.egress_json).ok());
+  EXPECT_EQ(store_->SetSandboxEgress("sb_none", "{}").error_number(), ENOENT);
   store_.reset();
   store_ = OpenStore();
   ASSERT_NE(store_, nullptr);
@@ -1014,6 +1021,7 @@ TEST_F(StoreTest, SandboxKeepsItsBudgetAndBilledCpu) {
   ASSERT_TRUE(reread.ok() && reread->has_value());
   EXPECT_EQ((*reread)->budget_json, changed.budget_json);
   EXPECT_EQ((*reread)->cpu_billed_usec, 123456);
+  EXPECT_EQ((*reread)->egress_json, changed.egress_json);
 }
 
 // ---------------------------------------------------------------------------------------------

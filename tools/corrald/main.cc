@@ -35,6 +35,7 @@
 #include "supervisor/executions.h"
 #include "supervisor/loopback_group.h"
 #include "supervisor/tool_bridge.h"
+#include "supervisor/egress_proxy.h"
 #include "supervisor/sandbox_host.h"
 #include "supervisor/model_relay.h"
 #include "supervisor/relay_keys.h"
@@ -227,7 +228,25 @@ int Run(int argc, char** argv) {
   supervisor::SessionRunner sessions(*config, **store, manager, relay_keys);
   supervisor::ToolBridge tool_bridge(io, sessions, supervisor::kToolBridgePort);
   sessions.EnableTools(io, tool_bridge, !mcp->empty());
-  supervisor::LoopbackGroup loopback({&relay, &tool_bridge});
+  // And the egress proxy, the one way out to the network (egress.enabled).
+  std::unique_ptr<supervisor::EgressProxy> egress;
+  std::vector<supervisor::LoopbackServices*> loopback_members{&relay, &tool_bridge};
+  if (config->egress_enabled) {
+    supervisor::EgressProxyConfig egress_config;
+    egress_config.port = static_cast<uint16_t>(config->egress_port);
+    egress_config.netns = config->egress_netns;
+    if (!config->egress_resolver.empty()) egress_config.resolver = supervisor::ParseResolverAddress(config->egress_resolver);
+    egress_config.max_connections = config->egress_max_connections;
+    egress_config.bandwidth = config->egress_bandwidth;
+    egress_config.connect_timeout_s = config->egress_connect_timeout_s;
+    egress_config.idle_timeout_s = config->egress_idle_timeout_s;
+    auto created = supervisor::EgressProxy::Create(io, std::move(egress_config), **store);
+    if (!created.ok()) return Fail(created.status().ToString());
+    egress = std::move(*created);
+    loopback_members.push_back(egress.get());
+    manager.SetEgressProxy(egress.get());
+  }
+  supervisor::LoopbackGroup loopback(loopback_members);
   manager.SetLoopbackServices(&loopback);
   supervisor::Executions executions(io, pool, *config, **store, manager, sessions);  // headless execute
   Status recovered = manager.Recover();

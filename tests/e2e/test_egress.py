@@ -1,0 +1,329 @@
+"""corrald end to end: the egress proxy on each sandbox's loopback.
+
+The "internet" is tests/fixtures/fake_internet.py: a network namespace of this test's own with
+public-looking hosts (203.0.113.10 and .11), a private one (10.77.0.5) and a cloud metadata
+server (169.254.169.254), each answering /whoami with the address that served it, plus a DNS
+server on this host's loopback whose answer for rebind.test changes between two lookups. corrald
+connects out from that namespace (egress.netns) and resolves through that server
+(egress.resolver): no traffic leaves the machine.
+
+Each denial has its positive control beside it, and each decision is checked in the sandbox's
+event log (GET /v1/sandboxes/ID/events?type=egress) as well as in what the servers saw.
+"""
+import os
+import sys
+import time
+import unittest
+
+from corral_e2e import DaemonTestCase, WsClient
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures"))
+from fake_internet import (FakeInternet, METADATA_ADDRESS, NPM_GREETING,  # noqa: E402
+                           OTHER_PUBLIC_ADDRESS, PRIVATE_ADDRESS, PUBLIC_ADDRESS, PYTHON_GREETING)
+
+CA_IN_SANDBOX = "/home/agent/ca.pem"
+
+
+class Egress(DaemonTestCase):
+    inet = None
+
+    @classmethod
+    def setUpClass(cls):
+        if os.geteuid() != 0:
+            raise unittest.SkipTest("the fake internet and corrald need root")
+        cls.inet = FakeInternet().start()
+        # [egress] after the [sandbox] keys of the daemon's config.
+        cls.extra_config = f"""
+[egress]
+netns = "{cls.inet.netns_path}"
+resolver = "{cls.inet.dns_address}"
+ports = [443, 80, 8080]
+allowed_ports = [443, 80, 8080]
+allowed_cidrs = ["10.0.0.0/8", "203.0.113.0/24", "169.254.0.0/16", "127.0.0.0/8"]
+max_connections = 4
+"""
+        try:
+            super().setUpClass()
+        except BaseException:
+            cls.inet.stop()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            super().tearDownClass()
+        finally:
+            cls.inet.stop()
+
+    # --- helpers ---
+
+    def sandbox(self, sub, egress=None):
+        token = self.token(sub)
+        body = {"egress": egress} if egress is not None else {}
+        sandbox = self.create_sandbox(token, **body)
+        sid = sandbox["id"]
+        self.addCleanup(self.daemon.http, "DELETE", f"/v1/sandboxes/{sid}", token)
+        with open(self.inet.ca_cert_path, "rb") as f:
+            ca = f.read()
+        out, err, outcome = self.run_in(token, sid, ["sh", "-c", f"cat > {CA_IN_SANDBOX}"], stdin=ca)
+        self.assertEqual(outcome.get("exit_code"), 0, (out, err, outcome))
+        return token, sid, sandbox
+
+    def run_in(self, token, sid, argv, stdin=None, env=None):
+        async def go():
+            client = await WsClient.connect(self.daemon.ws_url(), token)
+            try:
+                fields = {"env": env} if env else {}
+                return await client.run(sid, argv, stdin=stdin, **fields)
+            finally:
+                await client.close()
+
+        out, err, outcome, _ = self.run_async(go())
+        return out.decode(errors="replace"), err.decode(errors="replace"), outcome
+
+    def curl(self, token, sid, *args):
+        """curl inside the sandbox through its proxy: (HTTP status, body, stderr). The status is
+        the proxy's answer to CONNECT when it refused the tunnel (curl shows no body then)."""
+        out, err, outcome = self.run_in(token, sid, [
+            "curl", "-sS", "--max-time", "20", "--cacert", CA_IN_SANDBOX,
+            "-w", "\n%{http_code} %{http_connect}", *args])
+        body, _, codes = out.rpartition("\n")
+        status, connect = (int(c) for c in codes.split())
+        return status or connect, body.rstrip("\n"), err
+
+    def egress_events(self, token, sid, after=0):
+        status, page = self.daemon.http("GET", f"/v1/sandboxes/{sid}/events?type=egress&after_seq={after}", token)
+        self.assertEqual(status, 200, page)
+        return [e["data"] for e in page["events"]]
+
+    def wait_event(self, token, sid, predicate, what):
+        deadline = time.time() + 15
+        while time.time() < deadline:
+            events = [e for e in self.egress_events(token, sid) if predicate(e)]
+            if events:
+                return events[-1]
+            time.sleep(0.1)
+        self.fail(f"no egress event {what}: {self.egress_events(token, sid)}")
+
+    # --- the tests ---
+
+    def test_proxy_is_announced_and_no_rules_means_nothing_leaves(self):
+        token, sid, sandbox = self.sandbox("quiet")
+        before = len(self.inet.connections(PUBLIC_ADDRESS))
+        # The config's defaults: no domains, no ranges (nothing built in), the ports it names.
+        self.assertEqual(sandbox["egress"], {"domains": [], "ports": [443, 80, 8080], "cidrs": []})
+        out, _, _ = self.run_in(token, sid, ["sh", "-c", "echo $HTTPS_PROXY $http_proxy $NO_PROXY"])
+        self.assertEqual(out.strip(), "http://127.0.0.1:7882 http://127.0.0.1:7882 localhost,127.0.0.1,::1")
+        status, body, _ = self.curl(token, sid, "https://example.test/whoami")
+        self.assertEqual(status, 403, body)
+        event = self.wait_event(token, sid, lambda e: e["host"] == "example.test", "for example.test")
+        self.assertEqual((event["decision"], event["reason"]), ("denied", "domain"))
+        self.assertEqual(len(self.inet.connections(PUBLIC_ADDRESS)), before)
+        # Positive control: the same request once a rule names the domain.
+        status, _ = self.daemon.http("PUT", f"/v1/sandboxes/{sid}/egress", token, {"domains": ["example.test"]})
+        self.assertEqual(status, 200)
+        status, body, _ = self.curl(token, sid, "https://example.test/whoami")
+        self.assertEqual((status, body), (200, f"served-by {PUBLIC_ADDRESS}"))
+
+    def test_allowed_domain_over_https_and_http_with_its_event(self):
+        token, sid, _ = self.sandbox("web", {"domains": ["*.example.test", "example.test"]})
+        status, body, err = self.curl(token, sid, "https://example.test/whoami")
+        self.assertEqual((status, body), (200, f"served-by {PUBLIC_ADDRESS}"), err)
+        event = self.wait_event(token, sid, lambda e: e["method"] == "CONNECT" and e["decision"] == "allowed",
+                                "for the CONNECT")
+        self.assertEqual((event["host"], event["port"], event["address"], event["rule"]),
+                         ("example.test", 443, PUBLIC_ADDRESS, "example.test"))
+        self.assertGreater(event["bytes_up"], 0)
+        self.assertGreater(event["bytes_down"], 0)
+        self.assertIn("duration_ms", event)
+        # Plain HTTP is forwarded (one request per connection), the Host header kept.
+        status, body, err = self.curl(token, sid, "http://www.example.test:8080/whoami")
+        self.assertEqual((status, body), (200, f"served-by {PUBLIC_ADDRESS}"), err)
+        seen = [r for r in self.inet.requests(PUBLIC_ADDRESS) if r["port"] == 8080]
+        self.assertTrue(seen, self.inet.requests(PUBLIC_ADDRESS))
+        self.assertEqual(seen[-1]["host"], "www.example.test:8080")
+        self.wait_event(token, sid, lambda e: e["method"] == "GET" and e["decision"] == "allowed", "for the GET")
+
+    def test_denied_domain_and_port_name_the_rule(self):
+        token, sid, _ = self.sandbox("deny", {"domains": ["example.test"], "ports": [443, 8080]})
+        before = len(self.inet.connections(OTHER_PUBLIC_ADDRESS))
+        # The refusal's text names the rules (curl shows it for a plain HTTP request).
+        status, body, _ = self.curl(token, sid, "http://other.test:8080/whoami")
+        self.assertEqual(status, 403)
+        self.assertIn("other.test", body)
+        self.assertIn("domains [example.test], ports [443, 8080]", body)
+        status, _, err = self.curl(token, sid, "-v", "https://other.test/whoami")
+        self.assertEqual(status, 403)
+        self.assertIn("X-Corral-Egress: denied; reason=domain", err)
+        status, body, _ = self.curl(token, sid, "http://example.test/whoami")
+        self.assertEqual(status, 403)
+        self.assertIn("port 80", body)
+        # Positive control: the allowed name and ports pass.
+        status, body, _ = self.curl(token, sid, "https://example.test/whoami")
+        self.assertEqual((status, body), (200, f"served-by {PUBLIC_ADDRESS}"))
+        status, body, _ = self.curl(token, sid, "http://example.test:8080/whoami")
+        self.assertEqual((status, body), (200, f"served-by {PUBLIC_ADDRESS}"))
+        self.assertEqual(len(self.inet.connections(OTHER_PUBLIC_ADDRESS)), before)
+        reasons = {(e["host"], e["reason"]) for e in self.egress_events(token, sid) if e["decision"] == "denied"}
+        self.assertIn(("other.test", "domain"), reasons)
+        self.assertIn(("example.test", "port"), reasons)
+
+    def test_private_metadata_and_loopback_addresses_are_refused_after_resolution(self):
+        token, sid, _ = self.sandbox("private", {"domains": ["*"]})
+        private_before = len(self.inet.connections(PRIVATE_ADDRESS))
+        metadata_before = len(self.inet.connections(METADATA_ADDRESS))
+        for name, address in (("private.test", PRIVATE_ADDRESS), ("metadata.test", METADATA_ADDRESS),
+                              ("localhost-alias.test", "127.0.0.1")):
+            with self.subTest(name=name):
+                status, body, _ = self.curl(token, sid, f"http://{name}/whoami")
+                self.assertEqual(status, 403, body)
+                self.assertIn(address, body)
+                event = self.wait_event(token, sid, lambda e, n=name: e["host"] == n, f"for {name}")
+                self.assertEqual((event["decision"], event["reason"], event["address"]),
+                                 ("denied", "private_address", address))
+        # Literal addresses need a range, and the metadata address is refused as a literal too.
+        status, body, _ = self.curl(token, sid, f"http://{METADATA_ADDRESS}/latest/meta-data/")
+        self.assertEqual(status, 403, body)
+        self.assertEqual(len(self.inet.connections(PRIVATE_ADDRESS)), private_before)
+        self.assertEqual(len(self.inet.connections(METADATA_ADDRESS)), metadata_before)
+        # Positive control: a public name through the same rule.
+        status, body, _ = self.curl(token, sid, "http://other.test/whoami")
+        self.assertEqual((status, body), (200, f"served-by {OTHER_PUBLIC_ADDRESS}"))
+
+    def test_a_range_that_names_a_private_host_allows_it(self):
+        token, sid, _ = self.sandbox("mirror", {"domains": ["private.test"], "cidrs": ["10.77.0.0/16"]})
+        status, body, _ = self.curl(token, sid, "http://private.test/whoami")
+        self.assertEqual((status, body), (200, f"served-by {PRIVATE_ADDRESS}"))
+        status, body, _ = self.curl(token, sid, f"http://{PRIVATE_ADDRESS}/whoami")
+        self.assertEqual((status, body), (200, f"served-by {PRIVATE_ADDRESS}"))
+        # The range names 10.77/16, not the metadata server.
+        status, body, _ = self.curl(token, sid, f"http://{METADATA_ADDRESS}/whoami")
+        self.assertEqual(status, 403, body)
+
+    def test_dns_rebinding_cannot_switch_the_address(self):
+        token, sid, _ = self.sandbox("rebind", {"domains": ["rebind.test"]})
+        self.inet.dns.reset_query_counts()
+        metadata_before = len(self.inet.connections(METADATA_ADDRESS))
+        # First lookup: the public address, which the proxy checks and connects to.
+        status, body, _ = self.curl(token, sid, "http://rebind.test/whoami")
+        self.assertEqual((status, body), (200, f"served-by {PUBLIC_ADDRESS}"))
+        # Every later lookup answers the metadata address: refused, not connected.
+        status, body, _ = self.curl(token, sid, "http://rebind.test/whoami")
+        self.assertEqual(status, 403, body)
+        self.assertIn(METADATA_ADDRESS, body)
+        self.assertEqual(len(self.inet.connections(METADATA_ADDRESS)), metadata_before)
+        # One lookup per connection: no second resolution between check and connect.
+        self.assertEqual(self.inet.dns.query_count("rebind.test", "A"), 2, self.inet.dns.queries())
+
+    def test_direct_connections_bypassing_the_proxy_fail(self):
+        token, sid, _ = self.sandbox("bypass", {"domains": ["*"], "cidrs": ["203.0.113.0/24"]})
+        before = len(self.inet.connections(PUBLIC_ADDRESS))
+        out, err, outcome = self.run_in(token, sid, [
+            "curl", "-sS", "--noproxy", "*", "--max-time", "5", f"http://{PUBLIC_ADDRESS}/whoami"])
+        self.assertNotEqual(outcome.get("exit_code"), 0, (out, err))
+        self.assertNotIn("served-by", out)
+        out, err, outcome = self.run_in(token, sid, [
+            "python3", "-c", "import socket; socket.create_connection(('203.0.113.10', 80), timeout=5)"])
+        self.assertNotEqual(outcome.get("exit_code"), 0, (out, err))
+        self.assertIn("Network is unreachable", err)
+        self.assertEqual(len(self.inet.connections(PUBLIC_ADDRESS)), before)
+        # Positive control: the same address through the proxy, which a range allows.
+        status, body, _ = self.curl(token, sid, f"http://{PUBLIC_ADDRESS}/whoami")
+        self.assertEqual((status, body), (200, f"served-by {PUBLIC_ADDRESS}"))
+
+    def test_rules_changed_at_runtime_apply_to_the_next_connection(self):
+        token, sid, _ = self.sandbox("runtime", {"domains": ["example.test"]})
+        status, _, _ = self.curl(token, sid, "https://other.test/whoami")
+        self.assertEqual(status, 403)
+        status, rules = self.daemon.http("PUT", f"/v1/sandboxes/{sid}/egress", token,
+                                         {"domains": ["example.test", "other.test"]})
+        self.assertEqual(status, 200, rules)
+        self.assertEqual(rules["domains"], ["example.test", "other.test"])
+        status, body, _ = self.curl(token, sid, "https://other.test/whoami")
+        self.assertEqual((status, body), (200, f"served-by {OTHER_PUBLIC_ADDRESS}"))
+        status, got = self.daemon.http("GET", f"/v1/sandboxes/{sid}/egress", token)
+        self.assertEqual((status, got), (200, rules))
+        # Taken away again: refused again, without a restart.
+        status, _ = self.daemon.http("PUT", f"/v1/sandboxes/{sid}/egress", token, {"domains": []})
+        self.assertEqual(status, 200)
+        status, _, _ = self.curl(token, sid, "https://example.test/whoami")
+        self.assertEqual(status, 403)
+        # The rules survive a stop and start.
+        status, _ = self.daemon.http("PUT", f"/v1/sandboxes/{sid}/egress", token, {"domains": ["other.test"]})
+        self.assertEqual(status, 200)
+        for op in ("stop", "start"):
+            status, row = self.daemon.http("POST", f"/v1/sandboxes/{sid}/{op}", token)
+            self.assertEqual(status, 200, row)
+        self.assertEqual(row["egress"]["domains"], ["other.test"])
+        self.run_in(token, sid, ["sh", "-c", f"test -f {CA_IN_SANDBOX}"])
+        status, body, _ = self.curl(token, sid, "https://other.test/whoami")
+        self.assertEqual((status, body), (200, f"served-by {OTHER_PUBLIC_ADDRESS}"))
+
+    def test_rules_outside_the_caps_are_refused_naming_them(self):
+        token = self.token("capped", limits={"egress": {"domains": ["*.example.test"], "ports": [443]}})
+        for body, fragment in (({"domains": ["evil.test"]}, "evil.test"),
+                               ({"domains": ["www.example.test"], "ports": [80]}, "80"),
+                               ({"cidrs": ["192.168.0.0/16"]}, "192.168.0.0/16"),
+                               ({"domains": ["a.test"], "hosts": []}, "hosts")):
+            with self.subTest(body=body):
+                status, error = self.daemon.http("POST", "/v1/sandboxes", token, {"egress": body})
+                self.assertIn(status, (400, 403), error)
+                self.assertIn(fragment, error["error"]["message"])
+        # Positive control: within the token's caps; and the defaults are narrowed to them.
+        sandbox = self.create_sandbox(token, egress={"domains": ["www.example.test"], "ports": [443]})
+        self.daemon.http("DELETE", f"/v1/sandboxes/{sandbox['id']}", token)
+        sandbox = self.create_sandbox(token)
+        self.assertEqual(sandbox["egress"]["ports"], [443])
+        status, error = self.daemon.http("PUT", f"/v1/sandboxes/{sandbox['id']}/egress", token,
+                                         {"domains": ["*"]})
+        self.assertEqual(status, 403, error)
+        self.daemon.http("DELETE", f"/v1/sandboxes/{sandbox['id']}", token)
+
+    def test_connection_limit(self):
+        token, sid, _ = self.sandbox("many", {"domains": ["example.test"]})
+        # Five slow CONNECTs held open at once; the limit is four.
+        script = (
+            "import socket, time\n"
+            "held = []\n"
+            "for i in range(5):\n"
+            "    s = socket.create_connection(('127.0.0.1', 7882))\n"
+            "    s.sendall(b'CONNECT example.test:443 HTTP/1.1\\r\\nHost: example.test:443\\r\\n\\r\\n')\n"
+            "    print(s.recv(200).split(b'\\r\\n')[0].decode(), flush=True)\n"
+            "    held.append(s)\n"
+        )
+        out, err, _ = self.run_in(token, sid, ["python3", "-c", script])
+        lines = out.splitlines()
+        self.assertEqual(lines[:4], ["HTTP/1.1 200 Connection established"] * 4, (out, err))
+        self.assertEqual(lines[4], "HTTP/1.1 429 Too Many Requests", (out, err))
+        self.wait_event(token, sid, lambda e: e.get("reason") == "connections", "for the fifth connection")
+
+    def test_git_npm_and_pip_through_the_proxy(self):
+        token, sid, _ = self.sandbox("tools", {"domains": ["git.test", "registry.test", "pypi.test"]})
+        out, err, outcome = self.run_in(token, sid, [
+            "git", "-c", f"http.sslCAInfo={CA_IN_SANDBOX}", "clone", "-q", "https://git.test/repo.git",
+            "/home/agent/repo"])
+        self.assertEqual(outcome.get("exit_code"), 0, (out, err))
+        out, _, _ = self.run_in(token, sid, ["git", "-C", "/home/agent/repo", "rev-parse", "HEAD"])
+        self.assertEqual(out.strip(), self.inet.git_head)
+
+        out, err, outcome = self.run_in(token, sid, [
+            "sh", "-c", "mkdir -p /home/agent/app && cd /home/agent/app && "
+            f"npm install corral-hello --registry https://registry.test/ --cafile {CA_IN_SANDBOX} "
+            "--no-audit --no-fund --no-update-notifier --loglevel error && "
+            "node -e 'console.log(require(\"corral-hello\"))'"])
+        self.assertEqual(outcome.get("exit_code"), 0, (out, err))
+        self.assertEqual(out.strip().splitlines()[-1], NPM_GREETING)
+
+        out, err, outcome = self.run_in(token, sid, [
+            "sh", "-c", "python3 -m pip install -q --no-deps --no-cache-dir --target /home/agent/py "
+            f"--index-url https://pypi.test/simple/ --cert {CA_IN_SANDBOX} corral-hello && "
+            "PYTHONPATH=/home/agent/py python3 -c 'import corral_hello; print(corral_hello.GREETING)'"],
+            env={"PIP_CONFIG_FILE": "/dev/null", "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+        self.assertEqual(outcome.get("exit_code"), 0, (out, err))
+        self.assertEqual(out.strip().splitlines()[-1], PYTHON_GREETING)
+        hosts = {e["host"] for e in self.egress_events(token, sid) if e["decision"] == "allowed"}
+        self.assertEqual(hosts, {"git.test", "registry.test", "pypi.test"})
+
+
+if __name__ == "__main__":
+    unittest.main()
