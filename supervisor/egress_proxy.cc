@@ -452,7 +452,8 @@ struct EgressProxy::Impl : std::enable_shared_from_this<Impl> {
       if (candidates.empty()) {
         record.reason = "private_address";
         record.address = resolved.addresses.front().ToString();
-        record.message = record.host + " resolves to " + first_refusal;
+        record.message = record.host + " resolves only to refused addresses: " + first_refusal;
+        record.rule.clear();  // the domain matched, the address did not: no rule allowed this
         co_return co_await Refuse(sandbox_id, client, record, 403, "Forbidden", "denied");
       }
     }

@@ -135,7 +135,8 @@ StatusOr<SandboxRow> SandboxManager::Owned(const Caller& caller, const std::stri
   return *row;
 }
 
-StatusOr<std::string> SandboxManager::EgressRulesFor(const UserCaps& caps, const std::string& requested) {
+StatusOr<std::string> SandboxManager::EgressRulesFor(const UserCaps& caps, const std::string& requested,
+                                                     const std::string& current) {
   // The token's caps: what it names, within the config's (an axis it does not name is the config's).
   EgressRules token_caps = config_.egress_allowed;
   if (!caps.egress_json.empty()) {
@@ -147,7 +148,11 @@ StatusOr<std::string> SandboxManager::EgressRulesFor(const UserCaps& caps, const
     rules = NarrowToCaps(NarrowToCaps(config_.egress_defaults, config_.egress_allowed), token_caps);
   } else {
     const nlohmann::json j = nlohmann::json::parse(requested, nullptr, false);
-    ASSIGN_OR_RETURN(rules, ParseEgressRules(j, "egress", config_.egress_defaults));
+    EgressRules base = config_.egress_defaults;
+    if (!current.empty()) {
+      ASSIGN_OR_RETURN(base, ParseEgressRules(nlohmann::json::parse(current, nullptr, false), "stored egress", {}));
+    }
+    ASSIGN_OR_RETURN(rules, ParseEgressRules(j, "egress", base));
     RETURN_IF_ERROR(CheckWithinCaps(rules, config_.egress_allowed, "the daemon's egress.allowed_*"));
     RETURN_IF_ERROR(CheckWithinCaps(rules, token_caps, "the token's limits.egress"));
   }
@@ -157,7 +162,7 @@ StatusOr<std::string> SandboxManager::EgressRulesFor(const UserCaps& caps, const
 StatusOr<SandboxRow> SandboxManager::SetEgress(const Caller& caller, const UserCaps& caps, const std::string& id,
                                                const std::string& egress_json) {
   ASSIGN_OR_RETURN(SandboxRow row, Owned(caller, id));
-  ASSIGN_OR_RETURN(std::string rules, EgressRulesFor(caps, egress_json));
+  ASSIGN_OR_RETURN(std::string rules, EgressRulesFor(caps, egress_json, row.egress_json));
   RETURN_IF_ERROR(store_.SetSandboxEgress(id, rules));
   row.egress_json = rules;
   if (egress_ != nullptr) {

@@ -145,8 +145,8 @@ class SandboxManager {
   void Detach();
 
   void Create(const Caller& caller, const UserCaps& caps, CreateRequest request, Done<SandboxRow> done);
-  // Replaces a sandbox's egress rules (JSON as in CreateRequest; absent fields take the config's
-  // defaults); a running sandbox's next proxy connection is decided by them.
+  // Changes a sandbox's egress rules (JSON as in CreateRequest; a field left out keeps its
+  // current value); a running sandbox's next proxy connection is decided by them.
   StatusOr<SandboxRow> SetEgress(const Caller& caller, const UserCaps& caps, const std::string& id,
                                  const std::string& egress_json);
   StatusOr<std::vector<SandboxRow>> List(const Caller& caller);
@@ -205,7 +205,9 @@ class SandboxManager {
   StatusOr<SandboxRow> Owned(const Caller& caller, const std::string& id);
   // The rules a sandbox gets (as stored): `requested` ("" = the config's defaults, narrowed to
   // the token's caps) held against the config's and the token's caps.
-  StatusOr<std::string> EgressRulesFor(const UserCaps& caps, const std::string& requested);
+  // `current` (stored JSON) gives the fields `requested` leaves out, when set.
+  StatusOr<std::string> EgressRulesFor(const UserCaps& caps, const std::string& requested,
+                                       const std::string& current = "");
   StatusOr<SnapshotRow> OwnedSnapshot(const Caller& caller, const std::string& id);
   StatusOr<SandboxRow> InsertSandbox(const Caller& caller, const UserCaps& caps, const SandboxRow& row);
   void FillLayer(SandboxRow row, LayerSource source, bool start, Done<SandboxRow> done);

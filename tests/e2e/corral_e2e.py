@@ -16,6 +16,7 @@ import signal
 import socket
 import struct
 import subprocess
+import sys
 import tempfile
 import time
 import unittest
@@ -179,6 +180,11 @@ stop_grace = 2
         return found
 
     def cleanup(self):
+        if self.proc and self.proc.poll() is not None and self.proc.returncode not in (0, -signal.SIGTERM,
+                                                                                      -signal.SIGKILL):
+            # It died by itself: what it said last is the only trace (the directory goes below).
+            sys.stderr.write(f"corrald exited with {self.proc.returncode}; the end of its log:\n"
+                             + self.log()[-8000:] + "\n")
         self.stop()
         # Whatever a failed test left: kill and remove our cgroups, deepest first.
         for rel in sorted(self.cgroups(), key=len, reverse=True):

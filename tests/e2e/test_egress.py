@@ -15,7 +15,10 @@ import sys
 import time
 import unittest
 
-from corral_e2e import DaemonTestCase, WsClient
+import json
+import subprocess
+
+from corral_e2e import CORRAL, DaemonTestCase, WsClient
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures"))
 from fake_internet import (FakeInternet, METADATA_ADDRESS, NPM_GREETING,  # noqa: E402
@@ -232,13 +235,14 @@ max_connections = 4
         self.assertEqual((status, body), (200, f"served-by {PUBLIC_ADDRESS}"))
 
     def test_rules_changed_at_runtime_apply_to_the_next_connection(self):
-        token, sid, _ = self.sandbox("runtime", {"domains": ["example.test"]})
+        token, sid, _ = self.sandbox("runtime", {"domains": ["example.test"], "ports": [443]})
         status, _, _ = self.curl(token, sid, "https://other.test/whoami")
         self.assertEqual(status, 403)
         status, rules = self.daemon.http("PUT", f"/v1/sandboxes/{sid}/egress", token,
                                          {"domains": ["example.test", "other.test"]})
         self.assertEqual(status, 200, rules)
         self.assertEqual(rules["domains"], ["example.test", "other.test"])
+        self.assertEqual(rules["ports"], [443])  # a field left out keeps its value, not the default
         status, body, _ = self.curl(token, sid, "https://other.test/whoami")
         self.assertEqual((status, body), (200, f"served-by {OTHER_PUBLIC_ADDRESS}"))
         status, got = self.daemon.http("GET", f"/v1/sandboxes/{sid}/egress", token)
@@ -278,6 +282,30 @@ max_connections = 4
                                          {"domains": ["*"]})
         self.assertEqual(status, 403, error)
         self.daemon.http("DELETE", f"/v1/sandboxes/{sandbox['id']}", token)
+
+    def test_the_cli_sets_rules_and_shows_decisions(self):
+        token = self.token("cli")
+        env = dict(os.environ, CORRAL_URL=f"http://127.0.0.1:{self.daemon.port}", CORRAL_TOKEN=token)
+
+        def corral(*args):
+            r = subprocess.run([CORRAL, *args], env=env, capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 0, (args, r.stdout, r.stderr))
+            return r.stdout
+
+        sid = corral("sandbox", "create", "--allow-domain", "example.test", "--allow-port", "443").strip()
+        self.addCleanup(self.daemon.http, "DELETE", f"/v1/sandboxes/{sid}", token)
+        self.assertEqual(json.loads(corral("sandbox", "egress", sid)),
+                         {"domains": ["example.test"], "ports": [443], "cidrs": []})
+        changed = json.loads(corral("sandbox", "egress", sid, "--allow-domain", "example.test,other.test"))
+        self.assertEqual(changed, {"domains": ["example.test", "other.test"], "ports": [443], "cidrs": []})
+        self.assertEqual(json.loads(corral("sandbox", "egress", sid, "--none"))["domains"], [])
+        out = corral("exec", sid, "--", "sh", "-c", "curl -sS http://example.test/ || true")
+        self.assertIn("corral egress: denied: port 80", out)
+        lines = corral("sandbox", "events", sid, "--type", "egress").splitlines()
+        self.assertEqual(len(lines), 1, lines)
+        self.assertRegex(lines[0], r"^\d+ egress denied GET example.test:80 reason=port: port 80 is not")
+        seq = lines[0].split()[0]
+        self.assertEqual(corral("sandbox", "events", sid, "--type", "egress", "--after", seq), "")
 
     def test_connection_limit(self):
         token, sid, _ = self.sandbox("many", {"domains": ["example.test"]})

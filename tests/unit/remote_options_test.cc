@@ -177,6 +177,49 @@ TEST(SandboxOptionsTest, CreateFromASnapshot) {
   EXPECT_EQ(empty.status().message(), "--snapshot: empty");
 }
 
+TEST(SandboxOptionsTest, EgressRulesRepeatOrTakeCommas) {
+  auto options = ParseSandboxOptions({"create", "--allow-domain", "registry.npmjs.org,*.github.com", "--allow-domain",
+                                      "pypi.org", "--allow-port", "443", "--allow-cidr", "10.1.0.0/16"},
+                                     Env());
+  ASSERT_TRUE(options.ok()) << options.status().ToString();
+  EXPECT_EQ(BuildCreateSandboxRequest(*options), nlohmann::json::parse(R"({"egress": {
+      "domains": ["registry.npmjs.org", "*.github.com", "pypi.org"], "ports": [443], "cidrs": ["10.1.0.0/16"]}})"));
+  // egress ID without rules shows them; with some, sends only those; --none clears domains and ranges.
+  auto show = ParseSandboxOptions({"egress", "sb_1"}, Env());
+  ASSERT_TRUE(show.ok());
+  EXPECT_EQ(show->verb, SandboxVerb::kEgress);
+  EXPECT_EQ(BuildEgressRules(*show), nlohmann::json::object());
+  auto none = ParseSandboxOptions({"egress", "sb_1", "--none"}, Env());
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(BuildEgressRules(*none), nlohmann::json::parse(R"({"domains": [], "cidrs": []})"));
+  EXPECT_EQ(ParseSandboxOptions({"egress", "sb_1", "--none", "--allow-domain", "a.test"}, Env()).status().message(),
+            "--none: not with --allow-domain or --allow-cidr");
+  EXPECT_EQ(ParseSandboxOptions({"create", "--allow-port", "http"}, Env()).status().message(),
+            "--allow-port: not a port: 'http'");
+  EXPECT_EQ(ParseSandboxOptions({"create", "--allow-port", "65536"}, Env()).status().message(),
+            "--allow-port: not a port: '65536'");
+  EXPECT_FALSE(ParseSandboxOptions({"egress"}, Env()).ok());  // needs the sandbox
+}
+
+TEST(SandboxOptionsTest, EventsAndTheirLines) {
+  auto options = ParseSandboxOptions({"events", "sb_1", "--type", "egress", "--after", "40"}, Env());
+  ASSERT_TRUE(options.ok()) << options.status().ToString();
+  EXPECT_EQ(options->verb, SandboxVerb::kEvents);
+  EXPECT_EQ(options->event_type, "egress");
+  EXPECT_EQ(options->after_seq, 40);
+  EXPECT_EQ(ParseSandboxOptions({"events", "sb_1", "--after", "x"}, Env()).status().message(),
+            "--after: not a sequence number: 'x'");
+  EXPECT_EQ(FormatEvent(nlohmann::json::parse(R"({"seq": 41, "type": "egress", "data": {"decision": "denied",
+      "reason": "domain", "method": "CONNECT", "host": "evil.test", "port": 443, "message": "evil.test is not allowed"}})")),
+            "41 egress denied CONNECT evil.test:443 reason=domain: evil.test is not allowed\n");
+  EXPECT_EQ(FormatEvent(nlohmann::json::parse(R"({"seq": 42, "type": "egress", "data": {"decision": "allowed",
+      "method": "GET", "host": "a.test", "port": 80, "address": "203.0.113.10", "rule": "a.test", "bytes_up": 10,
+      "bytes_down": 20, "duration_ms": 3}})")),
+            "42 egress allowed GET a.test:80 (203.0.113.10) rule=a.test up=10 down=20 3ms\n");
+  EXPECT_EQ(FormatEvent(nlohmann::json::parse(R"({"seq": 1, "type": "sandbox.started", "data": {}})")),
+            "1 sandbox.started\n");
+}
+
 TEST(SandboxOptionsTest, IdleTimeoutZeroMeansNever) {
   auto options = ParseSandboxOptions({"create", "--idle-timeout", "0"}, Env());
   ASSERT_TRUE(options.ok()) << options.status().ToString();

@@ -116,7 +116,37 @@ nlohmann::json BuildCreateSandboxRequest(const SandboxOptions& options) {
   if (options.idle_timeout_s) request["idle_timeout_s"] = *options.idle_timeout_s;
   if (options.snapshot) request["snapshot"] = *options.snapshot;
   if (!options.start) request["start"] = false;
+  nlohmann::json egress = BuildEgressRules(options);
+  if (!egress.empty()) request["egress"] = egress;
   return request;
+}
+
+nlohmann::json BuildEgressRules(const SandboxOptions& options) {
+  nlohmann::json rules = nlohmann::json::object();
+  if (options.allow_domains) rules["domains"] = *options.allow_domains;
+  if (options.allow_ports) rules["ports"] = *options.allow_ports;
+  if (options.allow_cidrs) rules["cidrs"] = *options.allow_cidrs;
+  return rules;
+}
+
+std::string FormatEvent(const nlohmann::json& event) {
+  const nlohmann::json data = event.value("data", nlohmann::json::object());
+  std::string line = std::to_string(Integer(event, "seq")) + " " + Text(event, "type");
+  if (Text(event, "type") == "egress" && data.is_object()) {
+    line += " " + Text(data, "decision") + " " + Text(data, "method") + " " + Text(data, "host") + ":" +
+            std::to_string(Integer(data, "port"));
+    if (data.contains("address")) line += " (" + Text(data, "address") + ")";
+    if (data.contains("rule")) line += " rule=" + Text(data, "rule");
+    if (data.contains("reason")) line += " reason=" + Text(data, "reason");
+    if (Text(data, "decision") == "allowed") {
+      line += " up=" + std::to_string(Integer(data, "bytes_up")) + " down=" + std::to_string(Integer(data, "bytes_down")) +
+              " " + std::to_string(Integer(data, "duration_ms")) + "ms";
+    }
+    if (data.contains("message")) line += ": " + Text(data, "message");
+  } else if (!data.empty()) {
+    line += " " + data.dump();
+  }
+  return line + "\n";
 }
 
 nlohmann::json BuildMintTokenRequest(const AdminOptions& options) {
@@ -207,6 +237,27 @@ int RunSandboxCommand(const SandboxOptions& options) {
     }
     case SandboxVerb::kSnapshotRemove:
       return RemoveEach(endpoint, "/v1/snapshots/", options.ids);
+    case SandboxVerb::kEgress: {
+      const nlohmann::json rules = BuildEgressRules(options);
+      auto answer = rules.empty() ? CallJson(endpoint, "GET", SandboxPath(id, "egress"))
+                                  : CallJson(endpoint, "PUT", SandboxPath(id, "egress"), rules);
+      return PrintResult(answer, /*json=*/true, "domains");
+    }
+    case SandboxVerb::kEvents: {
+      std::string path = SandboxPath(id, "events") + "?after_seq=" + std::to_string(options.after_seq);
+      if (options.event_type) path += "&type=" + *options.event_type;
+      auto listed = CallJson(endpoint, "GET", path);
+      if (!listed.ok()) {
+        PrintError(listed.status());
+        return kExitError;
+      }
+      if (options.json) {
+        fputs(Pretty(*listed).c_str(), stdout);
+        return 0;
+      }
+      for (const auto& event : listed->value("events", nlohmann::json::array())) fputs(FormatEvent(event).c_str(), stdout);
+      return 0;
+    }
   }
   return kExitError;
 }

@@ -17,6 +17,10 @@ namespace corral::cli {
 
 // The body of POST /v1/sandboxes for `sandbox create`.
 nlohmann::json BuildCreateSandboxRequest(const SandboxOptions& options);
+// {"domains", "ports", "cidrs"} from --allow-*; only the fields given (empty: none given).
+nlohmann::json BuildEgressRules(const SandboxOptions& options);
+// One line of `corral sandbox events`: "SEQ TYPE ..." (egress decisions spelled out).
+std::string FormatEvent(const nlohmann::json& event);
 
 // The body of POST /v1/admin/tokens for `token mint`.
 nlohmann::json BuildMintTokenRequest(const AdminOptions& options);

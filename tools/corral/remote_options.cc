@@ -193,7 +193,10 @@ const std::vector<SandboxVerbSpec>& SandboxVerbs() {
       {"create", SandboxVerb::kCreate,
        {{"--name", 0, true}, {"--memory", 0, true}, {"--cpus", 0, true}, {"--pids", 0, true},
         {"--disk", 0, true}, {"--idle-timeout", 0, true}, {"--snapshot", 0, true}, {"--no-start", 0, false},
-        kJson}},
+        {"--allow-domain", 0, true}, {"--allow-port", 0, true}, {"--allow-cidr", 0, true}, kJson}},
+      {"egress", SandboxVerb::kEgress,
+       {{"--allow-domain", 0, true}, {"--allow-port", 0, true}, {"--allow-cidr", 0, true}, {"--none", 0, false}, kJson}},
+      {"events", SandboxVerb::kEvents, {{"--type", 0, true}, {"--after", 0, true}, kJson}},
       {"ls", SandboxVerb::kList, {kJson}},
       {"list", SandboxVerb::kList, {kJson}},
       {"get", SandboxVerb::kGet, {kJson}},
@@ -206,6 +209,43 @@ const std::vector<SandboxVerbSpec>& SandboxVerbs() {
       {"rm-snapshot", SandboxVerb::kSnapshotRemove, {}},
   };
   return verbs;
+}
+
+// Every value of a repeatable option, each split at commas ("--allow-domain a,b --allow-domain c").
+std::optional<std::vector<std::string>> ListOption(const Scanned& scanned, std::string_view name) {
+  if (!scanned.Has(name)) return std::nullopt;
+  std::vector<std::string> items;
+  for (const auto& [option, value] : scanned.options) {
+    if (option != name) continue;
+    size_t start = 0;
+    while (start <= value.size()) {
+      const size_t comma = value.find(',', start);
+      const std::string item = value.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      if (!item.empty()) items.push_back(item);
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  return items;
+}
+
+Status ApplyEgressOptions(const Scanned& scanned, SandboxOptions& out) {
+  out.allow_domains = ListOption(scanned, "--allow-domain");
+  out.allow_cidrs = ListOption(scanned, "--allow-cidr");
+  if (auto ports = ListOption(scanned, "--allow-port")) {
+    out.allow_ports.emplace();
+    for (const std::string& port : *ports) {
+      auto value = ParseUint(port);
+      if (!value.ok() || *value == 0 || *value > 65535) return Status::Error("--allow-port: not a port: '" + port + "'");
+      out.allow_ports->push_back(*value);
+    }
+  }
+  if (scanned.Has("--none")) {
+    if (out.allow_domains || out.allow_cidrs) return Status::Error("--none: not with --allow-domain or --allow-cidr");
+    out.allow_domains.emplace();
+    out.allow_cidrs.emplace();
+  }
+  return Status();
 }
 
 Status ApplyCreateOptions(const Scanned& scanned, SandboxOptions& out) {
@@ -391,6 +431,13 @@ StatusOr<SandboxOptions> ParseSandboxOptions(const std::vector<std::string>& arg
   if (out.snapshot && out.snapshot->empty()) return Status::Error("--snapshot: empty");
   out.json = scanned.Has("--json");
   RETURN_IF_ERROR(ApplyCreateOptions(scanned, out));
+  RETURN_IF_ERROR(ApplyEgressOptions(scanned, out));
+  out.event_type = scanned.Value("--type");
+  if (auto after = scanned.Value("--after")) {
+    auto value = ParseUint(*after);
+    if (!value.ok()) return Status::Error("--after: not a sequence number: '" + *after + "'");
+    out.after_seq = static_cast<int64_t>(*value);
+  }
   ASSIGN_OR_RETURN(out.server, ResolveServer(scanned, env));
   return out;
 }

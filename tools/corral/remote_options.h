@@ -65,7 +65,7 @@ struct AdminConfig {
 // ---- corral sandbox VERB ----
 
 enum class SandboxVerb {
-  kCreate, kList, kGet, kRemove, kStart, kStop, kSnapshot, kFork, kSnapshotList, kSnapshotRemove
+  kCreate, kList, kGet, kRemove, kStart, kStop, kSnapshot, kFork, kSnapshotList, kSnapshotRemove, kEgress, kEvents
 };
 
 struct SandboxOptions {
@@ -84,6 +84,14 @@ struct SandboxOptions {
   std::optional<std::string> snapshot;    // create: from a copy of this snapshot
   bool start = true;                      // create, fork: false with --no-start
   bool json = false;                      // print the daemon's JSON instead of ids/tables
+  // create, egress: egress rules (--allow-domain D, --allow-port P, --allow-cidr C, repeatable or
+  // comma-separated); a field is sent only when its option was given. egress --none: no domains
+  // and no ranges.
+  std::optional<std::vector<std::string>> allow_domains;
+  std::optional<std::vector<uint64_t>> allow_ports;
+  std::optional<std::vector<std::string>> allow_cidrs;
+  std::optional<std::string> event_type;  // events: --type egress
+  int64_t after_seq = 0;                  // events: --after SEQ
 };
 
 // `args` follow "sandbox": the verb, then its options and ids.

@@ -1,0 +1,151 @@
+#!/usr/bin/python3
+"""bench/egress.py [BUILD_DIR] - the egress proxy (issue 5), in ONE run:
+
+  1. added latency per connection: RUNS (50) `curl https://example.test/whoami` (a new TCP and
+     TLS connection each, the answer is 25 bytes) from inside a sandbox through its egress proxy
+     (CONNECT), against the same curl run directly in the network namespace the proxy connects
+     from (`ip netns exec`); curl's own time_total, so neither side pays for starting curl;
+  2. throughput: SIZE_MB (256) MiB downloaded over HTTPS through the proxy (CONNECT), and the
+     same directly, best of 3 each.
+
+Both sides talk to the same servers of tests/fixtures/fake_internet.py (a network namespace with
+public-looking addresses; Python's HTTPS server, which limits the absolute figures: the ratio is
+the proxy's share). Writes the "egress" section of bench/RESULTS.md when RUNS >= 50 (else
+bench/out/RESULTS-egress-trial.md). Run as root. Environment: RUNS, SIZE_MB, RESULTS_MD,
+CORRAL_BUILD_DIR (or the BUILD_DIR argument).
+"""
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+if len(sys.argv) > 1:
+    os.environ["CORRAL_BUILD_DIR"] = os.path.abspath(sys.argv[1])
+os.environ.setdefault("CORRAL_BUILD_DIR", os.path.join(REPO, "build"))
+sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
+sys.path.insert(0, os.path.join(REPO, "tests", "fixtures"))
+sys.path.insert(0, HERE)
+
+from corral_e2e import Daemon, WsClient, mint  # noqa: E402
+from fake_internet import FakeInternet, PUBLIC_ADDRESS  # noqa: E402
+from results_md import write_section  # noqa: E402
+import asyncio  # noqa: E402
+
+RUNS = int(os.environ.get("RUNS", "50"))
+SIZE_MB = int(os.environ.get("SIZE_MB", "256"))
+CA = "/home/agent/ca.pem"
+
+
+def pct(values, p):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+
+
+def run_in(daemon, token, sid, argv, stdin=None):
+    async def go():
+        client = await WsClient.connect(daemon.ws_url(), token)
+        try:
+            return await client.run(sid, argv, stdin=stdin)
+        finally:
+            await client.close()
+    out, err, outcome, _ = asyncio.run(go())
+    if outcome.get("exit_code") != 0:
+        raise SystemExit(f"{argv}: {outcome} {err.decode(errors='replace')}")
+    return out.decode()
+
+
+def latency_loop(ca, url, runs):
+    return (f"for i in $(seq {runs}); do curl -sS -o /dev/null --cacert {ca} -w '%{{time_total}}\\n' {url} "
+            "|| exit 1; done")
+
+
+def throughput(ca, url):
+    return f"curl -sS -o /dev/null --cacert {ca} -w '%{{size_download}} %{{time_total}}\\n' {url}"
+
+
+def main():
+    if os.geteuid() != 0:
+        raise SystemExit("bench/egress.py: run as root (corrald, network namespaces)")
+    inet = FakeInternet().start()
+    daemon = Daemon()
+    daemon.extra_config = (f'\n[egress]\nnetns = "{inet.netns_path}"\nresolver = "{inet.dns_address}"\n'
+                           'domains = ["example.test"]\nports = [443]\n')
+    try:
+        with open(os.path.join(inet.docroot, "big.bin"), "wb") as f:
+            f.truncate(SIZE_MB << 20)
+        daemon.start()
+        secret = daemon.add_issuer("bench")
+        token = mint("bench", secret, "bench")
+        status, sandbox = daemon.http("POST", "/v1/sandboxes", token, {"limits": {"cpus": os.cpu_count()}})
+        assert status == 201, sandbox
+        sid = sandbox["id"]
+        with open(inet.ca_cert_path, "rb") as f:
+            run_in(daemon, token, sid, ["sh", "-c", f"cat > {CA}"], stdin=f.read())
+        # The direct side runs in the fake internet's namespace and skips DNS (curl --resolve);
+        # the proxy looks the name up for every connection, which is part of what it adds.
+        resolve = f"--resolve example.test:443:{PUBLIC_ADDRESS}"
+
+        def direct(cmd):
+            r = inet.run_in_netns(["sh", "-c", cmd.replace("curl ", f"curl {resolve} ", 1)],
+                                  capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"})
+            if r.returncode != 0:
+                raise SystemExit(f"direct: {r.stderr}")
+            return r.stdout
+
+        whoami = "https://example.test/whoami"
+        big = "https://example.test/big.bin"
+        # Warm up both paths, then alternate blocks of ten.
+        run_in(daemon, token, sid, ["sh", "-c", latency_loop(CA, whoami, 3)])
+        direct(latency_loop(inet.ca_cert_path, whoami, 3))
+        proxied_ms, direct_ms = [], []
+        for _ in range(max(1, RUNS // 10)):
+            out = run_in(daemon, token, sid, ["sh", "-c", latency_loop(CA, whoami, 10)])
+            proxied_ms += [float(x) * 1000 for x in out.split()]
+            direct_ms += [float(x) * 1000 for x in direct(latency_loop(inet.ca_cert_path, whoami, 10)).split()]
+        proxied_mbs, direct_mbs = [], []
+        for _ in range(3):
+            size, secs = run_in(daemon, token, sid, ["sh", "-c", throughput(CA, big)]).split()
+            proxied_mbs.append(int(size) / float(secs) / (1 << 20))
+            size, secs = direct(throughput(inet.ca_cert_path, big)).split()
+            direct_mbs.append(int(size) / float(secs) / (1 << 20))
+        status, page = daemon.http("GET", f"/v1/sandboxes/{sid}/events?type=egress", token)
+        allowed = sum(1 for e in page["events"] if e["data"]["decision"] == "allowed")
+    finally:
+        daemon.cleanup()
+        inet.stop()
+
+    p50, d50 = statistics.median(proxied_ms), statistics.median(direct_ms)
+    best_p, best_d = max(proxied_mbs), max(direct_mbs)
+    body = f"""## Egress proxy (`bench/egress.py`)
+
+Measured {time.strftime('%Y-%m-%d')} on {platform.node()} ({os.cpu_count()} CPUs, kernel {platform.release()}).
+Command: `sudo bench/egress.py build` (RUNS={RUNS}, SIZE_MB={SIZE_MB}). Servers: the tests' fake
+internet (Python's HTTPS server in a network namespace); "direct" is curl in that namespace,
+"proxied" is curl in a sandbox through its egress proxy (CONNECT, rules checked, the name
+resolved by the proxy through the fake DNS server, an event written per connection).
+
+| what | direct | through the proxy | added |
+| --- | --- | --- | --- |
+| new HTTPS connection + request, p50 | {d50:.2f} ms | {p50:.2f} ms | **{p50 - d50:+.2f} ms** |
+| the same, p95 | {pct(direct_ms, 95):.2f} ms | {pct(proxied_ms, 95):.2f} ms | |
+| download of {SIZE_MB} MiB over HTTPS, best of 3 | {best_d:.0f} MiB/s | {best_p:.0f} MiB/s | **{best_p / best_d:.2f}x** |
+
+{allowed} connections were allowed and recorded as events during the run. The absolute
+throughput is the Python server's; the ratio is what the proxy's extra copy (sandbox loopback →
+daemon → namespace) costs on this machine.
+"""
+    print(body)
+    full = RUNS >= 50
+    target = os.environ.get("RESULTS_MD") or (os.path.join(HERE, "RESULTS.md") if full
+                                              else os.path.join(HERE, "out", "RESULTS-egress-trial.md"))
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    write_section(target, "egress", body)
+    print(f"wrote {target}")
+
+
+if __name__ == "__main__":
+    main()
