@@ -44,6 +44,7 @@ ports = [443, 80, 8080]
 allowed_ports = [443, 80, 8080]
 allowed_cidrs = ["10.0.0.0/8", "203.0.113.0/24", "169.254.0.0/16", "127.0.0.0/8"]
 max_connections = 4
+bandwidth = "2M"
 """
         try:
             super().setUpClass()
@@ -324,6 +325,29 @@ max_connections = 4
         self.assertEqual(lines[:4], ["HTTP/1.1 200 Connection established"] * 4, (out, err))
         self.assertEqual(lines[4], "HTTP/1.1 429 Too Many Requests", (out, err))
         self.wait_event(token, sid, lambda e: e.get("reason") == "connections", "for the fifth connection")
+
+    def test_bandwidth_is_limited_per_sandbox(self):
+        # egress.bandwidth = 2 MiB/s with a burst of one second's worth: 6 MiB cannot arrive in
+        # under 2 s through the proxy. Only a lower bound is asserted (a slow machine cannot fail it).
+        with open(os.path.join(self.inet.docroot, "six.bin"), "wb") as f:
+            f.truncate(6 << 20)
+        token, sid, _ = self.sandbox("bandwidth", {"domains": ["example.test"]})
+        out, err, outcome = self.run_in(token, sid, [
+            "curl", "-sS", "-o", "/dev/null", "--cacert", CA_IN_SANDBOX, "-w", "%{size_download} %{time_total}",
+            "https://example.test/six.bin"])
+        self.assertEqual(outcome.get("exit_code"), 0, (out, err))
+        size, seconds = out.split()
+        self.assertEqual(int(size), 6 << 20)
+        self.assertGreaterEqual(float(seconds), 1.9, out)
+        event = self.wait_event(token, sid, lambda e: e["decision"] == "allowed", "for the download")
+        self.assertGreater(event["bytes_down"], 6 << 20)
+        self.assertGreaterEqual(event["duration_ms"], 1900)
+        # Control: the same file straight from the namespace the proxy connects from is not held back.
+        r = self.inet.run_in_netns(["curl", "-sS", "-o", "/dev/null", "--cacert", self.inet.ca_cert_path,
+                                    "--resolve", f"example.test:443:{PUBLIC_ADDRESS}", "-w", "%{time_total}",
+                                    "https://example.test/six.bin"], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertLess(float(r.stdout), 1.9)
 
     def test_git_npm_and_pip_through_the_proxy(self):
         token, sid, _ = self.sandbox("tools", {"domains": ["git.test", "registry.test", "pypi.test"]})
