@@ -1338,6 +1338,17 @@ void RegisterApi(Server& server, boost::asio::io_context& io, boost::asio::threa
     }
     auto token = MintToken(claims, (*row)->secret);
     if (!token.ok()) return respond(ErrorResponse(token.status()));
+    // A token the daemon would refuse is not handed out: its claims are checked as they will be.
+    VerifyPolicy policy;
+    policy.now = now;
+    policy.max_clock_skew_s = static_cast<int64_t>(config.max_clock_skew_s);
+    policy.max_lifetime_s = static_cast<int64_t>(config.max_token_lifetime_s);
+    const std::string secret = (*row)->secret;
+    auto verified = VerifyToken(*token, [&](std::string_view) { return std::optional<std::string>(secret); }, policy);
+    if (!verified.ok()) {
+      return respond(ErrorResponse(Status::Error("the token would be refused: " + std::string(verified.status().message()),
+                                                 EINVAL)));
+    }
     respond(JsonResponse(200, {{"token", *token}, {"exp", exp}}));
   });
   server.Route("GET", "/v1/admin/sandboxes", Auth::kAdminOnly, [&manager](HttpRequest request, Responder respond) {

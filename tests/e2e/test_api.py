@@ -95,7 +95,15 @@ class Auth(DaemonTestCase):
         for path, body, fragment in (("/v1/admin/issuers", {"name": 7}, "name"),
                                      ("/v1/admin/issuers", {"name": "ok-name", "secret": "x"}, "secret"),
                                      ("/v1/admin/tokens", {"issuer": "acme", "sub": ["x"]}, "sub"),
-                                     ("/v1/admin/tokens", {"issuer": "acme", "sub": "x", "ttl": 60}, "ttl")):
+                                     ("/v1/admin/tokens", {"issuer": "acme", "sub": "x", "ttl": 60}, "ttl"),
+                                     # Claims the daemon would refuse on use are refused at minting.
+                                     ("/v1/admin/tokens", {"issuer": "acme", "sub": "x",
+                                                           "limits": {"egress": {"domains": ["bad domain"]}}},
+                                      "limits.egress"),
+                                     ("/v1/admin/tokens", {"issuer": "acme", "sub": "x", "limits": {"pids": -1}},
+                                      "limits.pids"),
+                                     ("/v1/admin/tokens", {"issuer": "acme", "sub": "x",
+                                                           "budget": {"window": "fortnight"}}, "window")):
             with self.subTest(body=body):
                 status, reply = self.daemon.admin("POST", path, body)
                 self.assertEqual(status, 400, reply)

@@ -264,6 +264,18 @@ bandwidth = "2M"
         status, body, _ = self.curl(token, sid, "https://other.test/whoami")
         self.assertEqual((status, body), (200, f"served-by {OTHER_PUBLIC_ADDRESS}"))
 
+    def test_a_restarted_daemon_serves_the_proxy_of_running_sandboxes(self):
+        token, sid, _ = self.sandbox("restart", {"domains": ["example.test"]})
+        status, body, _ = self.curl(token, sid, "https://example.test/whoami")
+        self.assertEqual(status, 200, body)
+        self.daemon.stop()
+        self.daemon.start()
+        # The sandbox kept running; the new daemon accepts on its listener with its stored rules.
+        status, body, _ = self.curl(token, sid, "https://example.test/whoami")
+        self.assertEqual((status, body), (200, f"served-by {PUBLIC_ADDRESS}"))
+        status, _, _ = self.curl(token, sid, "https://other.test/whoami")
+        self.assertEqual(status, 403)
+
     def test_rules_outside_the_caps_are_refused_naming_them(self):
         token = self.token("capped", limits={"egress": {"domains": ["*.example.test"], "ports": [443]}})
         for body, fragment in (({"domains": ["evil.test"]}, "evil.test"),
