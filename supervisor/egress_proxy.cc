@@ -282,6 +282,9 @@ struct EgressProxy::Impl : std::enable_shared_from_this<Impl> {
       auto sandbox = self->sandboxes.find(sandbox_id);
       if (sandbox == self->sandboxes.end()) return;
       if (!ec) {
+        // Bytes are relayed as they come: no Nagle delay on a TLS handshake's small writes.
+        boost::system::error_code ignored;
+        socket.set_option(tcp::no_delay(true), ignored);
         auto client = std::make_shared<beast::tcp_stream>(std::move(socket));
         sandbox->second.streams.insert(client);
         asio::co_spawn(self->io, self->ServeConnection(sandbox_id, client), asio::detached);
@@ -480,7 +483,11 @@ struct EgressProxy::Impl : std::enable_shared_from_this<Impl> {
       co_await stream->async_connect(tcp::endpoint(ip, record.port), asio::redirect_error(use_awaitable, ec));
       if (stopped || sandboxes.find(sandbox_id) == sandboxes.end()) co_return;
       record.address = address.ToString();
-      if (!ec) break;
+      if (!ec) {
+        boost::system::error_code ignored;
+        stream->socket().set_option(tcp::no_delay(true), ignored);
+        break;
+      }
       connect_error = address.ToString() + ": " + (ec == beast::error::timeout ? "connection timed out" : ec.message());
       stream->close();
       upstream.reset();
