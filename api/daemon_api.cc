@@ -576,16 +576,36 @@ struct Session {
   std::map<uint32_t, std::unique_ptr<Attachment>> channels;
   std::map<std::string, uint32_t> by_command;
   std::map<std::string, std::unique_ptr<AgentAttachment>> agents;  // by session id
+  std::weak_ptr<WsConnection> ws;
+  std::map<std::string, int64_t> watches;  // sandbox.watch: sandbox id -> the last event seq sent
 };
+
+json SandboxEventJson(const supervisor::EventRow& event) {
+  return {{"event", "sandbox"}, {"sandbox", event.sandbox_id}, {"seq", event.seq}, {"type", event.type},
+          {"at", event.at}, {"data", json::parse(event.data_json, nullptr, false)}};
+}
 
 class WsApi : public WsHandler, public std::enable_shared_from_this<WsApi> {
  public:
-  WsApi(supervisor::SandboxManager& manager, supervisor::SessionRunner& agents,
+  WsApi(supervisor::SandboxManager& manager, supervisor::SessionRunner& agents, supervisor::Store& store,
         std::shared_ptr<supervisor::RateLimiter> limiter)
-      : manager_(manager), agents_(agents), limiter_(std::move(limiter)) {}
+      : manager_(manager), agents_(agents), store_(store), limiter_(std::move(limiter)) {}
+
+  // An event appended to the store (on the event loop): to every connection watching its sandbox.
+  void Publish(const supervisor::EventRow& event) {
+    for (auto& [connection_id, session] : sessions_) {
+      auto watch = session->watches.find(event.sandbox_id);
+      if (watch == session->watches.end() || event.seq <= watch->second) continue;
+      auto ws = session->ws.lock();
+      if (!ws) continue;
+      watch->second = event.seq;
+      ws->SendText(SandboxEventJson(event).dump());
+    }
+  }
 
   void OnOpen(const std::shared_ptr<WsConnection>& connection) override {
     sessions_[connection->id()] = std::make_unique<Session>();
+    sessions_[connection->id()]->ws = connection;
     std::weak_ptr<WsConnection> weak = connection;
     connection->SetOnDrain([this, weak] {
       auto ws = weak.lock();
@@ -693,6 +713,7 @@ class WsApi : public WsHandler, public std::enable_shared_from_this<WsApi> {
     if (op == "exec") return Exec(connection, session, auth, request);
     if (op == "attach") return Attach(connection, session, auth, request);
     if (op.rfind("session.", 0) == 0) return AgentOp(connection, session, auth, op, request);
+    if (op == "sandbox.watch" || op == "sandbox.unwatch") return WatchOp(connection, session, auth, op, request);
     // The rest name an attached command.
     if (!request.contains("command") || !request["command"].is_string()) {
       return Status::Error("command: expected a command id", EINVAL);
@@ -748,6 +769,48 @@ class WsApi : public WsHandler, public std::enable_shared_from_this<WsApi> {
 
   // session.attach {session, after_seq?}, session.detach, session.send {session, text},
   // session.interrupt, session.abort, session.close.
+  // sandbox.watch: the sandbox's event log from after_seq on (replayed from the store), then
+  // its events as they are appended. sandbox.unwatch ends that.
+  StatusOr<json> WatchOp(const std::shared_ptr<WsConnection>& connection, Session& session, const AuthContext& auth,
+                         const std::string& op, const json& request) {
+    if (!request.contains("sandbox") || !request["sandbox"].is_string()) {
+      return Status::Error("sandbox: expected a sandbox id", EINVAL);
+    }
+    const std::string id = request["sandbox"].get<std::string>();
+    if (op == "sandbox.unwatch") {
+      if (session.watches.erase(id) == 0) return Status::Error("sandbox " + id + " is not watched here", EBUSY);
+      return json::object();
+    }
+    std::optional<uint64_t> after;
+    RETURN_IF_ERROR(OptionalUint(request, "after_seq", after));
+    ASSIGN_OR_RETURN(SandboxRow row, manager_.Get(CallerOf(auth), id));
+    if (session.watches.count(id)) return Status::Error("sandbox " + id + " is already watched here", EBUSY);
+    session.watches[id] = static_cast<int64_t>(after.value_or(0));
+    std::weak_ptr<WsConnection> weak = connection;
+    pending_ = [this, weak, id] {
+      // Replayed here, on the event loop, where Publish runs too: an event appended meanwhile
+      // comes after these (Publish skips what was already sent).
+      auto ws = weak.lock();
+      auto it = ws ? sessions_.find(ws->id()) : sessions_.end();
+      if (it == sessions_.end()) return;
+      for (;;) {
+        auto watch = it->second->watches.find(id);
+        if (watch == it->second->watches.end()) return;
+        auto events = store_.ListEvents(id, watch->second, 500);
+        if (!events.ok()) {
+          LogError("api", "cannot replay a sandbox's events", {{"sandbox", id}, {"error", events.status().ToString()}});
+          return;
+        }
+        for (const auto& event : *events) {
+          watch->second = event.seq;
+          ws->SendText(SandboxEventJson(event).dump());
+        }
+        if (events->size() < 500) return;
+      }
+    };
+    return json{{"sandbox", row.id}};
+  }
+
   StatusOr<json> AgentOp(const std::shared_ptr<WsConnection>& connection, Session& session, const AuthContext& auth,
                          const std::string& op, const json& request) {
     if (!HasScope(auth, kScopeSessions)) return ScopeError(kScopeSessions);
@@ -920,6 +983,7 @@ class WsApi : public WsHandler, public std::enable_shared_from_this<WsApi> {
 
   supervisor::SandboxManager& manager_;
   supervisor::SessionRunner& agents_;
+  supervisor::Store& store_;
   std::shared_ptr<supervisor::RateLimiter> limiter_;
   std::map<uint64_t, std::unique_ptr<Session>> sessions_;
   std::function<void()> pending_;
@@ -1368,7 +1432,15 @@ void RegisterApi(Server& server, boost::asio::io_context& io, boost::asio::threa
     response.headers.push_back({"Retry-After", std::to_string(limiter->RetryAfterSeconds(auth.UserKey()))});
     return response;
   });
-  server.WebSocket("/v1/ws", std::make_shared<WsApi>(manager, sessions, limiter));
+  auto ws_api = std::make_shared<WsApi>(manager, sessions, store, limiter);
+  // Every event the store appends (from any thread) reaches the watchers on the event loop.
+  std::weak_ptr<WsApi> weak_api = ws_api;
+  store.SetEventListener([&io, weak_api](const supervisor::EventRow& event) {
+    boost::asio::post(io, [weak_api, event] {
+      if (auto api = weak_api.lock()) api->Publish(event);
+    });
+  });
+  server.WebSocket("/v1/ws", ws_api);
 }
 
 }  // namespace corral::api

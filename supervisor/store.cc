@@ -921,14 +921,22 @@ StatusOr<std::vector<CommandRow>> Store::ListCommands(const std::string& sandbox
 
 StatusOr<int64_t> Store::AppendEvent(const std::string& sandbox_id, const std::string& type,
                                      const std::string& data_json) {
+  const int64_t at = static_cast<int64_t>(time(nullptr));
   std::lock_guard lock(mu_);
   RETURN_IF_ERROR(Run(db_,
                       "INSERT INTO events (sandbox_id, type, data_json, at) "
                       "VALUES (?1, ?2, ?3, ?4)",
-                      {sandbox_id, type, data_json, static_cast<int64_t>(time(nullptr))},
+                      {sandbox_id, type, data_json, at},
                       "append event " + type + " of " + sandbox_id));
   // Per connection, and the mutex keeps other inserts on this connection out until we read it.
-  return static_cast<int64_t>(sqlite3_last_insert_rowid(db_));
+  const int64_t seq = static_cast<int64_t>(sqlite3_last_insert_rowid(db_));
+  if (event_listener_) event_listener_(EventRow{seq, sandbox_id, type, data_json, at});
+  return seq;
+}
+
+void Store::SetEventListener(std::function<void(const EventRow&)> listener) {
+  std::lock_guard lock(mu_);
+  event_listener_ = std::move(listener);
 }
 
 StatusOr<std::vector<EventRow>> Store::ListEvents(const std::string& sandbox_id, int64_t after_seq,

@@ -217,6 +217,9 @@ class Store {
                                 const std::string& data_json);
   StatusOr<std::vector<EventRow>> ListEvents(const std::string& sandbox_id, int64_t after_seq,
                                              int64_t limit = 1000);
+  // Told of every event appended from now on, in seq order, on the appending thread and under
+  // the store's lock: it must only hand the row on (post it to an event loop), never call back.
+  void SetEventListener(std::function<void(const EventRow&)> listener);
 
   // Sessions. UpdateSession: every column, by id; ENOENT when absent. ListSessions: empty
   // arguments match every value; oldest first.
@@ -260,6 +263,7 @@ class Store {
   Store() = default;
   sqlite3* db_ = nullptr;
   mutable std::recursive_mutex mu_;
+  std::function<void(const EventRow&)> event_listener_;
   int transaction_depth_ = 0;
 };
 

@@ -10,13 +10,13 @@ connects out from that namespace (egress.netns) and resolves through that server
 Each denial has its positive control beside it, and each decision is checked in the sandbox's
 event log (GET /v1/sandboxes/ID/events?type=egress) as well as in what the servers saw.
 """
+import asyncio
+import json
 import os
+import subprocess
 import sys
 import time
 import unittest
-
-import json
-import subprocess
 
 from corral_e2e import CORRAL, DaemonTestCase, WsClient
 
@@ -319,6 +319,47 @@ bandwidth = "2M"
         self.assertRegex(lines[0], r"^\d+ egress denied GET example.test:80 reason=port: port 80 is not")
         seq = lines[0].split()[0]
         self.assertEqual(corral("sandbox", "events", sid, "--type", "egress", "--after", seq), "")
+
+    def test_decisions_stream_live_to_a_watching_websocket(self):
+        token, sid, _ = self.sandbox("watch", {"domains": ["example.test"]})
+        other = self.token("watch-stranger")
+
+        async def go():
+            client = await WsClient.connect(self.daemon.ws_url(), token)
+            stranger = await WsClient.connect(self.daemon.ws_url(), other)
+            try:
+                # Another user's sandbox is not found, like one that does not exist.
+                reply = await stranger.request("sandbox.watch", sandbox=sid)
+                self.assertEqual(reply["error"]["code"], "not_found", reply)
+                reply = await client.request("sandbox.watch", sandbox=sid)
+                self.assertTrue(reply["ok"], reply)
+                # The replay: what happened before, oldest first (the sandbox's start among it).
+                replayed = []
+                while not any(e.get("type") == "sandbox.started" for e in replayed):
+                    replayed.append(await client.next_event(10))
+                self.assertEqual([e["event"] for e in replayed], ["sandbox"] * len(replayed))
+                seqs = [e["seq"] for e in replayed]
+                self.assertEqual(seqs, sorted(seqs))
+                # Live: a request the sandbox makes now arrives as it is decided. (The commands run
+                # over another connection, so only this stream's events come here.)
+                status, _, _ = await asyncio.to_thread(self.curl, token, sid, "https://other.test/whoami")
+                self.assertEqual(status, 403)
+                while True:
+                    event = await client.next_event(10)
+                    self.assertGreater(event["seq"], seqs[-1])
+                    if event["type"] == "egress":
+                        break
+                self.assertEqual((event["sandbox"], event["data"]["host"], event["data"]["decision"]),
+                                 (sid, "other.test", "denied"))
+                reply = await client.request("sandbox.unwatch", sandbox=sid)
+                self.assertTrue(reply["ok"], reply)
+                reply = await client.request("sandbox.unwatch", sandbox=sid)
+                self.assertEqual(reply["error"]["code"], "conflict", reply)
+            finally:
+                await client.close()
+                await stranger.close()
+
+        self.run_async(go())
 
     def test_connection_limit(self):
         token, sid, _ = self.sandbox("many", {"domains": ["example.test"]})

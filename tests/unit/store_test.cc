@@ -570,6 +570,29 @@ TEST_F(StoreTest, ListByUserOrAllAndCount) {
   EXPECT_EQ(*count, 0);
 }
 
+TEST_F(StoreTest, EventListenerSeesEveryAppendInOrderAsStored) {
+  ASSERT_GE(Create("sb_1"), 0);
+  ASSERT_TRUE(store_->AppendEvent("sb_1", "before", "{}").ok());  // before the listener: not seen
+  std::vector<EventRow> seen;
+  store_->SetEventListener([&](const EventRow& event) { seen.push_back(event); });
+  auto first = store_->AppendEvent("sb_1", "egress", R"({"decision":"denied"})");
+  auto second = store_->AppendEvent("sb_2", "sandbox.started", "{}");
+  ASSERT_TRUE(first.ok() && second.ok());
+  ASSERT_EQ(seen.size(), 2u);
+  auto stored = store_->ListEvents("sb_1", *first - 1);
+  ASSERT_TRUE(stored.ok());
+  ASSERT_EQ(stored->size(), 1u);
+  const EventRow& row = (*stored)[0];
+  EXPECT_EQ(std::tie(seen[0].seq, seen[0].sandbox_id, seen[0].type, seen[0].data_json, seen[0].at),
+            std::tie(row.seq, row.sandbox_id, row.type, row.data_json, row.at));
+  EXPECT_EQ(seen[0].seq, *first);
+  EXPECT_EQ(seen[1].seq, *second);
+  EXPECT_EQ(seen[1].sandbox_id, "sb_2");
+  store_->SetEventListener(nullptr);
+  ASSERT_TRUE(store_->AppendEvent("sb_1", "after", "{}").ok());
+  EXPECT_EQ(seen.size(), 2u);
+}
+
 TEST_F(StoreTest, DeleteSandboxCascadesCommandsKeepsEventsAndSnapshots) {
   ASSERT_GE(Create("sb_1"), 0);
   ASSERT_GE(Create("sb_2"), 0);

@@ -297,6 +297,8 @@ int Run(int argc, char** argv) {
                                    {"cgroups", (*backend)->version() == cgroups::CgroupVersion::kV2 ? "v2" : "v1"}});
   sd_notifyf(0, "READY=1\nSTATUS=listening on %s", address.c_str());
   io.run();
+  // The API's event watchers post to the loop, which is done: appends from here on go nowhere.
+  (*store)->SetEventListener(nullptr);
   pool.join();
   unlink(config->admin_socket.c_str());
   return 0;
