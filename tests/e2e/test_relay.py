@@ -7,6 +7,7 @@ host's loopback; its log shows what reached it.
 """
 import json
 import os
+import shutil
 import sys
 import tempfile
 
@@ -23,6 +24,10 @@ _key_dir = tempfile.mkdtemp(prefix="corral-e2e-relay-")
 _key_file = os.path.join(_key_dir, "api-key")
 with open(os.open(_key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
     f.write(REAL_KEY + "\n")
+
+
+def tearDownModule():
+    shutil.rmtree(_key_dir, ignore_errors=True)  # the key file goes with the run
 
 
 def curl(port, key):
