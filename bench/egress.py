@@ -72,7 +72,7 @@ def main():
         raise SystemExit("bench/egress.py: run as root (corrald, network namespaces)")
     inet = FakeInternet().start()
     daemon = Daemon()
-    daemon.extra_config = (f'\n[egress]\nnetns = "{inet.netns_path}"\nresolver = "{inet.dns_address}"\n'
+    daemon.extra_config = (f'\n[egress]\nenabled = true\nnetns = "{inet.netns_path}"\nresolver = "{inet.dns_address}"\n'
                            'domains = ["example.test"]\nports = [443]\n')
     try:
         with open(os.path.join(inet.docroot, "big.bin"), "wb") as f:

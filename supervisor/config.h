@@ -92,7 +92,7 @@ struct DaemonConfig {
   uint64_t execute_max_bundle_bytes = 64ull << 20;  // a repository made from a path, and a result's bundle
 
   // [egress]: the HTTP/CONNECT proxy on each sandbox's loopback (supervisor/egress_proxy.h)
-  bool egress_enabled = true;                     // false: no proxy, no proxy variables inside
+  bool egress_enabled = false;                    // true: the proxy and its variables in every sandbox
   uint64_t egress_port = 7882;                    // HTTP(S)_PROXY=http://127.0.0.1:<port> inside
   EgressRules egress_defaults{{}, {443, 80}, {}}; // domains/ports/cidrs: a new sandbox's rules unless it names its own
   EgressRules egress_allowed{{"*"}, {443, 80}, {}};  // allowed_domains/_ports/_cidrs: what any rule may name

@@ -38,6 +38,7 @@ class Egress(DaemonTestCase):
         # [egress] after the [sandbox] keys of the daemon's config.
         cls.extra_config = f"""
 [egress]
+enabled = true
 netns = "{cls.inet.netns_path}"
 resolver = "{cls.inet.dns_address}"
 ports = [443, 80, 8080]

@@ -444,7 +444,7 @@ TEST(ConfigTest, EgressKeys) {
   auto defaults = ParseConfig("");
   ASSERT_TRUE(defaults.ok());
   // No hidden allowlist: a sandbox that names no rules reaches no domain.
-  EXPECT_TRUE(defaults->egress_enabled);
+  EXPECT_FALSE(defaults->egress_enabled);  // off unless the operator turns it on
   EXPECT_TRUE(defaults->egress_defaults.domains.empty());
   EXPECT_TRUE(defaults->egress_defaults.cidrs.empty());
   EXPECT_EQ(defaults->egress_allowed.domains, (std::vector<std::string>{"*"}));
@@ -452,7 +452,7 @@ TEST(ConfigTest, EgressKeys) {
 
   auto parsed = ParseConfig(R"(
 [egress]
-enabled = false
+enabled = true
 port = 7990
 domains = ["registry.npmjs.org", "*.github.com"]
 ports = [443]
@@ -468,7 +468,7 @@ connect_timeout = 3
 idle_timeout = 30
 )");
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
-  EXPECT_FALSE(parsed->egress_enabled);
+  EXPECT_TRUE(parsed->egress_enabled);
   EXPECT_EQ(parsed->egress_port, 7990u);
   EXPECT_EQ(parsed->egress_defaults.domains, (std::vector<std::string>{"registry.npmjs.org", "*.github.com"}));
   EXPECT_EQ(parsed->egress_defaults.ports, (std::vector<uint16_t>{443}));
