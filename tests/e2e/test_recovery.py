@@ -272,6 +272,17 @@ class Recovery(DaemonTestCase):
             self.assertEqual(status, 200, data)
             return data
 
+        def read_ticks_api():
+            # The loop rewrites ~/ticks with `echo $t > ~/ticks`: a read can fall between the
+            # truncation and the write and see nothing, so an empty read is read again.
+            data = b""
+            for _ in range(100):
+                data = read_file("/home/agent/ticks").strip()
+                if data:
+                    return int(data)
+                time.sleep(0.01)
+            self.fail(f"~/ticks stayed empty: {data!r}")
+
         def fs(op, path):
             status, body = self.daemon.http("PUT" if op == "write" else "POST",
                                             f"/v1/sandboxes/{sid}/fs/{op}?path={path}", self.token_, raw=b"")
@@ -282,8 +293,8 @@ class Recovery(DaemonTestCase):
             await read_until(c, stream, lambda s: len(s.seqs) >= 3 and s.data.endswith(b"\n"))
             # Quiesce the output, and take all of it, so that a clean stop has nothing in flight.
             fs("write", "/home/agent/pause")
-            ticks = int(read_file("/home/agent/ticks"))
-            wait_until(lambda: int(read_file("/home/agent/ticks")) >= ticks + 2, 10, what="the loop to see ~/pause")
+            ticks = read_ticks_api()
+            wait_until(lambda: read_ticks_api() >= ticks + 2, 10, what="the loop to see ~/pause")
             printed = read_file("/home/agent/printed")
             await read_until(c, stream, lambda s: s.data.endswith(b"\n" + printed) or s.data == printed)
             self.daemon.stop(signal.SIGTERM)
