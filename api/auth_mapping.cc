@@ -39,6 +39,7 @@ supervisor::UserCaps CapsOfToken(const AuthContext& auth) {
   caps.commands = l.commands;
   caps.sessions = l.sessions;
   caps.egress_json = l.egress_json;
+  caps.full_network = auth.claims.HasScope(kScopeUnsafeFullNetwork);
   return caps;
 }
 

@@ -16,6 +16,7 @@
 #include "api/auth_mapping.h"
 #include "api/ws_frames.h"
 #include "common/log.h"
+#include "supervisor/full_network.h"
 #include "supervisor/ids.h"
 #include "supervisor/rate_limiter.h"
 #include "supervisor/sandbox_files.h"
@@ -81,7 +82,8 @@ json SandboxJson(const SandboxRow& row, bool with_owner) {
             {"created_at", row.created_at},
             {"last_active_at", row.last_active_at},
             {"source", row.source},
-            {"egress", EgressJson(row)}};
+            {"egress", EgressJson(row)},
+            {"network", row.network}};
   if (with_owner) {
     j["iss"] = row.iss;
     j["sub"] = row.sub;
@@ -230,7 +232,32 @@ StatusOr<json> ParseBody(const std::string& body) {
 
 StatusOr<supervisor::CreateRequest> ParseCreate(const json& body) {
   supervisor::CreateRequest request;
-  RETURN_IF_ERROR(RefuseUnknownFields(body, {"name", "image", "start", "snapshot", "idle_timeout_s", "limits", "egress"}));
+  RETURN_IF_ERROR(RefuseUnknownFields(
+      body, {"name", "image", "start", "snapshot", "idle_timeout_s", "limits", "egress", "network", "unsafe"}));
+  if (body.contains("network")) {
+    if (!body["network"].is_string()) return Status::Error("network: expected \"loopback\" or \"full\"", EINVAL);
+    request.network = body["network"].get<std::string>();
+  }
+  // Dangerous options are named twice: the option itself, and an "unsafe" entry that says the
+  // caller means it (and the token needs the matching unsafe: scope).
+  bool unsafe_full_network = false;
+  if (body.contains("unsafe")) {
+    const json& unsafe = body["unsafe"];
+    if (!unsafe.is_array()) return Status::Error("unsafe: expected an array like [\"full_network\"]", EINVAL);
+    for (const json& entry : unsafe) {
+      if (!entry.is_string() || entry.get<std::string>() != supervisor::kFullNetworkUnsafe) {
+        return Status::Error("unsafe: " + entry.dump() + " is not an unsafe option (\"full_network\")", EINVAL);
+      }
+      unsafe_full_network = true;
+    }
+  }
+  if (request.network == supervisor::kNetworkFull && !unsafe_full_network) {
+    return Status::Error("network \"full\" gives the sandbox a real network interface: say so with \"unsafe\": [\"full_network\"]",
+                         EINVAL);
+  }
+  if (unsafe_full_network && request.network != supervisor::kNetworkFull) {
+    return Status::Error("unsafe: \"full_network\" without \"network\": \"full\"", EINVAL);
+  }
   if (body.contains("egress")) {
     if (!body["egress"].is_object()) return Status::Error("egress: expected an object {\"domains\", \"ports\", \"cidrs\"}", EINVAL);
     request.egress_json = body["egress"].dump();

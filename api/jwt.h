@@ -38,6 +38,8 @@ inline constexpr char kScopeExec[] = "exec";            // commands (no PTY)
 inline constexpr char kScopeTerminal[] = "terminal";    // PTY commands
 inline constexpr char kScopeFiles[] = "files";          // the file API, cp, tar
 inline constexpr char kScopeSessions[] = "sessions";    // agent sessions (Claude Code) and their model calls
+// Never implied: sandboxes with a real network interface ("network": "full", full_network.h).
+inline constexpr char kScopeUnsafeFullNetwork[] = "unsafe:full_network";
 
 // Caps that the issuer puts on what this user may ask for. Absent: the daemon's own maxima apply.
 struct TokenLimits {

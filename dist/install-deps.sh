@@ -13,6 +13,9 @@ packages=(
   libarchive-dev
   # egress proxy: asynchronous DNS against a configured resolver (egress.resolver)
   libc-ares-dev
+  # full network mode: veth, addresses and routes with libnl, the filter and NAT with libnftables
+  # (nftables: the nft command, for tests and operators to look at the rules)
+  nftables libnftables-dev
   # tests
   libgtest-dev libgmock-dev python3 iproute2 procps util-linux curl
   # systemd-analyze, to verify dist/corrald.service (tests/dist). It works without systemd as PID 1,

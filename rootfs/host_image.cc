@@ -21,18 +21,21 @@ std::string GeneratedHosts(const std::string& hostname) {
          "127.0.1.1\t" + hostname + "\n";
 }
 
-std::string GeneratedNsswitch() {
-  return "passwd: files\n"
-         "group: files\n"
-         "shadow: files\n"
-         "hosts: files\n"
+std::string GeneratedNsswitch(bool dns) {
+  return std::string("passwd: files\n"
+                     "group: files\n"
+                     "shadow: files\n") +
+         (dns ? "hosts: files dns\n" : "hosts: files\n") +
          "networks: files\n"
          "protocols: files\n"
          "services: files\n";
 }
 
-std::string GeneratedResolvConf() {
-  return "# corral: this sandbox has no network of its own; names resolve from /etc/hosts.\n";
+std::string GeneratedResolvConf(const std::vector<std::string>& nameservers) {
+  if (nameservers.empty()) return "# corral: this sandbox has no network of its own; names resolve from /etc/hosts.\n";
+  std::string text = "# corral: network.dns of corrald's config\n";
+  for (const std::string& server : nameservers) text += "nameserver " + server + "\n";
+  return text;
 }
 
 const std::vector<std::string>& HostImageTrees() {

@@ -15,8 +15,9 @@ namespace corral::rootfs {
 std::string GeneratedPasswd();
 std::string GeneratedGroup();
 std::string GeneratedHosts(const std::string& hostname);
-std::string GeneratedNsswitch();
-std::string GeneratedResolvConf();
+// With nameservers (a full-network sandbox): hosts from files, then DNS; else files only.
+std::string GeneratedNsswitch(bool dns = false);
+std::string GeneratedResolvConf(const std::vector<std::string>& nameservers = {});
 
 // Top-level host trees of the image, bound read-only when they are directories and recreated as
 // the same symlink when they are symlinks (Debian's merged /usr).

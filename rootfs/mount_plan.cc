@@ -156,11 +156,11 @@ StatusOr<MountPlan> BuildMountPlan(const MountPlanInput& in) {
     dir(Join(lower, "mnt"), 0755, root_uid, root_gid);
     file(Join(lower, "etc/passwd"), GeneratedPasswd());
     file(Join(lower, "etc/group"), GeneratedGroup());
-    file(Join(lower, "etc/nsswitch.conf"), GeneratedNsswitch());
+    file(Join(lower, "etc/nsswitch.conf"), GeneratedNsswitch(!in.nameservers.empty()));
   }
   file(Join(lower, "etc/hostname"), in.hostname + "\n");
   file(Join(lower, "etc/hosts"), GeneratedHosts(in.hostname));
-  file(Join(lower, "etc/resolv.conf"), GeneratedResolvConf());
+  file(Join(lower, "etc/resolv.conf"), GeneratedResolvConf(in.nameservers));
 
   if (in.host_image) {
     for (const std::string& tree : HostImageTrees()) {

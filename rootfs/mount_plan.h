@@ -98,6 +98,7 @@ struct MountPlanInput {
   std::string workspace_device;          // a disk-capped workspace's block device (instead of
                                          // workspace_upper/work)
   std::string hostname = "corral";
+  std::vector<std::string> nameservers;  // /etc/resolv.conf's; none: names from /etc/hosts only
   uid_t host_uid_base = 0;               // host uid of root inside; the range is 65536 ids
   gid_t host_gid_base = 0;
   uid_t agent_uid = 1000;

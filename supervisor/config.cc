@@ -192,15 +192,44 @@ Apply EgressListKey(EgressRules DaemonConfig::*rules, const char* field) {
   };
 }
 
-Apply NetnsKey() {
-  return [](const toml::node& node, DaemonConfig& config) -> std::string {
+Apply NetnsKey(std::string DaemonConfig::*field) {
+  return [field](const toml::node& node, DaemonConfig& config) -> std::string {
     const auto* s = node.as_string();
     if (s == nullptr || (!s->get().empty() && s->get()[0] != '/')) {
-      return "expected the path of a network namespace like \"/run/netns/egress\", or \"\"";
+      return "expected the path of a network namespace like \"/run/netns/uplink\", or \"\"";
     }
-    config.egress_netns = s->get();
+    config.*field = s->get();
     return "";
   };
+}
+
+// network.full_subnet = "10.231.0.0/16": IPv4, room for at least one /30.
+std::string ApplyFullSubnet(const toml::node& node, DaemonConfig& config) {
+  const std::string expected = "expected an IPv4 range from /8 to /30, like \"10.231.0.0/16\"";
+  const auto* s = node.as_string();
+  if (s == nullptr) return expected;
+  auto cidr = Cidr::Parse(s->get());
+  if (!cidr.ok() || !cidr->base.v4 || cidr->prefix < 8 || cidr->prefix > 30) return expected;
+  config.network_full_subnet = *cidr;
+  return "";
+}
+
+// network.dns = ["192.0.2.53"]: IPv4 addresses.
+std::string ApplyNetworkDns(const toml::node& node, DaemonConfig& config) {
+  const std::string expected = "expected an array of IPv4 addresses like [\"192.0.2.53\"]";
+  const auto* array = node.as_array();
+  if (array == nullptr) return expected;
+  std::vector<IpAddress> servers;
+  for (const toml::node& element : *array) {
+    const auto* s = element.as_string();
+    if (s == nullptr) return expected;
+    auto address = IpAddress::Parse(s->get());
+    if (!address || !address->v4) return expected;
+    servers.push_back(*address);
+  }
+  if (servers.size() > 3) return "at most 3 nameservers (the resolver reads no more)";
+  config.network_dns = std::move(servers);
+  return "";
 }
 
 Apply ResolverKey() {
@@ -389,12 +418,15 @@ const std::vector<KeySpec>& Keys() {
       {"egress", "allowed_domains", EgressListKey(&DaemonConfig::egress_allowed, "domains")},
       {"egress", "allowed_ports", EgressListKey(&DaemonConfig::egress_allowed, "ports")},
       {"egress", "allowed_cidrs", EgressListKey(&DaemonConfig::egress_allowed, "cidrs")},
-      {"egress", "netns", NetnsKey()},
+      {"egress", "netns", NetnsKey(&DaemonConfig::egress_netns)},
       {"egress", "resolver", ResolverKey()},
       {"egress", "max_connections", CountKey(&DaemonConfig::egress_max_connections)},
       {"egress", "bandwidth", SizeKey(&DaemonConfig::egress_bandwidth)},
       {"egress", "connect_timeout", SecondsKey(&DaemonConfig::egress_connect_timeout_s)},
       {"egress", "idle_timeout", SecondsKey(&DaemonConfig::egress_idle_timeout_s)},
+      {"network", "netns", NetnsKey(&DaemonConfig::network_netns)},
+      {"network", "full_subnet", ApplyFullSubnet},
+      {"network", "dns", ApplyNetworkDns},
   };
   return keys;
 }

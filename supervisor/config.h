@@ -102,6 +102,12 @@ struct DaemonConfig {
   uint64_t egress_bandwidth = 0;                  // bytes per second per sandbox, both ways together; 0 = no limit
   uint64_t egress_connect_timeout_s = 10;
   uint64_t egress_idle_timeout_s = 300;           // a connection with no bytes either way this long is closed
+
+  // [network]: full network mode (supervisor/full_network.h), for sandboxes created with
+  // "network": "full" by a token with the scope unsafe:full_network
+  std::string network_netns;                      // the host side of the veths, NAT and filter; "" = corrald's
+  Cidr network_full_subnet = *Cidr::Parse("10.231.0.0/16");  // one /30 per sandbox
+  std::vector<IpAddress> network_dns;             // IPv4 nameservers in such a sandbox's /etc/resolv.conf
 };
 
 // Parses TOML text; `origin` names the file in error messages.

@@ -186,6 +186,12 @@ std::string_view NonPublicReason(const IpAddress& address) {
   return "";
 }
 
+std::vector<Cidr> NonPublicV4Ranges() {
+  std::vector<Cidr> ranges;
+  for (const Range& r : kV4Ranges) ranges.push_back(*Cidr::Parse(r.cidr));
+  return ranges;
+}
+
 std::optional<ServerAddress> ParseResolverAddress(std::string_view text) {
   ServerAddress server;
   std::string_view host = text;

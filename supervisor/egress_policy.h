@@ -60,6 +60,9 @@ struct Cidr {
 // address. IPv4 inside IPv6 (mapped, NAT64, 6to4) is judged by the IPv4 address it carries.
 std::string_view NonPublicReason(const IpAddress& address);
 
+// The IPv4 ranges that NonPublicReason names (full network mode refuses them in its filter).
+std::vector<Cidr> NonPublicV4Ranges();
+
 // A DNS server: "IP", "IP:port", "[IPv6]:port" (port 53 when none).
 struct ServerAddress {
   IpAddress address;

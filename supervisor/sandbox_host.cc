@@ -136,6 +136,7 @@ StatusOr<SandboxProcess> SandboxHost::Start(const SandboxShape& shape) {
   input.scratch_bytes = std::min<uint64_t>(shape.disk_bytes, 1ull << 30);
   input.workspace_device = disk.path;
   input.hostname = shape.hostname;
+  input.nameservers = shape.nameservers;
   input.host_uid_base = base;
   input.host_gid_base = base;
   input.agent_uid = isolation::kAgentUid;

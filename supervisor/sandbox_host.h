@@ -45,6 +45,8 @@ struct SandboxShape {
   // Where the sandbox finds the daemon's services: listening sockets on its own 127.0.0.1,
   // made at start and held by its init (init_client.h, Hello).
   std::vector<uint16_t> loopback_ports;
+  // A full-network sandbox's /etc/resolv.conf (network.dns); empty: names from /etc/hosts only.
+  std::vector<std::string> nameservers;
 };
 
 // A running sandbox as the host sees it.

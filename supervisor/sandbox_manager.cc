@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <set>
 #include <boost/asio/post.hpp>
 #include <nlohmann/json.hpp>
 
@@ -19,6 +20,7 @@
 #include "common/file_util.h"
 #include "supervisor/egress_policy.h"
 #include "supervisor/egress_proxy.h"
+#include "supervisor/full_network.h"
 #include "supervisor/ids.h"
 #include "supervisor/layer_owners.h"
 
@@ -27,6 +29,13 @@ namespace {
 
 namespace asio = boost::asio;
 using initproto::MsgType;
+
+// The CIDR ranges of a sandbox's stored egress rules (full network mode's filter accepts them).
+std::vector<Cidr> EgressCidrs(const std::string& egress_json) {
+  if (egress_json.empty()) return {};
+  auto rules = ParseEgressRules(nlohmann::json::parse(egress_json, nullptr, false), "stored egress", {});
+  return rules.ok() ? rules->cidrs : std::vector<Cidr>{};
+}
 
 constexpr size_t kRecentCommands = 256;
 constexpr auto kIdleSweep = std::chrono::seconds(5);  // also the compute meter's interval
@@ -159,6 +168,18 @@ StatusOr<std::string> SandboxManager::EgressRulesFor(const UserCaps& caps, const
   return EgressRulesJson(rules).dump();
 }
 
+Status SandboxManager::CheckNetwork(const Caller& caller, const UserCaps& caps, const std::string& network) const {
+  if (network == kNetworkLoopback) return Status();
+  if (network != kNetworkFull) {
+    return Status::Error("network: \"" + network + "\" is not a network mode (\"loopback\" or \"full\")", EINVAL);
+  }
+  if (!caller.admin && !caps.full_network) {
+    return Status::Error("network \"full\" needs the scope unsafe:full_network in the token", EPERM);
+  }
+  if (network_ == nullptr) return Status::Error("network \"full\" is not available on this daemon", EAGAIN);
+  return Status();
+}
+
 StatusOr<SandboxRow> SandboxManager::SetEgress(const Caller& caller, const UserCaps& caps, const std::string& id,
                                                const std::string& egress_json) {
   ASSIGN_OR_RETURN(SandboxRow row, Owned(caller, id));
@@ -168,6 +189,14 @@ StatusOr<SandboxRow> SandboxManager::SetEgress(const Caller& caller, const UserC
   if (egress_ != nullptr) {
     auto parsed = ParseEgressRules(nlohmann::json::parse(rules), "egress", {});
     if (parsed.ok()) egress_->SetRules(id, *parsed);
+  }
+  if (network_ != nullptr && row.network == kNetworkFull && live_.count(id)) {
+    // A few milliseconds of netlink on the loop: the answer says the filter is in place.
+    Status updated = network_->Update(id, EgressCidrs(rules));
+    if (!updated.ok()) {
+      LogError("sandbox", "cannot update the network filter", {{"sandbox", id}, {"error", updated.ToString()}});
+      return Status::Error("the rules are stored but the network filter was not updated: " + updated.ToString(), EIO);
+    }
   }
   (void)store_.AppendEvent(id, "sandbox.egress", nlohmann::json{{"rules", nlohmann::json::parse(rules)}}.dump());
   LogInfo("sandbox", "egress rules changed", {{"sandbox", id}, {"rules", rules}});
@@ -204,6 +233,9 @@ SandboxShape SandboxManager::ShapeOf(const SandboxRow& row) const {
     shape.disk_bytes = limits->disk_bytes;
   }
   if (loopback_) shape.loopback_ports = loopback_->Ports();
+  if (row.network == kNetworkFull) {
+    for (const IpAddress& server : config_.network_dns) shape.nameservers.push_back(server.ToString());
+  }
   return shape;
 }
 
@@ -237,6 +269,7 @@ void SandboxManager::Create(const Caller& caller, const UserCaps& caps, CreateRe
   if (!idle.ok()) return done(idle.status());
   auto egress = EgressRulesFor(caps, request.egress_json);
   if (!egress.ok()) return done(egress.status());
+  if (Status allowed = CheckNetwork(caller, caps, request.network); !allowed.ok()) return done(allowed);
 
   SandboxRow row;
   row.id = NewId("sb");
@@ -250,6 +283,7 @@ void SandboxManager::Create(const Caller& caller, const UserCaps& caps, CreateRe
   row.created_at = row.updated_at = row.last_active_at = Now();
   row.budget_json = BudgetToJson(caller.budget);
   row.egress_json = *egress;
+  row.network = request.network;
   if (request.start && !caller.admin) {
     Status compute = CheckCompute(caller.iss, caller.sub, caller.budget);
     if (!compute.ok()) return done(compute);
@@ -407,6 +441,8 @@ void SandboxManager::Fork(const Caller& caller, const UserCaps& caps, const std:
   // The source's egress rules too, held against what this token allows now.
   auto egress = EgressRulesFor(caps, source->egress_json);
   if (!egress.ok()) return done(egress.status());
+  // And its network mode, if this token may still have it.
+  if (Status allowed = CheckNetwork(caller, caps, source->network); !allowed.ok()) return done(allowed);
 
   SandboxRow row;
   row.id = NewId("sb");
@@ -419,6 +455,7 @@ void SandboxManager::Fork(const Caller& caller, const UserCaps& caps, const std:
   row.limits_json = LimitsJson(*limits);
   row.idle_timeout_s = static_cast<int64_t>(*idle);
   row.egress_json = *egress;
+  row.network = source->network;
   row.created_at = row.updated_at = row.last_active_at = Now();
   auto created = InsertSandbox(caller, caps, row);
   if (!created.ok()) return done(created.status());
@@ -558,8 +595,20 @@ void SandboxManager::DoStart(SandboxRow row, Done<SandboxRow> done) {
         started = Status::Error("corral-init did not answer: " + hello.status().ToString(), EIO);
       }
     }
+    // A full-network sandbox gets its interface before anyone can run a command in it.
+    std::optional<NetworkAttachment> attached;
+    if (started.ok() && row.network == kNetworkFull) {
+      StatusOr<NetworkAttachment> attach = Status::Error("network \"full\" is not available on this daemon", EAGAIN);
+      if (network_ != nullptr) attach = network_->Attach(row.id, started->pidfd.get(), EgressCidrs(row.egress_json));
+      if (attach.ok()) {
+        attached = *attach;
+      } else {
+        (void)host_.Stop(shape.id, &*started);
+        started = Status::Error("its network: " + attach.status().ToString(), attach.status().error_number());
+      }
+    }
     asio::post(io_, [this, row = std::move(row), started = std::move(started), hello = std::move(hello),
-                     done = std::move(done)]() mutable {
+                     attached = std::move(attached), done = std::move(done)]() mutable {
       busy_.erase(row.id);
       if (!started.ok()) {
         LogError("sandbox", "start failed", {{"sandbox", row.id}, {"error", started.status().ToString()}});
@@ -573,6 +622,16 @@ void SandboxManager::DoStart(SandboxRow row, Done<SandboxRow> done) {
       row.last_active_at = Now();
       SetState(row, "running");
       (void)store_.AppendEvent(row.id, "sandbox.started", "{}");
+      if (attached) {
+        (void)store_.AppendEvent(row.id, "network",
+                                 nlohmann::json{{"mode", kNetworkFull},
+                                                {"address", attached->address},
+                                                {"gateway", attached->gateway},
+                                                {"interface", attached->interface}}
+                                     .dump());
+        LogInfo("sandbox", "full network attached",
+                {{"sandbox", row.id}, {"address", attached->address}, {"interface", attached->interface}});
+      }
       OnStarted(row, std::move(*started), std::move(hello->listeners));
       done(row);
     });
@@ -673,13 +732,15 @@ void SandboxManager::Stop(const Caller& caller, const std::string& id, Done<Sand
 void SandboxManager::DoStop(const std::string& id, bool by_request, std::function<void(Status)> done,
                             bool immediate) {
   auto row = store_.GetSandbox(id);
+  bool full_network = false;
   if (row.ok() && row->has_value()) {
     Fresh(**row);
     SetState(**row, "stopping");
+    full_network = (*row)->network == kNetworkFull;
   }
   std::shared_ptr<Live> live;
   if (auto it = live_.find(id); it != live_.end()) live = it->second;
-  auto finish = [this, id, by_request, live, done = std::move(done)]() mutable {
+  auto finish = [this, id, by_request, live, full_network, done = std::move(done)]() mutable {
     if (live) {
       Meter(*live);  // the last of its CPU time, before its cgroup goes
       for (auto& [seq, command] : live->commands) command->Abort(by_request);
@@ -696,11 +757,17 @@ void SandboxManager::DoStop(const std::string& id, bool by_request, std::functio
     }
     pid_t pid = process->pid;
     uint64_t start_time = process->start_time;
-    asio::post(pool_, [this, id, pid, start_time, process, done = std::move(done)]() mutable {
+    asio::post(pool_, [this, id, pid, start_time, process, full_network, done = std::move(done)]() mutable {
       if (pid > 0 && ProcessStartTime(pid) == start_time) {
         process->pidfd.reset(static_cast<int>(syscall(SYS_pidfd_open, pid, 0)));
       }
       Status stopped = host_.Stop(id, process->pidfd ? process.get() : nullptr);
+      if (full_network && network_ != nullptr) {
+        // The veth went with the sandbox's namespace; its filter and NAT go now.
+        Status detached = network_->Detach(id);
+        if (!detached.ok()) LogError("sandbox", "cannot remove its network", {{"sandbox", id}, {"error", detached.ToString()}});
+        if (stopped.ok()) stopped = detached;
+      }
       asio::post(io_, [this, id, stopped, done = std::move(done)]() mutable {
         if (!stopped.ok()) LogError("sandbox", "stop failed", {{"sandbox", id}, {"error", stopped.ToString()}});
         auto current = store_.GetSandbox(id);
@@ -1012,6 +1079,16 @@ Status SandboxManager::Recover() {
     for (const std::string& child : *children) {
       const std::string id = child.substr(child.rfind('/') + 1);
       if (!live_.count(id)) (void)host_.backend().Destroy(child);
+    }
+  }
+  // Full-network links and filters of sandboxes that are not running (they died with the previous
+  // daemon, or it died halfway through a stop).
+  if (network_ != nullptr) {
+    std::set<std::string> running;
+    for (const auto& [id, live] : live_) running.insert(id);
+    Status cleaned_network = network_->Cleanup(running);
+    if (!cleaned_network.ok()) {
+      LogWarn("recovery", "cannot clean up full-network leftovers", {{"error", cleaned_network.ToString()}});
     }
   }
   RemoveOrphanSnapshots();

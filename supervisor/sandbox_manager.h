@@ -58,6 +58,7 @@ struct UserCaps {
   std::optional<uint64_t> commands;
   std::optional<uint64_t> sessions;
   std::string egress_json;  // the token's limits.egress ({"domains", "ports", "cidrs"}); "" = none
+  bool full_network = false;  // the scope unsafe:full_network: it may create "network": "full" sandboxes
 };
 
 struct CreateRequest {
@@ -71,6 +72,7 @@ struct CreateRequest {
   bool start = true;
   std::string snapshot;  // "snap_...": start from a copy of it
   std::string egress_json;  // its egress rules ({"domains", "ports", "cidrs"}); "" = the config's defaults
+  std::string network = "loopback";  // "loopback" | "full" (supervisor/full_network.h; needs caps.full_network)
 };
 
 struct ForkRequest {
@@ -122,6 +124,7 @@ class LoopbackServices {
 };
 
 class EgressProxy;
+class FullNetwork;
 
 class SandboxManager {
  public:
@@ -141,6 +144,8 @@ class SandboxManager {
   // The egress proxy (one of those services), told when a running sandbox's rules change; null
   // when egress.enabled is false.
   void SetEgressProxy(EgressProxy* proxy) { egress_ = proxy; }
+  // Before Recover: full network mode (null: "network": "full" is refused as unavailable).
+  void SetFullNetwork(FullNetwork* network) { network_ = network; }
   // Stops timers and lets go of every sandbox (they keep running for the next daemon).
   void Detach();
 
@@ -208,6 +213,9 @@ class SandboxManager {
   // `current` (stored JSON) gives the fields `requested` leaves out, when set.
   StatusOr<std::string> EgressRulesFor(const UserCaps& caps, const std::string& requested,
                                        const std::string& current = "");
+  // Whether this caller may have a sandbox with this network mode (EINVAL: no such mode; EPERM:
+  // not with this token; EAGAIN: not on this daemon).
+  Status CheckNetwork(const Caller& caller, const UserCaps& caps, const std::string& network) const;
   StatusOr<SnapshotRow> OwnedSnapshot(const Caller& caller, const std::string& id);
   StatusOr<SandboxRow> InsertSandbox(const Caller& caller, const UserCaps& caps, const SandboxRow& row);
   void FillLayer(SandboxRow row, LayerSource source, bool start, Done<SandboxRow> done);
@@ -241,6 +249,7 @@ class SandboxManager {
   CommandObserver* observer_;
   LoopbackServices* loopback_ = nullptr;
   EgressProxy* egress_ = nullptr;
+  FullNetwork* network_ = nullptr;
   std::map<std::string, std::shared_ptr<Live>> live_;  // running sandboxes by id
   std::map<std::string, bool> busy_;                   // a lifecycle operation is under way
   std::map<std::string, std::shared_ptr<Command>> commands_;  // by command id, until they end

@@ -206,6 +206,11 @@ CREATE TABLE execution_bundles (
     R"sql(
 ALTER TABLE sandboxes ADD COLUMN egress_json TEXT NOT NULL DEFAULT '';
 )sql",
+    // 8 -> 9: a sandbox's network mode, fixed at create time: 'loopback' (only lo, the daemon's
+    // services on it) or 'full' (a veth with NAT and filtering, supervisor/full_network.h).
+    R"sql(
+ALTER TABLE sandboxes ADD COLUMN network TEXT NOT NULL DEFAULT 'loopback';
+)sql",
 };
 constexpr int kLatestSchemaVersion = static_cast<int>(std::size(kMigrations));
 constexpr int kMinSqliteVersion = 3037000;  // STRICT tables.
@@ -215,7 +220,7 @@ constexpr int kMinSqliteVersion = 3037000;  // STRICT tables.
 constexpr std::string_view kIssuerColumns = "name, secret, created_at";
 constexpr std::string_view kSandboxColumns =
     "id, iss, sub, name, image, state, limits_json, idle_timeout_s, uid_base, created_at, "
-    "updated_at, last_active_at, init_pid, init_start_time, source, budget_json, cpu_billed_usec, egress_json";
+    "updated_at, last_active_at, init_pid, init_start_time, source, budget_json, cpu_billed_usec, egress_json, network";
 constexpr std::string_view kSnapshotColumns =
     "id, sandbox_id, iss, sub, image, created_at, bytes, uid_base, limits_json";
 constexpr std::string_view kCommandColumns =
@@ -437,7 +442,7 @@ auto Fields(RowOf<IssuerRow> auto& r) { return std::tie(r.name, r.secret, r.crea
 auto Fields(RowOf<SandboxRow> auto& r) {
   return std::tie(r.id, r.iss, r.sub, r.name, r.image, r.state, r.limits_json, r.idle_timeout_s,
                   r.uid_base, r.created_at, r.updated_at, r.last_active_at, r.init_pid,
-                  r.init_start_time, r.source, r.budget_json, r.cpu_billed_usec, r.egress_json);
+                  r.init_start_time, r.source, r.budget_json, r.cpu_billed_usec, r.egress_json, r.network);
 }
 
 auto Fields(RowOf<SnapshotRow> auto& r) {
@@ -762,7 +767,7 @@ StatusOr<SandboxRow> Store::CreateSandbox(SandboxRow row, int64_t uid_first, int
     row.uid_base = *uid_base;
     return Run(db_,
                Sql({"INSERT INTO sandboxes (", kSandboxColumns,
-                    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)"}),
+                    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)"}),
                Values(row), "insert sandbox " + row.id);
   });
   if (!status.ok()) return status;
@@ -771,7 +776,9 @@ StatusOr<SandboxRow> Store::CreateSandbox(SandboxRow row, int64_t uid_first, int
 
 Status Store::UpdateSandbox(const SandboxRow& row) {
   std::vector<Value> values = Values(row);
-  values.pop_back();  // egress_json, which SetSandboxEgress alone writes: a row read before a change must not undo it
+  // Not network (fixed at create time), nor egress_json, which SetSandboxEgress alone writes: a
+  // row read before a change must not undo it.
+  values.resize(17);
   std::lock_guard lock(mu_);
   return RunOnExistingRow(
       db_,

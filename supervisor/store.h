@@ -56,6 +56,7 @@ struct SandboxRow {
   std::string budget_json = "{}";     // the budget of the token that last created or started it
   int64_t cpu_billed_usec = 0;        // of this run's cgroup CPU time, what the ledger holds
   std::string egress_json;            // its egress rules ({"domains", "ports", "cidrs"}); "": none
+  std::string network = "loopback";   // "loopback" | "full" (supervisor/full_network.h)
 };
 
 struct SnapshotRow {

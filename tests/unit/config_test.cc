@@ -53,7 +53,10 @@ std::string Dump(const DaemonConfig& c) {
       << "\negress_allowed=" << EgressRulesJson(c.egress_allowed).dump() << "\negress_netns=" << c.egress_netns
       << "\negress_resolver=" << c.egress_resolver << "\negress_max_connections=" << c.egress_max_connections
       << "\negress_bandwidth=" << c.egress_bandwidth << "\negress_connect_timeout_s=" << c.egress_connect_timeout_s
-      << "\negress_idle_timeout_s=" << c.egress_idle_timeout_s << "\nrelay_prices=";
+      << "\negress_idle_timeout_s=" << c.egress_idle_timeout_s << "\nnetwork_netns=" << c.network_netns
+      << "\nnetwork_full_subnet=" << c.network_full_subnet.ToString() << "\nnetwork_dns=";
+  for (const auto& a : c.network_dns) out << a.ToString() << ",";
+  out << "\nrelay_prices=";
   for (const auto& [model, price] : c.relay_prices.entries()) {
     out << model << ":" << price.input << "/" << price.output << "/" << price.cache_write << "/" << price.cache_read
         << ",";
@@ -325,7 +328,7 @@ TEST(ConfigTest, DistConfigDocumentsEveryKeyWithItsDefault) {
       uncommented += line + "\n";
     }
   }
-  EXPECT_EQ(keys, 65);  // every field of DaemonConfig but the prices; listen sets two
+  EXPECT_EQ(keys, 68);  // every field of DaemonConfig but the prices; listen sets two
   auto parsed = ParseConfig(uncommented, "uncommented");
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   EXPECT_EQ(Dump(*parsed), Dump(DaemonConfig{}));
@@ -502,6 +505,33 @@ idle_timeout = 30
   EXPECT_NE(ErrorOf("[egress]\nport = 7880\n").find("egress.port: taken"), std::string::npos);
   EXPECT_NE(ErrorOf("[egress]\nport = 7881\n").find("egress.port: taken"), std::string::npos);
   EXPECT_EQ(ErrorOf("[egress]\nmax_connections = 0\n"), "corrald.toml:2: egress.max_connections: must be positive");
+}
+
+TEST(ConfigTest, NetworkKeys) {
+  auto parsed = ParseConfig(
+      "[network]\nnetns = \"/run/netns/uplink\"\nfull_subnet = \"10.9.8.0/24\"\ndns = [\"192.0.2.53\", \"10.0.0.2\"]\n");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->network_netns, "/run/netns/uplink");
+  EXPECT_EQ(parsed->network_full_subnet.ToString(), "10.9.8.0/24");
+  ASSERT_EQ(parsed->network_dns.size(), 2u);
+  EXPECT_EQ(parsed->network_dns[1].ToString(), "10.0.0.2");
+  // The defaults: corrald's own namespace, 10.231.0.0/16, no nameservers.
+  DaemonConfig defaults;
+  EXPECT_EQ(defaults.network_netns, "");
+  EXPECT_EQ(defaults.network_full_subnet.ToString(), "10.231.0.0/16");
+  EXPECT_TRUE(defaults.network_dns.empty());
+
+  EXPECT_NE(ErrorOf("[network]\nnetns = \"uplink\"\n").find("network.netns: expected the path"), std::string::npos);
+  for (const char* subnet : {"10.0.0.0/31", "10.0.0.0/7", "fd00::/64", "10.0.0.1/24", "ten"}) {
+    EXPECT_NE(ErrorOf(std::string("[network]\nfull_subnet = \"") + subnet + "\"\n").find("network.full_subnet: expected"),
+              std::string::npos)
+        << subnet;
+  }
+  EXPECT_NE(ErrorOf("[network]\ndns = [\"::1\"]\n").find("network.dns: expected an array of IPv4"), std::string::npos);
+  EXPECT_NE(ErrorOf("[network]\ndns = \"192.0.2.53\"\n").find("network.dns: expected"), std::string::npos);
+  EXPECT_NE(ErrorOf("[network]\ndns = [\"192.0.2.1\", \"192.0.2.2\", \"192.0.2.3\", \"192.0.2.4\"]\n").find("at most 3"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("[network]\nmode = \"full\"\n").find("network.mode"), std::string::npos);
 }
 
 }  // namespace

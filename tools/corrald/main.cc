@@ -36,6 +36,7 @@
 #include "supervisor/loopback_group.h"
 #include "supervisor/tool_bridge.h"
 #include "supervisor/egress_proxy.h"
+#include "supervisor/full_network.h"
 #include "supervisor/sandbox_host.h"
 #include "supervisor/model_relay.h"
 #include "supervisor/relay_keys.h"
@@ -248,6 +249,15 @@ int Run(int argc, char** argv) {
   }
   supervisor::LoopbackGroup loopback(loopback_members);
   manager.SetLoopbackServices(&loopback);
+  // Full network mode ([network]): nothing is made until a "network": "full" sandbox starts, but
+  // recovery removes what such sandboxes left.
+  supervisor::FullNetworkConfig network_config;
+  network_config.netns = config->network_netns;
+  network_config.subnet = config->network_full_subnet;
+  network_config.dns = config->network_dns;
+  auto full_network = supervisor::FullNetwork::Create(std::move(network_config));
+  if (!full_network.ok()) return Fail(full_network.status().ToString());
+  manager.SetFullNetwork(full_network->get());
   supervisor::Executions executions(io, pool, *config, **store, manager, sessions);  // headless execute
   Status recovered = manager.Recover();
   if (recovered.ok()) recovered = sessions.Recover();
