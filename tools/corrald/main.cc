@@ -5,6 +5,7 @@
 // Runs in the foreground (under systemd as Type=notify: READY=1 once the API listens, watchdog
 // pings while the event loop turns). SIGTERM or SIGINT stop it without touching the sandboxes:
 // they keep running and the next corrald adopts them.
+#include <execinfo.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <malloc.h>
@@ -66,6 +67,32 @@ std::string HelperPath(const std::string& name) {
     if (access(beside.c_str(), X_OK) == 0) return beside;
   }
   return "/usr/libexec/corral/" + name;
+}
+
+// A crash leaves its stack in the log (stderr, the journal under systemd): which signal, and the
+// frames with their function names (corrald is linked with -rdynamic). Then the default action
+// (a core dump where the host keeps them) with the signal re-raised. backtrace() is called once
+// at start so that the handler does not load libgcc, and the handler uses only write(2) and
+// backtrace_symbols_fd, which does not allocate.
+void OnFatalSignal(int signal_number) {
+  char head[96];
+  const int n = snprintf(head, sizeof(head), "corrald: fatal signal %d (%s); stack:\n", signal_number,
+                         sigabbrev_np(signal_number) ? sigabbrev_np(signal_number) : "?");
+  if (n > 0) (void)!write(STDERR_FILENO, head, static_cast<size_t>(n));
+  void* frames[64];
+  const int depth = backtrace(frames, 64);
+  backtrace_symbols_fd(frames, depth, STDERR_FILENO);
+  raise(signal_number);  // SA_RESETHAND: the default action now
+}
+
+void InstallCrashHandler() {
+  void* warm[1];
+  (void)backtrace(warm, 1);
+  struct sigaction action = {};
+  action.sa_handler = OnFatalSignal;
+  action.sa_flags = SA_RESETHAND | SA_NODEFER;
+  sigemptyset(&action.sa_mask);
+  for (int signal_number : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) sigaction(signal_number, &action, nullptr);
 }
 
 std::string InitPath(const supervisor::DaemonConfig& config) {
@@ -164,6 +191,7 @@ int Run(int argc, char** argv) {
   }
   if (geteuid() != 0) return Fail("corrald must run as root (it creates namespaces, cgroups and mounts)");
   signal(SIGPIPE, SIG_IGN);
+  InstallCrashHandler();
   // Command output moves in chunks of up to 256 KiB: glibc would mmap (and fault in, and unmap)
   // each one, or give the heap's top back to the kernel after each; kept, they reuse warm pages.
   // (At most 16 MiB of free heap is kept.)
