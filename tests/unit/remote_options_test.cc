@@ -177,6 +177,17 @@ TEST(SandboxOptionsTest, CreateFromASnapshot) {
   EXPECT_EQ(empty.status().message(), "--snapshot: empty");
 }
 
+TEST(SandboxOptionsTest, FullNetworkSaysSoTwice) {
+  auto options = ParseSandboxOptions({"create", "--full-network", "--allow-cidr", "10.77.0.0/16"}, Env());
+  ASSERT_TRUE(options.ok()) << options.status().ToString();
+  EXPECT_EQ(BuildCreateSandboxRequest(*options), nlohmann::json::parse(R"({"network": "full",
+      "unsafe": ["full_network"], "egress": {"cidrs": ["10.77.0.0/16"]}})"));
+  auto plain = ParseSandboxOptions({"create"}, Env());
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(BuildCreateSandboxRequest(*plain).contains("network"));
+  EXPECT_FALSE(ParseSandboxOptions({"start", "sb_1", "--full-network"}, Env()).ok());  // create only
+}
+
 TEST(SandboxOptionsTest, EgressRulesRepeatOrTakeCommas) {
   auto options = ParseSandboxOptions({"create", "--allow-domain", "registry.npmjs.org,*.github.com", "--allow-domain",
                                       "pypi.org", "--allow-port", "443", "--allow-cidr", "10.1.0.0/16"},

@@ -116,6 +116,10 @@ nlohmann::json BuildCreateSandboxRequest(const SandboxOptions& options) {
   if (options.idle_timeout_s) request["idle_timeout_s"] = *options.idle_timeout_s;
   if (options.snapshot) request["snapshot"] = *options.snapshot;
   if (!options.start) request["start"] = false;
+  if (options.full_network) {
+    request["network"] = "full";
+    request["unsafe"] = nlohmann::json::array({"full_network"});
+  }
   nlohmann::json egress = BuildEgressRules(options);
   if (!egress.empty()) request["egress"] = egress;
   return request;

@@ -193,7 +193,8 @@ const std::vector<SandboxVerbSpec>& SandboxVerbs() {
       {"create", SandboxVerb::kCreate,
        {{"--name", 0, true}, {"--memory", 0, true}, {"--cpus", 0, true}, {"--pids", 0, true},
         {"--disk", 0, true}, {"--idle-timeout", 0, true}, {"--snapshot", 0, true}, {"--no-start", 0, false},
-        {"--allow-domain", 0, true}, {"--allow-port", 0, true}, {"--allow-cidr", 0, true}, kJson}},
+        {"--allow-domain", 0, true}, {"--allow-port", 0, true}, {"--allow-cidr", 0, true},
+        {"--full-network", 0, false}, kJson}},
       {"egress", SandboxVerb::kEgress,
        {{"--allow-domain", 0, true}, {"--allow-port", 0, true}, {"--allow-cidr", 0, true}, {"--none", 0, false}, kJson}},
       {"events", SandboxVerb::kEvents, {{"--type", 0, true}, {"--after", 0, true}, kJson}},
@@ -427,6 +428,7 @@ StatusOr<SandboxOptions> ParseSandboxOptions(const std::vector<std::string>& arg
   out.name = scanned.Value("--name");
   if (out.name && out.name->empty()) return Status::Error("--name: empty");
   out.start = !scanned.Has("--no-start");
+  out.full_network = scanned.Has("--full-network");
   out.snapshot = scanned.Value("--snapshot");
   if (out.snapshot && out.snapshot->empty()) return Status::Error("--snapshot: empty");
   out.json = scanned.Has("--json");

@@ -83,6 +83,7 @@ struct SandboxOptions {
   std::optional<uint64_t> idle_timeout_s; // create (0: never)
   std::optional<std::string> snapshot;    // create: from a copy of this snapshot
   bool start = true;                      // create, fork: false with --no-start
+  bool full_network = false;              // create --full-network: "network": "full" (an unsafe option)
   bool json = false;                      // print the daemon's JSON instead of ids/tables
   // create, egress: egress rules (--allow-domain D, --allow-port P, --allow-cidr C, repeatable or
   // comma-separated); a field is sent only when its option was given. egress --none: no domains

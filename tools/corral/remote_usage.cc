@@ -8,6 +8,8 @@ const char* SandboxUsage() {
          "  create [--name N] [--memory SIZE] [--cpus N] [--pids N] [--disk SIZE]\n"
          "         [--idle-timeout DURATION] [--snapshot SNAP] [--no-start]\n"
          "         [--allow-domain D] [--allow-port P] [--allow-cidr C]   its egress rules\n"
+         "         [--full-network]  a real interface with NAT (needs the token scope\n"
+         "                           unsafe:full_network; public addresses only, unless --allow-cidr)\n"
          "                           create a sandbox (with a copy of SNAP's files); prints its id\n"
          "  ls                       your sandboxes: ID NAME STATE IMAGE CREATED\n"
          "  get ID                   one sandbox, as JSON\n"
