@@ -323,7 +323,10 @@ std::string FullNetworkRuleset(const std::string& sandbox_id, const std::string&
   for (const Cidr& cidr : Outermost(NonPublicV4Ranges())) refused.push_back(cidr.ToString());
   rule(in + "ip daddr " + SetOf(refused) + " " + refuse);
   rule(out + "ct state established,related accept");
-  rule(out + "drop");
+  // Refused, not dropped: the tables of two sandboxes hook the same place, and the first to see a
+  // packet from one sandbox to another may be the receiver's (this rule) rather than the
+  // sender's (the subnet rule above); either way the sender hears at once.
+  rule(out + refuse);
   const std::string forward = rules;
 
   rules.clear();

@@ -10,7 +10,8 @@
 //                  (port 53) to the network.dns servers and the CIDRs of its egress rules
 //                  accepted; every non-public range (egress_policy.h NonPublicV4Ranges) and the
 //                  whole subnet (the other sandboxes) refused with ICMP admin-prohibited, so a
-//                  client fails at once; the rest accepted. Towards crl<N>: replies only.
+//                  client fails at once; the rest accepted. Towards crl<N>: replies only (the
+//                  rest refused the same way).
 //     input        from crl<N> to network.netns itself (the gateway, the host's addresses):
 //                  replies only; the rest refused.
 //     postrouting  its address masqueraded out of any other interface.

@@ -34,7 +34,7 @@ TEST(FullNetworkRulesetTest, RefusesEveryNonPublicRangeAndTheSubnet) {
   // Covered by 169.254.0.0/16: nftables refuses overlapping elements in one set.
   EXPECT_THAT(rules, Not(HasSubstr("169.254.169.254")));
   // Nothing unsolicited towards the sandbox, nothing to the host side itself.
-  EXPECT_THAT(rules, HasSubstr("oifname \"crl3\" ct state established,related accept\n    oifname \"crl3\" drop"));
+  EXPECT_THAT(rules, HasSubstr("oifname \"crl3\" ct state established,related accept\n    oifname \"crl3\" reject"));
   EXPECT_THAT(rules, HasSubstr("chain input {"));
   EXPECT_THAT(rules, HasSubstr("ip saddr 10.231.0.14 oifname != \"crl3\" masquerade"));
   // No DNS servers, no allowed ranges: no rules for them.
