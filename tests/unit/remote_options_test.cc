@@ -229,6 +229,9 @@ TEST(SandboxOptionsTest, EventsAndTheirLines) {
             "42 egress allowed GET a.test:80 (203.0.113.10) rule=a.test up=10 down=20 3ms\n");
   EXPECT_EQ(FormatEvent(nlohmann::json::parse(R"({"seq": 1, "type": "sandbox.started", "data": {}})")),
             "1 sandbox.started\n");
+  EXPECT_EQ(FormatEvent(nlohmann::json::parse(R"({"seq": 3, "type": "network", "data": {"mode": "full",
+      "address": "10.231.0.2", "gateway": "10.231.0.1", "interface": "crl0"}})")),
+            "3 network full 10.231.0.2 via 10.231.0.1 (crl0)\n");
 }
 
 TEST(SandboxOptionsTest, IdleTimeoutZeroMeansNever) {

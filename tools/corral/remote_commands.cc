@@ -147,6 +147,9 @@ std::string FormatEvent(const nlohmann::json& event) {
               " " + std::to_string(Integer(data, "duration_ms")) + "ms";
     }
     if (data.contains("message")) line += ": " + Text(data, "message");
+  } else if (Text(event, "type") == "network" && data.is_object()) {
+    line += " " + Text(data, "mode") + " " + Text(data, "address") + " via " + Text(data, "gateway") + " (" +
+            Text(data, "interface") + ")";
   } else if (!data.empty()) {
     line += " " + data.dump();
   }
