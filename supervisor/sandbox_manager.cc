@@ -743,8 +743,12 @@ void SandboxManager::DoStop(const std::string& id, bool by_request, std::functio
   auto finish = [this, id, by_request, live, full_network, done = std::move(done)]() mutable {
     if (live) {
       Meter(*live);  // the last of its CPU time, before its cgroup goes
-      for (auto& [seq, command] : live->commands) command->Abort(by_request);
+      // Abort can finish a command at once, and a finished command leaves live->commands
+      // (OnCommandFinished): walking the map itself would step on a freed node (a SIGSEGV seen
+      // when a compute budget ran out). Take the commands out first.
+      auto commands = std::move(live->commands);
       live->commands.clear();
+      for (auto& [seq, command] : commands) command->Abort(by_request);
       live->control.reset();
       live->init_exit.reset();
       live_.erase(id);
@@ -783,7 +787,8 @@ void SandboxManager::DoStop(const std::string& id, bool by_request, std::functio
   };
   if (immediate || !live || live->commands.empty() || !live->control) return finish();
   // SIGTERM first; SIGKILL (with init) after the grace period or once every command ended.
-  for (auto& [seq, command] : live->commands) {
+  const auto running = live->commands;  // a copy: nothing below may change what is walked
+  for (auto& [seq, command] : running) {
     if (by_request) command->MarkKilledByRequest();
     (void)command->Signal(SIGTERM);
   }
@@ -1224,7 +1229,8 @@ void SandboxManager::ComputeExhausted(const std::string& id, int64_t spent_ms, i
           {{"sandbox", id}, {"spent_ms", std::to_string(spent_ms)}, {"budget_ms", std::to_string(budget_ms)}});
   (void)store_.AppendEvent(id, "sandbox.compute_exhausted",
                            nlohmann::json{{"spent_ms", spent_ms}, {"budget_ms", budget_ms}}.dump());
-  for (auto& [seq, command] : live->commands) command->MarkBudgetExhausted();
+  const auto running = live->commands;  // a copy, as in DoStop
+  for (auto& [seq, command] : running) command->MarkBudgetExhausted();
   const std::string cgroup = host_.SandboxCgroup(id);
   // Frozen first, so nothing more runs (or is charged) while it is taken down; then killed
   // whole (the backend's kill works on a frozen cgroup), and stopped without a grace period.

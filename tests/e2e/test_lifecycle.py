@@ -157,3 +157,44 @@ class Activity(DaemonTestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class StopWithCommands(DaemonTestCase):
+    """A stop while commands ignore SIGTERM: after the grace period (stop_grace = 2 here) they are
+    killed with the sandbox, each ends `killed_by_request`, and the daemon goes on. (Ending many
+    commands at once used to walk a map that each end shrank: a use after free that crashed
+    corrald now and then.)"""
+
+    def test_commands_that_ignore_sigterm_end_killed_by_request_and_the_daemon_lives(self):
+        owner = self.token("stopper")
+        sid = self.create_sandbox(owner)["id"]
+        self.addCleanup(self.daemon.http, "DELETE", f"/v1/sandboxes/{sid}", owner)
+        stubborn = "trap '' TERM; echo up; while :; do sleep 0.1; done"
+
+        async def start(n):
+            c = await WsClient.connect(self.daemon.ws_url(), owner)
+            ids = []
+            for _ in range(n):
+                reply = await c.request("exec", sandbox=sid, argv=["sh", "-c", stubborn])
+                self.assertTrue(reply["ok"], reply)
+                ids.append(reply["result"]["command"])
+            await c.close()
+            return ids
+
+        for round_ in range(3):
+            commands = self.run_async(start(6))
+            for command in commands:
+                wait_until(lambda: self.daemon.http("GET", f"/v1/sandboxes/{sid}/commands/{command}",
+                                                    owner)[1]["state"] == "running",
+                           10, interval=0.05, what=f"command {command} to run")
+            status, body = self.daemon.http("POST", f"/v1/sandboxes/{sid}/stop", owner)
+            self.assertEqual((status, body.get("state")), (200, "stopped"), body)
+            self.assertIsNone(self.daemon.proc.poll(), self.daemon.log()[-3000:])
+            for command in commands:
+                status, record = self.daemon.http("GET", f"/v1/sandboxes/{sid}/commands/{command}", owner)
+                self.assertEqual(status, 200, record)
+                self.assertEqual((record["state"], record["outcome"]["outcome"]), ("exited", "killed_by_request"),
+                                 f"round {round_}: {record}")
+            # The positive control: the daemon still serves, and the sandbox starts again.
+            status, body = self.daemon.http("POST", f"/v1/sandboxes/{sid}/start", owner)
+            self.assertEqual((status, body.get("state")), (200, "running"), body)
