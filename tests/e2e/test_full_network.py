@@ -629,6 +629,22 @@ print(socket.inet_ntoa(r[-4:]) if struct.unpack("!H", r[6:8])[0] else "empty")
             self.destroy_later(token, sandbox["id"])
             self.assertEqual(sandbox["network"], mode)
 
+    def test_a_fork_keeps_full_network_and_needs_the_scope_again(self):
+        token, sid, _ = self.sandbox("forker")
+        # The same user, a token without the scope: the fork is refused, and nothing is made.
+        plain = self.token("forker")
+        status, error = self.daemon.http("POST", f"/v1/sandboxes/{sid}/fork", plain, {"start": False})
+        self.assertEqual((status, error["error"]["code"]), (403, "forbidden"), error)
+        status, listed = self.daemon.http("GET", "/v1/sandboxes", token)
+        self.assertEqual([s["id"] for s in listed["sandboxes"]], [sid])
+        # With it: a running copy with a network of its own.
+        status, fork = self.daemon.http("POST", f"/v1/sandboxes/{sid}/fork", token, {})
+        self.assertEqual(status, 201, fork)
+        self.destroy_later(token, fork["id"])
+        self.assertEqual((fork["network"], fork["state"]), ("full", "running"))
+        self.assert_attached(token, fork["id"])
+        self.assert_served(token, fork["id"], PUBLIC_ADDRESS)
+
     # --- 7. D21: no reconfiguring from inside ---
 
     def test_neither_agent_nor_root_can_reconfigure_the_network_or_open_raw_sockets(self):
