@@ -293,6 +293,25 @@ Status WriteIpForward() {
   return Status();
 }
 
+// Runs fn(socket) on a thread of its own in the namespace `netns_fd`, with a route netlink
+// socket made there.
+template <typename Fn>
+auto InNamespace(int netns_fd, Fn fn) -> decltype(fn(static_cast<nl_sock*>(nullptr))) {
+  using Result = decltype(fn(static_cast<nl_sock*>(nullptr)));
+  return OnOwnThread([&]() -> Result {
+    if (setns(netns_fd, CLONE_NEWNET) != 0) return ErrnoError("enter network.netns");
+    Socket host;
+    RETURN_IF_ERROR(Connect(host, "network.netns"));
+    return fn(host.sock);
+  });
+}
+
+// The sandbox's table, made or replaced in one nftables transaction.
+Status ReplaceTable(const std::string& sandbox_id, const std::string& ruleset) {
+  const std::string table = std::string("inet ") + kFullNetworkTablePrefix + sandbox_id;
+  return Nft("add table " + table + "\ndelete table " + table + "\n" + ruleset).status();
+}
+
 }  // namespace
 
 std::string FullNetworkRuleset(const std::string& sandbox_id, const std::string& interface,
@@ -420,8 +439,7 @@ StatusOr<NetworkAttachment> FullNetwork::Attach(const std::string& sandbox_id, i
     LinkInfo made{slot.interface, 0, sandbox_id};
     auto undo = [&](Status status) -> StatusOr<NetworkAttachment> {
       if (made.ifindex > 0) (void)DeleteLink(host.sock, made);
-      (void)Nft("add table inet " + std::string(kFullNetworkTablePrefix) + sandbox_id + "\n" +
-                "delete table inet " + std::string(kFullNetworkTablePrefix) + sandbox_id);
+      (void)ReplaceTable(sandbox_id, "");  // made and deleted: gone, whether it was there or not
       return status;
     };
     made.ifindex = static_cast<int>(if_nametoindex(slot.interface.c_str()));
@@ -439,11 +457,9 @@ StatusOr<NetworkAttachment> FullNetwork::Attach(const std::string& sandbox_id, i
     if (Status s = SetUp(inside.sock, inner, "the sandbox's eth0"); !s.ok()) return undo(s);
     if (Status s = AddDefaultRoute(inside.sock, inner, slot.gateway); !s.ok()) return undo(s);
 
-    const std::string table = std::string(kFullNetworkTablePrefix) + sandbox_id;
-    auto ruleset = Nft("add table inet " + table + "\ndelete table inet " + table + "\n" +
-                       FullNetworkRuleset(sandbox_id, slot.interface, V4Text(slot.address), config_.subnet,
-                                          config_.dns, allowed));
-    if (!ruleset.ok()) return undo(ruleset.status());
+    Status filtered = ReplaceTable(sandbox_id, FullNetworkRuleset(sandbox_id, slot.interface, V4Text(slot.address),
+                                                                  config_.subnet, config_.dns, allowed));
+    if (!filtered.ok()) return undo(filtered);
 
     NetworkAttachment attachment;
     attachment.interface = slot.interface;
@@ -456,19 +472,13 @@ StatusOr<NetworkAttachment> FullNetwork::Attach(const std::string& sandbox_id, i
 Status FullNetwork::Update(const std::string& sandbox_id, const std::vector<Cidr>& allowed) {
   if (!SafeId(sandbox_id)) return Status::Error("full network: bad sandbox id " + sandbox_id, EINVAL);
   std::lock_guard lock(mu_);
-  return OnOwnThread([&]() -> Status {
-    if (setns(netns_.get(), CLONE_NEWNET) != 0) return ErrnoError("enter network.netns");
-    Socket host;
-    RETURN_IF_ERROR(Connect(host, "network.netns"));
-    ASSIGN_OR_RETURN(std::vector<LinkInfo> links, ListOurLinks(host.sock));
+  return InNamespace(netns_.get(), [&](nl_sock* host) -> Status {
+    ASSIGN_OR_RETURN(std::vector<LinkInfo> links, ListOurLinks(host));
     for (const LinkInfo& link : links) {
       if (link.sandbox_id != sandbox_id) continue;
       const Slot slot = SlotAt(config_.subnet, SlotOfName(link.name));
-      const std::string table = std::string(kFullNetworkTablePrefix) + sandbox_id;
-      return Nft("add table inet " + table + "\ndelete table inet " + table + "\n" +
-                 FullNetworkRuleset(sandbox_id, slot.interface, V4Text(slot.address), config_.subnet, config_.dns,
-                                    allowed))
-          .status();
+      return ReplaceTable(sandbox_id, FullNetworkRuleset(sandbox_id, slot.interface, V4Text(slot.address),
+                                                         config_.subnet, config_.dns, allowed));
     }
     return Status();
   });
@@ -477,13 +487,10 @@ Status FullNetwork::Update(const std::string& sandbox_id, const std::vector<Cidr
 Status FullNetwork::Detach(const std::string& sandbox_id) {
   if (!SafeId(sandbox_id)) return Status::Error("full network: bad sandbox id " + sandbox_id, EINVAL);
   std::lock_guard lock(mu_);
-  return OnOwnThread([&]() -> Status {
-    if (setns(netns_.get(), CLONE_NEWNET) != 0) return ErrnoError("enter network.netns");
-    Socket host;
-    RETURN_IF_ERROR(Connect(host, "network.netns"));
-    ASSIGN_OR_RETURN(std::vector<LinkInfo> links, ListOurLinks(host.sock));
+  return InNamespace(netns_.get(), [&](nl_sock* host) -> Status {
+    ASSIGN_OR_RETURN(std::vector<LinkInfo> links, ListOurLinks(host));
     for (const LinkInfo& link : links) {
-      if (link.sandbox_id == sandbox_id) RETURN_IF_ERROR(DeleteLink(host.sock, link));
+      if (link.sandbox_id == sandbox_id) RETURN_IF_ERROR(DeleteLink(host, link));
     }
     ASSIGN_OR_RETURN(std::set<std::string> tables, ListOurTables());
     if (tables.count(sandbox_id)) RETURN_IF_ERROR(DeleteTable(sandbox_id));
@@ -493,16 +500,13 @@ Status FullNetwork::Detach(const std::string& sandbox_id) {
 
 Status FullNetwork::Cleanup(const std::set<std::string>& running) {
   std::lock_guard lock(mu_);
-  return OnOwnThread([&]() -> Status {
-    if (setns(netns_.get(), CLONE_NEWNET) != 0) return ErrnoError("enter network.netns");
-    Socket host;
-    RETURN_IF_ERROR(Connect(host, "network.netns"));
-    ASSIGN_OR_RETURN(std::vector<LinkInfo> links, ListOurLinks(host.sock));
+  return InNamespace(netns_.get(), [&](nl_sock* host) -> Status {
+    ASSIGN_OR_RETURN(std::vector<LinkInfo> links, ListOurLinks(host));
     for (const LinkInfo& link : links) {
       if (link.sandbox_id.empty() || running.count(link.sandbox_id)) continue;
       LogInfo("network", "removing the link of a sandbox that is not running",
               {{"sandbox", link.sandbox_id}, {"interface", link.name}});
-      RETURN_IF_ERROR(DeleteLink(host.sock, link));
+      RETURN_IF_ERROR(DeleteLink(host, link));
     }
     ASSIGN_OR_RETURN(std::set<std::string> tables, ListOurTables());
     for (const std::string& id : tables) {
@@ -516,11 +520,8 @@ Status FullNetwork::Cleanup(const std::set<std::string>& running) {
 
 StatusOr<std::set<std::string>> FullNetwork::AttachedLinks() {
   std::lock_guard lock(mu_);
-  return OnOwnThread([&]() -> StatusOr<std::set<std::string>> {
-    if (setns(netns_.get(), CLONE_NEWNET) != 0) return ErrnoError("enter network.netns");
-    Socket host;
-    RETURN_IF_ERROR(Connect(host, "network.netns"));
-    ASSIGN_OR_RETURN(std::vector<LinkInfo> links, ListOurLinks(host.sock));
+  return InNamespace(netns_.get(), [&](nl_sock* host) -> StatusOr<std::set<std::string>> {
+    ASSIGN_OR_RETURN(std::vector<LinkInfo> links, ListOurLinks(host));
     std::set<std::string> ids;
     for (const LinkInfo& link : links) {
       if (!link.sandbox_id.empty()) ids.insert(link.sandbox_id);
