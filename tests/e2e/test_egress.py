@@ -13,14 +13,17 @@ event log (GET /v1/sandboxes/ID/events?type=egress) as well as in what the serve
 import asyncio
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import unittest
 
 from corral_e2e import CORRAL, DaemonTestCase, WsClient
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures"))
+import scripted_model  # noqa: E402
 from fake_internet import (FakeInternet, METADATA_ADDRESS, NPM_GREETING,  # noqa: E402
                            OTHER_PUBLIC_ADDRESS, PRIVATE_ADDRESS, PUBLIC_ADDRESS, PYTHON_GREETING)
 
@@ -430,6 +433,139 @@ bandwidth = "2M"
         hosts = {e["host"] for e in self.egress_events(token, sid) if e["decision"] == "allowed"}
         self.assertEqual(hosts, {"git.test", "registry.test", "pypi.test"})
 
+
+
+@unittest.skipUnless(shutil.which("claude"), "Claude Code is not installed (dist/install-deps.sh installs it)")
+class ClaudeCodeWebFetch(DaemonTestCase):
+    """Claude Code's own web tool (WebFetch) through the egress proxy: an agent session in a
+    sandbox whose rules allow example.test fetches https://example.test/whoami (the page reaches
+    the model, in the request WebFetch makes to digest it), and is refused other.test (the tool
+    says so, nothing reaches other.test's server). Each attempt is an egress event.
+
+    What a user sets up for WebFetch in a sandbox, in ~/.claude/settings.json: the CA of the
+    fake internet (NODE_EXTRA_CA_CERTS in "env"), and skipWebFetchPreflight, since Claude Code
+    otherwise asks api.anthropic.com whether a domain may be fetched, which no rule here allows.
+    """
+    inet = None
+
+    @classmethod
+    def setUpClass(cls):
+        if os.geteuid() != 0:
+            raise unittest.SkipTest("the fake internet and corrald need root")
+        cls.upstream = scripted_model.serve({"turns": []}, port=0)
+        cls.key_dir = tempfile.mkdtemp(prefix="corral-e2e-webfetch-")
+        key_file = os.path.join(cls.key_dir, "api-key")
+        with open(os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+            f.write("sk-ant-e2e-webfetch-operator-key\n")
+        try:
+            cls.inet = FakeInternet().start()
+            cls.extra_config = f"""
+[relay]
+upstream = "http://127.0.0.1:{cls.upstream.port}"
+api_key_file = "{key_file}"
+[relay.prices.default]
+input = 3
+output = 15
+cache_write = 3.75
+cache_read = 0.3
+[egress]
+enabled = true
+netns = "{cls.inet.netns_path}"
+resolver = "{cls.inet.dns_address}"
+ports = [443]
+"""
+            super().setUpClass()
+        except BaseException:
+            cls.cleanup_fixtures()
+            raise
+
+    @classmethod
+    def cleanup_fixtures(cls):
+        cls.upstream.shutdown()
+        cls.upstream.server_close()
+        shutil.rmtree(cls.key_dir, ignore_errors=True)
+        if cls.inet:
+            cls.inet.stop()
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            super().tearDownClass()
+        finally:
+            cls.cleanup_fixtures()
+
+    def write(self, token, sid, path, data):
+        status, body = self.daemon.http("PUT", f"/v1/sandboxes/{sid}/fs/write?path={path}", token, raw=data)
+        self.assertEqual(status, 200, body)
+
+    def test_webfetch_reaches_an_allowed_domain_and_is_refused_another(self):
+        token = self.token("fetcher", budget={"ai_usd": 5, "window": "day"})
+        sid = self.create_sandbox(token, egress={"domains": ["example.test"], "ports": [443]})["id"]
+        self.addCleanup(self.daemon.http, "DELETE", f"/v1/sandboxes/{sid}", token)
+        with open(self.inet.ca_cert_path, "rb") as f:
+            self.write(token, sid, CA_IN_SANDBOX, f.read())
+        status, body = self.daemon.http("POST", f"/v1/sandboxes/{sid}/fs/mkdir?path=/home/agent/.claude", token, raw=b"")
+        self.assertEqual(status, 200, body)
+        settings = {"skipWebFetchPreflight": True, "env": {"NODE_EXTRA_CA_CERTS": CA_IN_SANDBOX}}
+        self.write(token, sid, "/home/agent/.claude/settings.json", json.dumps(settings).encode())
+        self.inet.clear_logs()
+        self.upstream.script = scripted_model.Script({"turns": [
+            {"tool_use": {"name": "WebFetch", "input": {"url": "https://example.test/whoami",
+                                                        "prompt": "What does the page say?"}}},
+            {"tool_use": {"name": "WebFetch", "input": {"url": "https://other.test/whoami",
+                                                        "prompt": "What does the page say?"}}},
+            {"text": "fetched both"},
+        ]})
+        self.upstream.requests.clear()
+        status, session = self.daemon.http("POST", f"/v1/sandboxes/{sid}/sessions", token,
+                                           {"prompt": "fetch the two pages"})
+        self.assertEqual(status, 201, session)
+
+        async def until_result():
+            c = await WsClient.connect(self.daemon.ws_url(), token)
+            try:
+                reply = await c.request("session.attach", session=session["id"], after_seq=0)
+                self.assertTrue(reply["ok"], reply)
+                events = []
+                while not any(e.get("kind") == "agent" and e["data"].get("type") == "result" for e in events):
+                    events.append(await c.next_event(timeout=120))
+                return events
+            finally:
+                await c.close()
+        events = self.run_async(until_result())
+        results = [block for e in events if e.get("kind") == "agent" and e["data"].get("type") == "user"
+                   for block in e["data"]["message"]["content"] if block.get("type") == "tool_result"]
+        self.assertEqual(len(results), 2, [e["data"] for e in events if e.get("kind") == "agent"
+                                           and e["data"].get("type") in ("assistant", "result")])
+        allowed, denied = results
+        self.assertFalse(allowed.get("is_error"), allowed)
+        self.assertTrue(denied.get("is_error"), denied)
+
+        # The page reached the model: WebFetch hands it to a side request to digest.
+        sent = json.dumps([r["body"] for r in self.upstream.requests])
+        self.assertIn(f"served-by {PUBLIC_ADDRESS}", sent)
+        self.assertNotIn(f"served-by {OTHER_PUBLIC_ADDRESS}", sent)
+        # The servers' own logs: example.test was asked, other.test never.
+        self.assertTrue(self.inet.requests(PUBLIC_ADDRESS), "example.test saw no request")
+        self.assertEqual(self.inet.requests(OTHER_PUBLIC_ADDRESS), [])
+        # And each attempt is an event, with the rule or the reason.
+        status, page = self.daemon.http("GET", f"/v1/sandboxes/{sid}/events?type=egress", token)
+        self.assertEqual(status, 200, page)
+        decisions = {(e["data"]["host"], e["data"]["decision"]) for e in page["events"]}
+        self.assertIn(("example.test", "allowed"), decisions)
+        self.assertIn(("other.test", "denied"), decisions)
+        self.assertNotIn(("other.test", "allowed"), decisions)
+        self.ws_close(token, session["id"])
+
+    def ws_close(self, token, session_id):
+        async def go():
+            c = await WsClient.connect(self.daemon.ws_url(), token)
+            try:
+                return await c.request("session.close", session=session_id)
+            finally:
+                await c.close()
+        reply = self.run_async(go())
+        self.assertTrue(reply["ok"], reply)
 
 if __name__ == "__main__":
     unittest.main()
