@@ -72,13 +72,18 @@ std::string HelperPath(const std::string& name) {
 // A crash leaves its stack in the log (stderr, the journal under systemd): which signal, and the
 // frames with their function names (corrald is linked with -rdynamic). Then the default action
 // (a core dump where the host keeps them) with the signal re-raised. backtrace() is called once
-// at start so that the handler does not load libgcc, and the handler uses only write(2) and
-// backtrace_symbols_fd, which does not allocate.
+// at start so that the handler does not load libgcc, and the handler uses only write(2),
+// sigabbrev_np (a table lookup) and backtrace_symbols_fd, which does not allocate.
 void OnFatalSignal(int signal_number) {
-  char head[96];
-  const int n = snprintf(head, sizeof(head), "corrald: fatal signal %d (%s); stack:\n", signal_number,
-                         sigabbrev_np(signal_number) ? sigabbrev_np(signal_number) : "?");
-  if (n > 0) (void)!write(STDERR_FILENO, head, static_cast<size_t>(n));
+  // No stdio here: only write(2) on bytes put together by hand.
+  auto say = [](const char* text) { (void)!write(STDERR_FILENO, text, strlen(text)); };
+  char number[4] = {static_cast<char>('0' + signal_number / 10 % 10), static_cast<char>('0' + signal_number % 10), 0, 0};
+  say("corrald: fatal signal ");
+  say(signal_number >= 10 ? number : number + 1);
+  say(" (");
+  const char* name = sigabbrev_np(signal_number);
+  say(name ? name : "?");
+  say("); stack:\n");
   void* frames[64];
   const int depth = backtrace(frames, 64);
   backtrace_symbols_fd(frames, depth, STDERR_FILENO);
