@@ -67,3 +67,11 @@ if [ "$(claude --version 2>/dev/null | awk '{print $1}')" != "$CLAUDE_CODE_VERSI
   echo "install-deps: installing @anthropic-ai/claude-code@$CLAUDE_CODE_VERSION"
   npm install -g --no-fund --no-audit --loglevel=error "@anthropic-ai/claude-code@$CLAUDE_CODE_VERSION"
 fi
+
+# The TypeScript SDK's build and test dependencies (typescript, ws and their types), exactly as
+# its lock file names them, into sdk/typescript/node_modules.
+sdk_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/sdk/typescript"
+if [ ! -d "$sdk_dir/node_modules" ]; then
+  echo "install-deps: npm ci in sdk/typescript"
+  (cd "$sdk_dir" && npm ci --no-fund --no-audit --loglevel=error)
+fi
