@@ -277,6 +277,26 @@ class Commands(DaemonTestCase):
         self.assertEqual(outcome["outcome"], "signaled")
         self.assertEqual(outcome["signal"], 15)
 
+    def test_a_signal_sent_right_after_exec_is_not_lost(self):
+        """The command's process starts with PID 1's dispositions (which ignore SIGTERM) until it
+        resets them: a signal in that window must stay pending, not be discarded. 20 times
+        exec and signal back to back; each ends signaled, none sleeps its 30 s."""
+        async def go():
+            c = await self.client()
+            outcomes = []
+            for _ in range(20):
+                reply = await c.request("exec", sandbox=self.sid, argv=["sleep", "30"])
+                command = reply["result"]["command"]
+                self.assertTrue((await c.request("signal", command=command, signal="TERM"))["ok"])
+                while True:
+                    event = await c.next_event(timeout=20)
+                    if event.get("event") == "exit" and event["command"] == command:
+                        outcomes.append((event["outcome"]["outcome"], event["outcome"].get("signal")))
+                        break
+            await c.close()
+            return outcomes
+        self.assertEqual(self.run_async(go()), [("signaled", 15)] * 20)
+
     def test_a_missing_program_is_a_setup_failure(self):
         async def go():
             c = await self.client()

@@ -286,9 +286,10 @@ int CommandChild(void* arg) {
   for (int fd : spawn.close_fds) {
     if (fd >= 0) RawSyscall(SYS_close, fd);
   }
-  // Default dispositions (PID 1 ignores the usual termination signals) and an empty mask (PID 1
-  // blocks SIGCHLD for its signalfd). The kernel's struct sigaction: handler, flags, restorer,
-  // mask.
+  // Default dispositions (PID 1 ignores the usual termination signals), then an empty mask (we
+  // start with every signal blocked, see OnExec; PID 1 blocks SIGCHLD for its signalfd): a
+  // signal sent to us meanwhile acts now. The kernel's struct sigaction: handler, flags,
+  // restorer, mask.
   struct {
     void* handler;
     unsigned long flags;
@@ -526,9 +527,17 @@ void Controller::OnExec(Message& message) {
   } else {
     // The lowest page stays unmapped: an overflow faults instead of writing PID 1's memory.
     mprotect(spawn->stack, 4096, PROT_NONE);
+    // The child starts with every signal blocked: until it has reset the dispositions it
+    // inherits from PID 1 (which ignores SIGTERM, SIGINT, ...), a signal the daemon sends it (a
+    // `signal` request right after `exec`) would be discarded as ignored; blocked, it is kept
+    // pending and acts, with its default action, once the child unblocks it.
+    sigset_t all, old;
+    sigfillset(&all);
+    sigprocmask(SIG_BLOCK, &all, &old);
     pid = clone(CommandChild, static_cast<char*>(spawn->stack) + spawn->stack_bytes, CLONE_VM | SIGCHLD,
                 spawn.get());
     if (pid < 0) error = errno;
+    sigprocmask(SIG_SETMASK, &old, nullptr);
   }
   for (uint32_t i = 0; i < n_child; ++i) close(spawn->child_fds[i]);
   if (pid < 0) {
