@@ -132,6 +132,12 @@ void Command::OnSyncMessage(InitMessage message) {
                                                                host_pid_)
                                  : Status::Error("no credentials on the child's hello", EPROTO);
       }
+      if (!attached.ok() && attached.error_number() == ESRCH) {
+        // It died before it could be moved (a signal sent right after exec): not a setup
+        // failure; its wait status tells how it ended.
+        sync_watch_.reset();
+        return;
+      }
       if (!attached.ok()) {
         LogError("command", "cannot put the command in its cgroup",
                  {{"command", row_.id}, {"error", attached.ToString()}});
