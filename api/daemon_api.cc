@@ -850,7 +850,16 @@ class WsApi : public WsHandler, public std::enable_shared_from_this<WsApi> {
       std::optional<uint64_t> after;
       RETURN_IF_ERROR(OptionalUint(request, "after_seq", after));
       ASSIGN_OR_RETURN(auto agent, agents_.Find(caller, id));
-      if (session.agents.count(id)) return Status::Error("session " + id + " is already attached here", EBUSY);
+      auto attached = session.agents.find(id);
+      if (attached != session.agents.end()) {
+        // Attached to a run of the session that has ended (it was resumed since): that
+        // attachment has nothing more to say, the new run takes its place.
+        if (&attached->second->session() == agent.get() || !attached->second->session().ended()) {
+          return Status::Error("session " + id + " is already attached here", EBUSY);
+        }
+        attached->second->session().events().Unsubscribe(attached->second.get());
+        session.agents.erase(attached);
+      }
       const uint64_t after_seq = after.value_or(0);
       if (after_seq + 1 < agent->events().first_seq() && after_seq < agent->events().last_seq()) {
         return Status::Error("events after " + std::to_string(after_seq) + " were dropped; the oldest held is " +

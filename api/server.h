@@ -17,9 +17,10 @@
 // (before a WebSocket upgrade, so a browser sees its connection refused); the reason goes to the
 // log and corral_auth_failures_total counts it.
 //
-// Browsers: requests with an `Origin` header must name one of the allowed origins, for plain
-// HTTP (CORS: preflight OPTIONS answered, Access-Control-Allow-Origin echoed) and for the
-// WebSocket handshake (403 otherwise). Requests without Origin (CLI, backends) are not browsers.
+// Browsers: requests with an `Origin` header must name one of the allowed origins, or be from
+// the same origin (Origin = scheme://Host: the web page corrald serves), for plain HTTP (CORS:
+// preflight OPTIONS answered, Access-Control-Allow-Origin echoed) and for the WebSocket
+// handshake (403 otherwise). Requests without Origin (CLI, backends) are not browsers.
 //
 // Limits (ServerLimits): header and body sizes (431/413), WebSocket message size (close 1009),
 // total connections and WebSocket connections per user (503 / 429 before the upgrade),

@@ -33,6 +33,8 @@ packages=(
   e2fsprogs
   # cgroup v2 suite in a QEMU guest (tests/cgv2)
   qemu-system-x86 busybox-static cpio zstd xz-utils
+  # the web page's browser tests (web/test): Debian's Chromium, driven by playwright-core
+  chromium
   # benchmarks (bench/)
   libbenchmark-dev bubblewrap crun runc hyperfine time jq
 )
@@ -74,4 +76,13 @@ sdk_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/sdk/typescript"
 if [ ! -d "$sdk_dir/node_modules" ]; then
   echo "install-deps: npm ci in sdk/typescript"
   (cd "$sdk_dir" && npm ci --no-fund --no-audit --loglevel=error)
+fi
+
+# The web page's build (esbuild, xterm.js) and browser-test (playwright-core, which drives
+# Debian's /usr/bin/chromium: it downloads no browser) dependencies, into web/node_modules. The
+# CMake build then builds the page beside corrald.
+web_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/web"
+if [ ! -d "$web_dir/node_modules" ]; then
+  echo "install-deps: npm ci in web"
+  (cd "$web_dir" && npm ci --no-fund --no-audit --loglevel=error)
 fi

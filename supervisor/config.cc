@@ -366,6 +366,8 @@ const std::vector<KeySpec>& Keys() {
       {"daemon", "init_path", AbsolutePathKey(&DaemonConfig::init_path, /*empty_ok=*/true)},
       {"api", "listen", ApplyListen},
       {"api", "allowed_origins", ApplyOrigins},
+      {"api", "web", BoolKey(&DaemonConfig::web)},
+      {"api", "web_dir", AbsolutePathKey(&DaemonConfig::web_dir, /*empty_ok=*/true)},
       {"api", "max_message", SizeKey(&DaemonConfig::max_message_bytes)},
       {"api", "max_body", SizeKey(&DaemonConfig::max_body_bytes)},
       {"api", "max_connections", CountKey(&DaemonConfig::max_connections)},

@@ -31,6 +31,8 @@ struct DaemonConfig {
   std::string listen_address = "127.0.0.1";       // api.listen = "127.0.0.1:7878"
   uint16_t listen_port = 7878;
   std::vector<std::string> allowed_origins;
+  bool web = true;                                // serve the web page (terminal, sessions) at /
+  std::string web_dir;                            // its files; "" = web/ beside corrald, then /usr/share/corral/web
   uint64_t max_message_bytes = 1024 * 1024;
   uint64_t max_body_bytes = 64ull << 20;
   uint64_t max_connections = 4096;

@@ -20,6 +20,7 @@ std::string Dump(const DaemonConfig& c) {
       << "\ninit_path=" << c.init_path << "\nlisten_address=" << c.listen_address
       << "\nlisten_port=" << c.listen_port << "\nallowed_origins=";
   for (const auto& o : c.allowed_origins) out << o << ",";
+  out << "\nweb=" << c.web << "\nweb_dir=" << c.web_dir;
   out << "\nmax_message_bytes=" << c.max_message_bytes << "\nmax_body_bytes=" << c.max_body_bytes
       << "\nmax_connections=" << c.max_connections
       << "\nmax_connections_per_user=" << c.max_connections_per_user
@@ -328,7 +329,7 @@ TEST(ConfigTest, DistConfigDocumentsEveryKeyWithItsDefault) {
       uncommented += line + "\n";
     }
   }
-  EXPECT_EQ(keys, 68);  // every field of DaemonConfig but the prices; listen sets two
+  EXPECT_EQ(keys, 70);  // every field of DaemonConfig but the prices; listen sets two
   auto parsed = ParseConfig(uncommented, "uncommented");
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   EXPECT_EQ(Dump(*parsed), Dump(DaemonConfig{}));

@@ -536,6 +536,31 @@ TEST_F(ServerTest, OriginCheckAndCors) {
   EXPECT_EQ(Metric("corral_auth_failures_total"), "0");  // the origin is checked before the token
 }
 
+// A page the server serves itself calls it from its own origin (scheme://Host): allowed without
+// being listed; any other origin is still refused, also when only the scheme or port differs.
+TEST_F(ServerTest, SameOriginIsAllowed) {
+  Start();
+  auto with = [&](const std::string& host, const std::string& origin, const std::string& token = "good-a") {
+    return Http(http::verb::get, "/v1/whoami",
+                {{"Host", host}, {"Origin", origin}, {"Authorization", "Bearer " + token}}).result_int();
+  };
+  EXPECT_EQ(with("127.0.0.1:7878", "http://127.0.0.1:7878"), 200);
+  EXPECT_EQ(with("corral.example", "https://corral.example"), 200);  // behind a TLS proxy
+  EXPECT_EQ(with("127.0.0.1:7878", "http://127.0.0.1:7879"), 403);
+  EXPECT_EQ(with("127.0.0.1:7878", "http://127.0.0.1"), 403);
+  EXPECT_EQ(with("127.0.0.1:7878", "https://evil.example"), 403);
+  EXPECT_EQ(with("127.0.0.1:7878", "http://127.0.0.1:7878.evil.example"), 403);
+  EXPECT_EQ(with("", "http://"), 403);
+  // A name that resolves here (DNS rebinding) is its own origin, but a token is still needed.
+  EXPECT_EQ(with("evil.example:7878", "http://evil.example:7878", "bad"), 401);
+  // WebSocket handshakes likewise.
+  auto same = Ws("/v1/ws", {{"Host", "127.0.0.1:9"}, {"Origin", "http://127.0.0.1:9"}, {"Authorization", "Bearer good-b"}});
+  ASSERT_FALSE(same->ec) << same->ec.message();
+  same->ws.close(websocket::close_code::normal);
+  auto other = Ws("/v1/ws", {{"Host", "127.0.0.1:9"}, {"Origin", "http://127.0.0.1:10"}, {"Authorization", "Bearer good-b"}});
+  EXPECT_EQ(other->ec, websocket::error::upgrade_declined);
+}
+
 TEST_F(ServerTest, ConnectionLimitAnswers503) {
   limits_.max_connections = 2;
   Start();

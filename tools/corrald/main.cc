@@ -28,6 +28,7 @@
 #include "api/execute_api.h"
 #include "api/metrics.h"
 #include "api/server.h"
+#include "api/web_page.h"
 #include "cgroups/cgroup_backend.h"
 #include "common/file_util.h"
 #include "common/log.h"
@@ -103,6 +104,19 @@ void InstallCrashHandler() {
 std::string InitPath(const supervisor::DaemonConfig& config) {
   if (!config.init_path.empty()) return config.init_path;
   return HelperPath("corral-init");
+}
+
+// The web page's files: api.web_dir, or web/ beside corrald (the build tree), then
+// /usr/share/corral/web. Not finding them where the config names them is an error; not finding
+// them by default means this corrald has no page (built without node, say): / answers 404.
+StatusOr<std::map<std::string, api::WebFile>> WebPage(const supervisor::DaemonConfig& config) {
+  if (!config.web_dir.empty()) return api::LoadWebPage(config.web_dir);
+  const std::string beside = HelperPath("web");
+  for (const std::string& dir : {beside, std::string("/usr/share/corral/web")}) {
+    auto files = api::LoadWebPage(dir);
+    if (files.ok()) return files;
+  }
+  return std::map<std::string, api::WebFile>();
 }
 
 // corral-mcp, for agent sessions' client tools: copied to <run_dir>/bin, which every sandbox's
@@ -314,6 +328,17 @@ int Run(int argc, char** argv) {
     response.body = metrics.Render();
     respond(std::move(response));
   });
+
+  if (config->web) {
+    auto page = WebPage(*config);
+    if (!page.ok()) return Fail("api.web_dir: " + page.status().ToString());
+    if (page->empty()) {
+      LogWarn("corrald", "the web page is not installed (no web/ beside corrald nor /usr/share/corral/web): / answers 404");
+    } else {
+      LogInfo("corrald", "web page", {{"files", std::to_string(page->size())}});
+      api::RegisterWebPage(server, std::move(*page));
+    }
+  }
 
   Status listening = server.ListenTcp(config->listen_address, config->listen_port);
   if (!listening.ok()) return Fail("listen: " + listening.ToString());

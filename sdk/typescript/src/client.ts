@@ -1,7 +1,13 @@
 // CorralClient: corrald's public protocol (docs/PROTOCOL.md) for Node 20+ and browsers. HTTP
-// with fetch; commands over one WebSocket per client (the native WebSocket where there is one,
-// the `ws` package in Node otherwise), opened when first needed.
+// with fetch; commands and sessions over one WebSocket per client (the native WebSocket where
+// there is one, the `ws` package in Node otherwise), opened when first needed and opened again
+// after a drop, resuming every stream from the last sequence number seen.
+import { Channel } from "./channel.js";
+import { Connection, resolveToken } from "./connection.js";
+import type { ReconnectOptions, Subscription, TokenSource } from "./connection.js";
 import { CorralConnectionError, CorralError } from "./errors.js";
+import { Session } from "./session.js";
+import type { SessionInfo, SessionOptions } from "./session.js";
 
 export interface SandboxLimits {
   memory_bytes: number;
@@ -37,6 +43,8 @@ export interface CreateSandboxOptions {
   start?: boolean;
   snapshot?: string;
   egress?: Partial<EgressRules>;
+  network?: "loopback" | "full";
+  unsafe?: string[];
 }
 
 export interface Outcome {
@@ -54,6 +62,8 @@ export interface ExecOptions {
   env?: Record<string, string>;
   cwd?: string;
   user?: "agent" | "root";
+  stdin?: boolean;                       // keep stdin open (write() and closeStdin() on the handle)
+  pty?: { rows: number; cols: number };  // a terminal (scope `terminal`); stdin is open
 }
 
 export interface OutputChunk {
@@ -67,115 +77,188 @@ export interface CommandHandle {
   readonly id: string;
   readonly output: AsyncIterable<OutputChunk>;
   readonly outcome: Promise<Outcome>;
+  // Output the daemon no longer held when this client attached again (seq ranges skipped).
+  readonly gaps: ReadonlyArray<{ from: number; to: number }>;
+  write(data: string | Uint8Array): Promise<void>;
+  closeStdin(): Promise<void>;
+  signal(signal: string | number): Promise<void>;
+  resize(rows: number, cols: number): Promise<void>;
+  detach(): Promise<void>;
+}
+
+export interface Snapshot {
+  id: string;
+  sandbox: string;
+  image: string;
+  created_at: number;
+  bytes: number;
+  disk_bytes: number;
+}
+
+export interface FileStat {
+  path: string;
+  type: "file" | "dir" | "symlink" | "other";
+  size: number;
+  mode: string;
+  mtime: number;
+}
+
+export interface DirEntry {
+  name: string;
+  type: "file" | "dir" | "symlink" | "other";
+  size: number;
+  mode: string;
+  mtime: number;
+}
+
+export interface SandboxEvent {
+  seq: number;
+  type: string;
+  at: number;
+  data: Record<string, unknown>;
+}
+
+export interface Usage {
+  window: { name: string; start: number; end: number };
+  ai: { spent_usd: string; budget_usd: string | null; remaining_usd: string | null; calls: number };
+  compute: { spent_s: number; budget_s: number | null; remaining_s: number | null };
+  sessions: Array<{ session: string; sandbox: string; cost_usd: string; calls: number }>;
+  sandboxes: Array<{ sandbox: string; compute_s: number }>;
 }
 
 export interface CorralClientOptions {
-  url: string;     // http(s)://host:port of corrald
-  token: string;   // a token minted by the operator's backend (createToken)
+  url: string;          // http(s)://host:port of corrald ("" in a page corrald serves: its own origin)
+  token: TokenSource;   // a token minted by the operator's backend (createToken), or a function that gets a fresh one
   fetch?: typeof fetch;
+  reconnect?: ReconnectOptions;
 }
 
-type Pending = { resolve: (result: any) => void; reject: (error: Error) => void };
+// A command this client follows: its output by channel (per socket), its end by id.
+class CommandStream implements Subscription {
+  lastSeq = 0;
+  channel = 0;
+  readonly output = new Channel<OutputChunk>();
+  readonly gaps: Array<{ from: number; to: number }> = [];
+  readonly outcome: Promise<Outcome>;
+  private resolve!: (outcome: Outcome) => void;
+  private reject!: (error: Error) => void;
 
-// A queue that an async iterator reads: pushes before the reader waits are kept.
-class Channel<T> implements AsyncIterable<T> {
-  private items: T[] = [];
-  private waiting: ((result: IteratorResult<T>) => void) | null = null;
-  private ended = false;
-
-  push(item: T) {
-    if (this.waiting) {
-      const wake = this.waiting;
-      this.waiting = null;
-      wake({ value: item, done: false });
-    } else {
-      this.items.push(item);
-    }
+  constructor(readonly id: string, private readonly client: CorralClient) {
+    this.outcome = new Promise((resolve, reject) => { this.resolve = resolve; this.reject = reject; });
+    this.outcome.catch(() => {});  // observed through the handle
   }
 
-  end() {
-    this.ended = true;
-    if (this.waiting) {
-      const wake = this.waiting;
-      this.waiting = null;
-      wake({ value: undefined as never, done: true });
-    }
-  }
-
-  [Symbol.asyncIterator](): AsyncIterator<T> {
-    return {
-      next: () => {
-        if (this.items.length) return Promise.resolve({ value: this.items.shift() as T, done: false });
-        if (this.ended) return Promise.resolve({ value: undefined as never, done: true });
-        return new Promise((resolve) => { this.waiting = resolve; });
-      },
+  async resubscribe(connection: Connection): Promise<void> {
+    const route = (reply: { channel: number }) => {
+      this.channel = reply.channel;
+      this.client._channels.set(reply.channel, this);
     };
+    try {
+      await connection.op("attach", { command: this.id, after_seq: this.lastSeq }, route);
+    } catch (error) {
+      const first = Number((error as CorralError).details?.first_seq);
+      if ((error as CorralError).code !== "stream_gap" || !(first > 0)) throw error;
+      this.gaps.push({ from: this.lastSeq + 1, to: first - 1 });
+      await connection.op("attach", { command: this.id, after_seq: first - 1 }, route);
+    }
+  }
+
+  fail(error: Error) {
+    this.output.fail(error);
+    this.reject(error);
+    this.client._commands.delete(this.id);
+  }
+
+  chunk(fd: 1 | 2, seq: number, data: Uint8Array) {
+    if (seq <= this.lastSeq) return;
+    this.lastSeq = seq;
+    this.output.push({ fd, seq, data });
+  }
+
+  exit(seq: number, outcome: Outcome) {
+    if (seq) this.lastSeq = seq;
+    this.output.end();
+    this.resolve(outcome);
   }
 }
 
-interface Running {
-  id: string;
-  output: Channel<OutputChunk>;
-  resolve: (outcome: Outcome) => void;
-  reject: (error: Error) => void;
+const enc = encodeURIComponent;
+
+function toBase64(bytes: Uint8Array): string {
+  let binary = "";
+  for (let i = 0; i < bytes.length; i += 0x8000) binary += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  return btoa(binary);
 }
 
 export class CorralClient {
+  readonly connection: Connection;
   private readonly base: string;
-  private readonly token: string;
+  private readonly token: TokenSource;
   private readonly fetchImpl: typeof fetch;
-  private socket: Promise<WebSocket> | null = null;
-  private nextId = 1;
-  private readonly pending = new Map<number, Pending>();
-  private readonly byChannel = new Map<number, Running>();
-  private readonly byCommand = new Map<string, Running>();
+  /** @internal */ readonly _channels = new Map<number, CommandStream>();
+  /** @internal */ readonly _commands = new Map<string, CommandStream>();
+  private readonly sessions = new Map<string, Session>();
 
   constructor(options: CorralClientOptions) {
-    if (!options.url) throw new TypeError("CorralClient: url is required");
+    if (options.url === undefined || options.url === null) throw new TypeError("CorralClient: url is required");
     if (!options.token) throw new TypeError("CorralClient: token is required");
-    this.base = options.url.replace(/\/+$/, "");
+    const origin = (globalThis as any).location?.origin as string | undefined;
+    this.base = (options.url || origin || "").replace(/\/+$/, "");
+    if (!/^https?:\/\//.test(this.base)) throw new TypeError(`CorralClient: url must be http(s)://host:port, not "${options.url}"`);
     this.token = options.token;
     this.fetchImpl = options.fetch ?? globalThis.fetch.bind(globalThis);
+    this.connection = new Connection(this.base.replace(/^http/, "ws") + "/v1/ws", this.token, options.reconnect);
+    this.connection.onText = (message) => this.onEvent(message);
+    this.connection.onBinary = (bytes) => this.onFrame(bytes);
+    this.connection.onReset = () => this._channels.clear();
   }
 
   // ---- HTTP ----
 
-  private async request<T>(method: string, path: string, body?: unknown): Promise<T> {
+  private async send(method: string, path: string, body?: BodyInit, contentType?: string): Promise<Response> {
     let response: Response;
     try {
       response = await this.fetchImpl(this.base + path, {
         method,
-        headers: { Authorization: `Bearer ${this.token}`, ...(body !== undefined && { "Content-Type": "application/json" }) },
-        ...(body !== undefined && { body: JSON.stringify(body) }),
+        headers: { Authorization: `Bearer ${await resolveToken(this.token)}`, ...(contentType && { "Content-Type": contentType }) },
+        ...(body !== undefined && { body }),
       });
     } catch (cause) {
       throw new CorralConnectionError(`${method} ${path}: cannot reach corrald at ${this.base}`, { cause });
     }
-    const text = await response.text();
-    let parsed: any = undefined;
-    try {
-      parsed = text ? JSON.parse(text) : undefined;
-    } catch {
-      parsed = undefined;
-    }
     if (!response.ok) {
-      const error = parsed?.error;
-      throw new CorralError(error?.code ?? "internal", error?.message ?? `HTTP ${response.status}`, response.status,
-                            response.headers.get("X-Request-Id") ?? undefined);
+      const text = await response.text();
+      let parsed: any;
+      try {
+        parsed = JSON.parse(text);
+      } catch {
+        parsed = undefined;
+      }
+      throw CorralError.from(parsed?.error ?? { message: text || `HTTP ${response.status}` }, response.status,
+                             response.headers.get("X-Request-Id") ?? undefined);
     }
-    return parsed as T;
+    return response;
+  }
+
+  private async request<T>(method: string, path: string, body?: unknown): Promise<T> {
+    const response = await this.send(method, path, body === undefined ? undefined : JSON.stringify(body),
+                                     body === undefined ? undefined : "application/json");
+    const text = await response.text();
+    return (text ? JSON.parse(text) : undefined) as T;
   }
 
   health(): Promise<{ status: string; version: string; protocol: number }> {
     return this.request("GET", "/healthz");
   }
 
+  // ---- sandboxes ----
+
   createSandbox(options: CreateSandboxOptions = {}): Promise<Sandbox> {
     return this.request("POST", "/v1/sandboxes", options);
   }
 
   getSandbox(id: string): Promise<Sandbox> {
-    return this.request("GET", `/v1/sandboxes/${encodeURIComponent(id)}`);
+    return this.request("GET", `/v1/sandboxes/${enc(id)}`);
   }
 
   async listSandboxes(): Promise<Sandbox[]> {
@@ -183,104 +266,176 @@ export class CorralClient {
   }
 
   startSandbox(id: string): Promise<Sandbox> {
-    return this.request("POST", `/v1/sandboxes/${encodeURIComponent(id)}/start`);
+    return this.request("POST", `/v1/sandboxes/${enc(id)}/start`);
   }
 
   stopSandbox(id: string): Promise<Sandbox> {
-    return this.request("POST", `/v1/sandboxes/${encodeURIComponent(id)}/stop`);
+    return this.request("POST", `/v1/sandboxes/${enc(id)}/stop`);
   }
 
   async destroySandbox(id: string): Promise<void> {
-    await this.request("DELETE", `/v1/sandboxes/${encodeURIComponent(id)}`);
+    await this.request("DELETE", `/v1/sandboxes/${enc(id)}`);
   }
 
-  // ---- WebSocket ----
-
-  private async openSocket(): Promise<WebSocket> {
-    const url = this.base.replace(/^http/, "ws") + "/v1/ws";
-    const protocols = ["corral.v1", `bearer.${this.token}`];
-    const Native = (globalThis as any).WebSocket;
-    const Impl = Native ?? (await import("ws")).WebSocket;
-    const ws: WebSocket = new Impl(url, protocols);
-    ws.binaryType = "arraybuffer";
-    await new Promise<void>((resolve, reject) => {
-      ws.onopen = () => resolve();
-      ws.onerror = () => reject(new CorralConnectionError(`cannot open ${url}`));
-    });
-    ws.onmessage = (message: MessageEvent) => this.onMessage(message.data);
-    ws.onclose = () => this.onClose();
-    return ws;
+  // A copy of the sandbox's files (its writable layer), kept after the sandbox is gone.
+  snapshot(id: string): Promise<Snapshot> {
+    return this.request("POST", `/v1/sandboxes/${enc(id)}/snapshot`);
   }
 
-  private socketReady(): Promise<WebSocket> {
-    if (!this.socket) {
-      this.socket = this.openSocket();
-      this.socket.catch(() => { this.socket = null; });
-    }
-    return this.socket;
+  async listSnapshots(): Promise<Snapshot[]> {
+    return (await this.request<{ snapshots: Snapshot[] }>("GET", "/v1/snapshots")).snapshots;
   }
 
-  private async op<T>(op: string, fields: Record<string, unknown>): Promise<T> {
-    const ws = await this.socketReady();
-    const id = this.nextId++;
-    return new Promise<T>((resolve, reject) => {
-      this.pending.set(id, { resolve, reject });
-      ws.send(JSON.stringify({ id, op, ...fields }));
-    });
+  async deleteSnapshot(id: string): Promise<void> {
+    await this.request("DELETE", `/v1/snapshots/${enc(id)}`);
   }
 
-  private onMessage(data: unknown) {
-    if (typeof data !== "string") {
-      const bytes = new Uint8Array(data as ArrayBuffer);
-      if (bytes.length < 14 || bytes[0] !== 1) return;
-      const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-      const running = this.byChannel.get(view.getUint32(2));
-      running?.output.push({ fd: bytes[1] as 1 | 2, seq: Number(view.getBigUint64(6)), data: bytes.subarray(14) });
-      return;
-    }
-    const message = JSON.parse(data);
-    if (message.id !== undefined && this.pending.has(message.id)) {
-      const pending = this.pending.get(message.id)!;
-      this.pending.delete(message.id);
-      if (message.ok) pending.resolve(message.result);
-      else pending.reject(new CorralError(message.error?.code ?? "internal", message.error?.message ?? "failed"));
-      return;
-    }
+  // A new sandbox whose files are a copy of this one's (create one from a snapshot with
+  // createSandbox({snapshot})).
+  forkSandbox(id: string, options: { name?: string; start?: boolean } = {}): Promise<Sandbox> {
+    return this.request("POST", `/v1/sandboxes/${enc(id)}/fork`, options);
+  }
+
+  getEgress(id: string): Promise<EgressRules> {
+    return this.request("GET", `/v1/sandboxes/${enc(id)}/egress`);
+  }
+
+  setEgress(id: string, rules: Partial<EgressRules>): Promise<EgressRules> {
+    return this.request("PUT", `/v1/sandboxes/${enc(id)}/egress`, rules);
+  }
+
+  sandboxEvents(id: string, options: { afterSeq?: number; limit?: number; type?: string } = {}):
+      Promise<{ events: SandboxEvent[]; last_seq: number; more: boolean }> {
+    const query = new URLSearchParams({ after_seq: String(options.afterSeq ?? 0), limit: String(options.limit ?? 1000),
+                                        ...(options.type && { type: options.type }) });
+    return this.request("GET", `/v1/sandboxes/${enc(id)}/events?${query}`);
+  }
+
+  usage(): Promise<Usage> {
+    return this.request("GET", "/v1/usage");
+  }
+
+  // ---- files (paths inside the sandbox) ----
+
+  private fsPath(id: string, verb: string, params: Record<string, string | undefined>) {
+    const query = new URLSearchParams();
+    for (const [key, value] of Object.entries(params)) if (value !== undefined) query.set(key, value);
+    return `/v1/sandboxes/${enc(id)}/fs/${verb}?${query}`;
+  }
+
+  async readFile(id: string, path: string): Promise<Uint8Array> {
+    const response = await this.send("GET", this.fsPath(id, "read", { path }));
+    return new Uint8Array(await response.arrayBuffer());
+  }
+
+  async readText(id: string, path: string): Promise<string> {
+    return new TextDecoder().decode(await this.readFile(id, path));
+  }
+
+  async writeFile(id: string, path: string, data: string | Uint8Array,
+                  options: { mode?: number; append?: boolean } = {}): Promise<{ path: string; size: number }> {
+    const bytes = typeof data === "string" ? new TextEncoder().encode(data) : data;
+    const response = await this.send("PUT", this.fsPath(id, "write", {
+      path, mode: options.mode === undefined ? undefined : options.mode.toString(8).padStart(4, "0"),
+      append: options.append ? "true" : undefined,
+    }), bytes as BodyInit, "application/octet-stream");
+    return response.json();
+  }
+
+  stat(id: string, path: string): Promise<FileStat> {
+    return this.request("GET", this.fsPath(id, "stat", { path }));
+  }
+
+  async listDir(id: string, path: string): Promise<DirEntry[]> {
+    return (await this.request<{ entries: DirEntry[] }>("GET", this.fsPath(id, "list", { path }))).entries;
+  }
+
+  async mkdir(id: string, path: string, options: { parents?: boolean } = {}): Promise<void> {
+    await this.request("POST", this.fsPath(id, "mkdir", { path, parents: options.parents ? "true" : undefined }));
+  }
+
+  async remove(id: string, path: string, options: { recursive?: boolean } = {}): Promise<void> {
+    await this.request("POST", this.fsPath(id, "remove", { path, recursive: options.recursive ? "true" : undefined }));
+  }
+
+  async rename(id: string, from: string, to: string): Promise<void> {
+    await this.request("POST", this.fsPath(id, "rename", { from, to }));
+  }
+
+  // ---- commands ----
+
+  private onFrame(bytes: Uint8Array) {
+    if (bytes.length < 14 || bytes[0] !== 1) return;
+    const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    this._channels.get(view.getUint32(2))?.chunk(bytes[1] as 1 | 2, Number(view.getBigUint64(6)), bytes.subarray(14));
+  }
+
+  private onEvent(message: any) {
     if (message.event === "exit") {
-      const running = this.byCommand.get(message.command);
-      if (!running) return;
-      this.byCommand.delete(message.command);
-      for (const [channel, r] of this.byChannel) if (r === running) this.byChannel.delete(channel);
-      running.output.end();
-      running.resolve(message.outcome);
+      const command = this._commands.get(message.command);
+      if (!command) return;
+      this._commands.delete(message.command);
+      this.connection.remove(command);
+      if (this._channels.get(command.channel) === command) this._channels.delete(command.channel);
+      command.exit(Number(message.seq ?? 0), message.outcome);
+    } else if (message.event === "session" || message.event === "session_end") {
+      this.sessions.get(message.session)?.deliver(message);
+      if (message.event === "session_end") this.sessions.delete(message.session);
     }
   }
 
-  private onClose() {
-    this.socket = null;
-    const gone = new CorralConnectionError("the connection to corrald closed");
-    for (const pending of this.pending.values()) pending.reject(gone);
-    this.pending.clear();
-    for (const running of this.byCommand.values()) {
-      running.output.end();
-      running.reject(gone);
-    }
-    this.byCommand.clear();
-    this.byChannel.clear();
+  // Routes a command's frames and end to a new stream, as its exec or attach reply is read.
+  private route(id: string, channel: number, afterSeq = 0): CommandStream {
+    const stream = new CommandStream(id, this);
+    stream.channel = channel;
+    stream.lastSeq = afterSeq;
+    this._channels.set(channel, stream);
+    this._commands.set(id, stream);
+    this.connection.add(stream);
+    return stream;
+  }
+
+  private handle(stream: CommandStream): CommandHandle {
+    const id = stream.id;
+    const op = (name: string, fields: Record<string, unknown> = {}) => this.connection.op<void>(name, { command: id, ...fields });
+    return {
+      id,
+      output: stream.output,
+      outcome: stream.outcome,
+      gaps: stream.gaps,
+      write: async (data) => {
+        const bytes = typeof data === "string" ? new TextEncoder().encode(data) : data;
+        await op("stdin", { data: toBase64(bytes) });
+      },
+      closeStdin: () => op("close_stdin"),
+      signal: (signal) => op("signal", { signal }),
+      resize: (rows, cols) => op("resize", { rows, cols }),
+      detach: async () => {
+        this.connection.remove(stream);
+        this._commands.delete(id);
+        this._channels.delete(stream.channel);
+        stream.output.end();
+        await op("detach").catch(() => {});
+      },
+    };
   }
 
   // Runs argv in a running sandbox; output arrives as it is written.
   async exec(sandbox: string, argv: string[], options: ExecOptions = {}): Promise<CommandHandle> {
     if (!argv.length) throw new TypeError("exec: argv must not be empty");
-    let resolve!: (outcome: Outcome) => void;
-    let reject!: (error: Error) => void;
-    const outcome = new Promise<Outcome>((res, rej) => { resolve = res; reject = rej; });
-    outcome.catch(() => {});  // observed through the handle
-    const result = await this.op<{ command: string; channel: number }>("exec", { sandbox, argv, ...options });
-    const running: Running = { id: result.command, output: new Channel<OutputChunk>(), resolve, reject };
-    this.byChannel.set(result.channel, running);
-    this.byCommand.set(result.command, running);
-    return { id: result.command, output: running.output, outcome };
+    let stream!: CommandStream;
+    await this.connection.op<{ command: string; channel: number }>(
+      "exec", { sandbox, argv, ...options }, (result) => { stream = this.route(result.command, result.channel); });
+    return this.handle(stream);
+  }
+
+  // Follows a command that is running (or ended: what the daemon still holds of it), from
+  // after `afterSeq`, e.g. a terminal after a page reload.
+  async attach(command: string, afterSeq = 0): Promise<CommandHandle & { firstSeq: number; state: string }> {
+    let stream!: CommandStream;
+    const result = await this.connection.op<{ command: string; channel: number; first_seq: number; state: string }>(
+      "attach", { command, after_seq: afterSeq }, (r) => { stream = this.route(r.command, r.channel, afterSeq); });
+    return { ...this.handle(stream), firstSeq: result.first_seq, state: result.state };
   }
 
   // Runs argv to its end; returns its stdout and stderr as text, and its outcome.
@@ -297,8 +452,59 @@ export class CorralClient {
     return { stdout: decode(parts[1]), stderr: decode(parts[2]), outcome: await command.outcome };
   }
 
+  // ---- agent sessions ----
+
+  private sessionStarter(sandbox: string) {
+    return (body: Record<string, unknown>) => this.request<SessionInfo>("POST", `/v1/sandboxes/${enc(sandbox)}/sessions`, body);
+  }
+
+  // A session that is not started yet: registerTool() on it, then start(prompt).
+  prepareSession(sandbox: string, options: SessionOptions = {}): Session {
+    return this.wrap(new Session(this.connection, sandbox, options, this.sessionStarter(sandbox)));
+  }
+
+  // Starts Claude Code in the sandbox (with `prompt`, its first turn) and follows its events.
+  async createSession(sandbox: string, options: SessionOptions = {}): Promise<Session> {
+    return this.prepareSession(sandbox, options).start();
+  }
+
+  // Runs an ended session again with its history (same id). Tools are declared again here.
+  async resumeSession(id: string, options: SessionOptions = {}): Promise<Session> {
+    const info = await this.getSession(id);
+    return this.wrap(new Session(this.connection, info.sandbox, options, this.sessionStarter(info.sandbox), { resume: id })).start();
+  }
+
+  // A new session that starts from another one's history.
+  async forkSession(id: string, options: SessionOptions = {}): Promise<Session> {
+    const info = await this.getSession(id);
+    return this.wrap(new Session(this.connection, info.sandbox, options, this.sessionStarter(info.sandbox), { fork: id })).start();
+  }
+
+  // Follows a session that exists already (started elsewhere, or before a page reload), from
+  // after `afterSeq` (0: everything the daemon still holds).
+  async followSession(id: string, afterSeq = 0): Promise<Session> {
+    const info = await this.getSession(id);
+    const session = this.wrap(new Session(this.connection, info.sandbox, {}, this.sessionStarter(info.sandbox)));
+    return session.follow(id, afterSeq);
+  }
+
+  getSession(id: string): Promise<SessionInfo> {
+    return this.request("GET", `/v1/sessions/${enc(id)}`);
+  }
+
+  async listSessions(sandbox?: string): Promise<SessionInfo[]> {
+    const query = sandbox ? `?sandbox=${enc(sandbox)}` : "";
+    return (await this.request<{ sessions: SessionInfo[] }>("GET", `/v1/sessions${query}`)).sessions;
+  }
+
+  // Registers the session for event routing as soon as it has an id (before its attach, whose
+  // reply the events follow immediately).
+  private wrap(session: Session): Session {
+    session.onId = (id) => this.sessions.set(id, session);
+    return session;
+  }
+
   close() {
-    this.socket?.then((ws) => ws.close()).catch(() => {});
-    this.socket = null;
+    this.connection.close();
   }
 }

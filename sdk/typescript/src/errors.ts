@@ -10,13 +10,21 @@ export class CorralError extends Error {
   readonly code: ErrorCode | string;
   readonly status: number | undefined;      // the HTTP status, for HTTP requests
   readonly requestId: string | undefined;   // X-Request-Id, to quote to the operator
+  readonly details: Record<string, unknown>; // the error's other fields, e.g. `first_seq` of a stream_gap
 
-  constructor(code: string, message: string, status?: number, requestId?: string) {
+  constructor(code: string, message: string, status?: number, requestId?: string, details: Record<string, unknown> = {}) {
     super(message);
     this.name = "CorralError";
     this.code = code;
     this.status = status;
     this.requestId = requestId;
+    this.details = details;
+  }
+
+  // From the protocol's error object {"code", "message", ...}.
+  static from(error: any, status?: number, requestId?: string): CorralError {
+    const { code, message, ...details } = error ?? {};
+    return new CorralError(code ?? "internal", message ?? (status ? `HTTP ${status}` : "failed"), status, requestId, details);
   }
 }
 

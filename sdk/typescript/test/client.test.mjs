@@ -2,23 +2,13 @@
 // issuer's name and secret): tokens minted by createToken verify; sandboxes are made, listed,
 // run commands whose output streams, and are destroyed; errors are CorralErrors with codes.
 import assert from "node:assert/strict";
-import { after, test } from "node:test";
+import { test } from "node:test";
 
 import { CorralClient, CorralError } from "../dist/index.js";
 import { createToken } from "../dist/token.js";
+import { client, env } from "./helpers.mjs";
 
-const url = process.env.CORRAL_URL;
-const issuer = process.env.CORRAL_ISSUER;
-const secret = process.env.CORRAL_SECRET;
-if (!url || !issuer || !secret) throw new Error("run through run_tests.py (CORRAL_URL, CORRAL_ISSUER, CORRAL_SECRET)");
-
-const clients = [];
-function client(userId, extra = {}) {
-  const c = new CorralClient({ url, token: createToken({ issuer, secret, userId, ...extra }) });
-  clients.push(c);
-  return c;
-}
-after(() => clients.forEach((c) => c.close()));
+const { url, issuer } = env;
 
 test("a token from createToken verifies; a wrong secret is unauthorized", async () => {
   assert.deepEqual(await client("ts-alice").listSandboxes(), []);
@@ -75,5 +65,95 @@ test("errors over the WebSocket are CorralErrors too", async () => {
     await assert.rejects(c.getSandbox(theirs.id), (e) => e.code === "not_found");
   } finally {
     await owner.destroySandbox(theirs.id);
+  }
+});
+
+test("files: write, read, stat, list, mkdir, rename, remove; refusals are CorralErrors", async () => {
+  const c = client("ts-files");
+  const sandbox = await c.createSandbox({ name: "files" });
+  try {
+    await c.mkdir(sandbox.id, "/home/agent/a/b", { parents: true });
+    const bytes = new Uint8Array([0, 1, 2, 250, 255]);
+    assert.deepEqual(await c.writeFile(sandbox.id, "/home/agent/a/b/bin", bytes), { path: "/home/agent/a/b/bin", size: 5 });
+    assert.deepEqual(await c.readFile(sandbox.id, "/home/agent/a/b/bin"), bytes);
+    await c.writeFile(sandbox.id, "/home/agent/a/note.txt", "one\n", { mode: 0o600 });
+    await c.writeFile(sandbox.id, "/home/agent/a/note.txt", "two\n", { append: true });
+    assert.equal(await c.readText(sandbox.id, "/home/agent/a/note.txt"), "one\ntwo\n");
+    const stat = await c.stat(sandbox.id, "/home/agent/a/note.txt");
+    assert.deepEqual([stat.type, stat.size, stat.mode], ["file", 8, "0600"]);
+    // The agent wrote it: the file is the agent's, as the sandbox sees it.
+    assert.equal((await c.run(sandbox.id, ["stat", "-c", "%U", "/home/agent/a/note.txt"])).stdout, "agent\n");
+    await c.rename(sandbox.id, "/home/agent/a/note.txt", "/home/agent/a/renamed.txt");
+    assert.deepEqual((await c.listDir(sandbox.id, "/home/agent/a")).map((e) => [e.name, e.type]),
+                     [["b", "dir"], ["renamed.txt", "file"]]);
+    await assert.rejects(c.readFile(sandbox.id, "/home/agent/a/note.txt"), (e) => e instanceof CorralError && e.code === "not_found");
+    await assert.rejects(c.readFile(sandbox.id, "/proc/1/environ"), (e) => e.code === "forbidden" && e.status === 403);
+    await assert.rejects(c.mkdir(sandbox.id, "/home/agent/a"), (e) => e.code === "conflict");
+    await c.remove(sandbox.id, "/home/agent/a", { recursive: true });
+    await assert.rejects(c.stat(sandbox.id, "/home/agent/a"), (e) => e.code === "not_found");
+  } finally {
+    await c.destroySandbox(sandbox.id);
+  }
+});
+
+test("a snapshot outlives its sandbox and seeds a new one; a fork copies a running sandbox", async () => {
+  const c = client("ts-snap");
+  const first = await c.createSandbox({ name: "original" });
+  const made = [first.id];
+  try {
+    await c.writeFile(first.id, "/home/agent/state.txt", "v1\n");
+    const snap = await c.snapshot(first.id);
+    assert.match(snap.id, /^snap_/);
+    assert.equal(snap.sandbox, first.id);
+    assert.deepEqual((await c.listSnapshots()).map((s) => s.id), [snap.id]);
+
+    await c.writeFile(first.id, "/home/agent/state.txt", "v2\n");
+    const fork = await c.forkSandbox(first.id, { name: "fork" });
+    made.push(fork.id);
+    assert.equal(fork.source, first.id);
+    assert.equal(fork.state, "running");
+    assert.equal(await c.readText(fork.id, "/home/agent/state.txt"), "v2\n");
+    // The fork diverges: its writes are its own.
+    await c.writeFile(fork.id, "/home/agent/state.txt", "fork\n");
+    assert.equal(await c.readText(first.id, "/home/agent/state.txt"), "v2\n");
+
+    await c.destroySandbox(first.id);
+    made.shift();
+    const restored = await c.createSandbox({ name: "restored", snapshot: snap.id });
+    made.push(restored.id);
+    assert.equal(await c.readText(restored.id, "/home/agent/state.txt"), "v1\n");
+    await c.deleteSnapshot(snap.id);
+    assert.deepEqual(await c.listSnapshots(), []);
+  } finally {
+    for (const id of made) await c.destroySandbox(id).catch(() => {});
+    for (const s of await c.listSnapshots()) await c.deleteSnapshot(s.id).catch(() => {});
+  }
+});
+
+test("a command takes stdin, a signal, and a PTY of the size asked", async () => {
+  const c = client("ts-stdin");
+  const sandbox = await c.createSandbox({ name: "stdin" });
+  try {
+    const cat = await c.exec(sandbox.id, ["sh", "-c", "tr a-z A-Z"], { stdin: true });
+    await cat.write("hello ");
+    await cat.write(new TextEncoder().encode("world\n"));
+    await cat.closeStdin();
+    let out = "";
+    for await (const chunk of cat.output) out += new TextDecoder().decode(chunk.data);
+    assert.equal(out, "HELLO WORLD\n");
+    assert.equal((await cat.outcome).exit_code, 0);
+
+    const sleeper = await c.exec(sandbox.id, ["sleep", "60"]);
+    await sleeper.signal("TERM");
+    const outcome = await sleeper.outcome;
+    assert.deepEqual([outcome.outcome, outcome.signal], ["signaled", 15]);
+
+    const tty = await c.exec(sandbox.id, ["sh", "-c", "stty size; test -t 0 && echo tty"], { pty: { rows: 33, cols: 101 } });
+    let screen = "";
+    for await (const chunk of tty.output) screen += new TextDecoder().decode(chunk.data);
+    assert.match(screen, /33 101\r?\n/);
+    assert.match(screen, /tty/);
+  } finally {
+    await c.destroySandbox(sandbox.id);
   }
 });

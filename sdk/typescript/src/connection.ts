@@ -1,0 +1,213 @@
+// One WebSocket to corrald (`/v1/ws`, subprotocol corral.v1) shared by a client's commands and
+// sessions: requests with ids and their replies, events routed by the client, and reconnection.
+// When the socket closes while something is subscribed (a command's output, a session's
+// events), it is opened again with backoff and every subscription attaches again from the last
+// sequence number it saw, so nothing is lost or seen twice while the daemon still holds it.
+import { CorralConnectionError, CorralError } from "./errors.js";
+
+export type TokenSource = string | (() => string | Promise<string>);
+
+export interface ReconnectOptions {
+  enabled?: boolean;         // default true
+  initialDelayMs?: number;   // default 100; doubles on each failed attempt
+  maxDelayMs?: number;       // default 5000
+  giveUpAfterMs?: number;    // default 60000: then every subscription fails with CorralConnectionError
+}
+
+// Something that lives across reconnects.
+export interface Subscription {
+  // The socket was opened again: attach again from the last event seen.
+  resubscribe(connection: Connection): Promise<void>;
+  // The connection is gone for good (closed by the client, or reconnecting gave up).
+  fail(error: Error): void;
+}
+
+type Pending = { resolve: (result: any) => void; reject: (error: Error) => void; onResult?: (result: any) => void };
+
+export async function resolveToken(token: TokenSource): Promise<string> {
+  return typeof token === "function" ? await token() : token;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+export class Connection {
+  onText: (message: any) => void = () => {};
+  onBinary: (bytes: Uint8Array) => void = () => {};
+  onReset: () => void = () => {};  // the socket closed: per-socket state (channels) is void
+  reconnects = 0;                  // how many times the socket was opened again
+
+  private socket: Promise<WebSocket> | null = null;
+  private current: WebSocket | null = null;
+  private nextId = 1;
+  private closed = false;
+  private readonly pending = new Map<number, Pending>();
+  private readonly subscriptions = new Set<Subscription>();
+  private readonly reconnect: Required<ReconnectOptions>;
+
+  constructor(private readonly url: string, private readonly token: TokenSource, reconnect: ReconnectOptions = {}) {
+    this.reconnect = { enabled: true, initialDelayMs: 100, maxDelayMs: 5000, giveUpAfterMs: 60000, ...reconnect };
+  }
+
+  add(subscription: Subscription) {
+    this.subscriptions.add(subscription);
+  }
+
+  remove(subscription: Subscription) {
+    this.subscriptions.delete(subscription);
+  }
+
+  // A request and its reply. `onResult` runs as the reply is read, before any message that
+  // follows it: a reply's events may come in the same read (the `ws` package dispatches them in
+  // one go, before the promise's continuation runs), so whoever routes them registers there.
+  async op<T>(op: string, fields: Record<string, unknown>, onResult?: (result: T) => void): Promise<T> {
+    if (this.closed) throw new CorralConnectionError("the client is closed");
+    const ws = await this.ready();
+    const id = this.nextId++;
+    return new Promise<T>((resolve, reject) => {
+      this.pending.set(id, { resolve, reject, onResult });
+      try {
+        ws.send(JSON.stringify({ id, op, ...fields }));
+      } catch (cause) {
+        this.pending.delete(id);
+        reject(new CorralConnectionError(`${op}: the connection to corrald is closed`, { cause }));
+      }
+    });
+  }
+
+  sendBinary(data: Uint8Array) {
+    this.current?.send(data);
+  }
+
+  // Drops the socket as if the network had (for tests of reconnection): subscriptions resume.
+  drop() {
+    this.current?.close(4000, "dropped by the client");
+  }
+
+  close() {
+    this.closed = true;
+    const ws = this.current;
+    this.current = null;
+    this.socket = null;
+    ws?.close(1000);
+    this.failAll(new CorralConnectionError("the client is closed"));
+  }
+
+  private ready(): Promise<WebSocket> {
+    if (!this.socket) {
+      const opening = this.open();
+      this.socket = opening;
+      opening.catch(() => { if (this.socket === opening) this.socket = null; });
+    }
+    return this.socket;
+  }
+
+  private async open(): Promise<WebSocket> {
+    const protocols = ["corral.v1", `bearer.${await resolveToken(this.token)}`];
+    const Native = (globalThis as any).WebSocket;
+    const Impl = Native ?? (await import("ws")).WebSocket;
+    const ws: WebSocket = new Impl(this.url, protocols);
+    ws.binaryType = "arraybuffer";
+    await new Promise<void>((resolve, reject) => {
+      ws.onopen = () => resolve();
+      ws.onerror = () => reject(new CorralConnectionError(`cannot open ${this.url}`));
+      ws.onclose = (event: CloseEvent) =>
+        reject(new CorralConnectionError(`cannot open ${this.url} (closed with ${event.code})`));
+    });
+    if (this.closed) {
+      ws.close(1000);
+      throw new CorralConnectionError("the client is closed");
+    }
+    this.current = ws;
+    ws.onerror = () => {};
+    ws.onmessage = (message: MessageEvent) => this.dispatch(message.data);
+    ws.onclose = (event: CloseEvent) => this.lost(ws, event);
+    return ws;
+  }
+
+  private dispatch(data: unknown) {
+    if (typeof data !== "string") {
+      this.onBinary(new Uint8Array(data as ArrayBuffer));
+      return;
+    }
+    let message: any;
+    try {
+      message = JSON.parse(data);
+    } catch {
+      return;
+    }
+    if (message.id !== undefined && message.ok !== undefined && this.pending.has(message.id)) {
+      const pending = this.pending.get(message.id)!;
+      this.pending.delete(message.id);
+      if (message.ok) {
+        try {
+          pending.onResult?.(message.result);
+        } catch (error) {
+          pending.reject(error as Error);
+          return;
+        }
+        pending.resolve(message.result);
+      } else {
+        pending.reject(CorralError.from(message.error));
+      }
+      return;
+    }
+    this.onText(message);
+  }
+
+  private lost(ws: WebSocket, event: CloseEvent) {
+    if (ws !== this.current) return;
+    this.current = null;
+    this.socket = null;
+    const gone = new CorralConnectionError(`the connection to corrald closed (${event.code}${event.reason ? ": " + event.reason : ""})`);
+    for (const pending of this.pending.values()) pending.reject(gone);
+    this.pending.clear();
+    this.onReset();
+    if (this.closed || this.subscriptions.size === 0) return;
+    if (!this.reconnect.enabled) {
+      this.failAll(gone);
+      return;
+    }
+    const reopening = this.reopen();
+    this.socket = reopening;
+    reopening.then(
+      async () => {
+        this.reconnects++;
+        for (const subscription of [...this.subscriptions]) {
+          try {
+            await subscription.resubscribe(this);
+          } catch (error) {
+            this.subscriptions.delete(subscription);
+            subscription.fail(error as Error);
+          }
+        }
+      },
+      (error) => {
+        if (this.socket === reopening) this.socket = null;
+        this.failAll(error);
+      });
+  }
+
+  private async reopen(): Promise<WebSocket> {
+    const deadline = Date.now() + this.reconnect.giveUpAfterMs;
+    let delay = this.reconnect.initialDelayMs;
+    for (;;) {
+      await sleep(delay);
+      if (this.closed) throw new CorralConnectionError("the client is closed");
+      try {
+        return await this.open();
+      } catch (error) {
+        if (Date.now() + delay > deadline) {
+          throw new CorralConnectionError(`gave up reconnecting to ${this.url} after ${this.reconnect.giveUpAfterMs} ms`,
+                                          { cause: error });
+        }
+      }
+      delay = Math.min(delay * 2, this.reconnect.maxDelayMs);
+    }
+  }
+
+  private failAll(error: Error) {
+    const all = [...this.subscriptions];
+    this.subscriptions.clear();
+    for (const subscription of all) subscription.fail(error);
+  }
+}

@@ -1,0 +1,195 @@
+// The page corrald serves at /, in Debian's Chromium driven by Playwright (playwright-core;
+// no browser download): sign in with a token, use the terminal (type a command, read its output
+// from the screen, resize, reload and find the scrollback the daemon still holds), run a scripted
+// agent session and watch its tool call, file change, result and cost, and let the agent call a
+// tool the page registered, whose answer reaches the model. Screenshots of each go to
+// $CORRAL_ARTIFACTS.
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { after, before, test } from "node:test";
+
+import { chromium } from "playwright-core";
+
+import { CorralClient } from "../../sdk/typescript/dist/index.js";
+import { createToken } from "../../sdk/typescript/dist/token.js";
+
+const url = process.env.CORRAL_URL;
+const model = process.env.CORRAL_MODEL_URL;
+const artifacts = process.env.CORRAL_ARTIFACTS;
+if (!url || !model || !artifacts) throw new Error("run through web/run_tests.py");
+const price = JSON.parse(process.env.CORRAL_PRICE);
+
+const token = createToken({ issuer: process.env.CORRAL_ISSUER, secret: process.env.CORRAL_SECRET, userId: "web-user",
+                            budget: { aiUsd: 5, window: "day" } });
+const sdk = new CorralClient({ url, token });
+let browser;
+let sandbox;
+
+before(async () => {
+  browser = await chromium.launch({ executablePath: "/usr/bin/chromium", args: ["--no-sandbox"] });
+  sandbox = await sdk.createSandbox({ name: "web" });
+});
+after(async () => {
+  await browser?.close();
+  if (sandbox) await sdk.destroySandbox(sandbox.id);
+  sdk.close();
+});
+
+async function play(turns) {
+  const response = await fetch(`${model}/_scripted/scenario`, { method: "PUT", body: JSON.stringify({ turns }) });
+  assert.ok(response.ok, await response.text());
+}
+
+async function mainRequests() {
+  return (await (await fetch(`${model}/_scripted/requests`)).json()).filter((r) => r.kind === "main");
+}
+
+const micro = (u) => Math.round((u.input_tokens ?? 0) * price.input + (u.output_tokens ?? 0) * price.output);
+const usd = (m) => `${Math.floor(m / 1e6)}.${String(m % 1e6).padStart(6, "0")}`;
+
+async function openPage(size = { width: 1200, height: 800 }) {
+  const context = await browser.newContext({ viewport: size });
+  const page = await context.newPage();
+  const problems = [];
+  page.on("pageerror", (error) => problems.push(error.message));
+  page.on("console", (message) => { if (message.type() === "error") problems.push(message.text()); });
+  await page.goto(`${url}/#token=${token}`);
+  await page.locator("button.sandbox", { hasText: "web" }).click();
+  return { page, context, problems };
+}
+
+// The terminal's screen as text (xterm.js's DOM renderer writes spaces as no-break spaces).
+async function screen(page) {
+  return (await page.locator("#terminal .xterm-rows").innerText()).replace(/\u00a0/g, " ");
+}
+
+async function typeInTerminal(page, text) {
+  await page.locator("#terminal .xterm-helper-textarea").focus();
+  await page.keyboard.type(text);
+  await page.keyboard.press("Enter");
+}
+
+async function waitForScreen(page, pattern, what) {
+  const deadline = Date.now() + 20000;
+  let text = "";
+  while (Date.now() < deadline) {
+    text = await screen(page);
+    if (pattern.test(text)) return text;
+    await page.waitForTimeout(100);
+  }
+  assert.fail(`${what}: not on the screen after 20 s:\n${text}`);
+}
+
+test("a wrong token is refused at sign-in with the daemon's error; the page itself needs none", async () => {
+  const context = await browser.newContext();
+  const page = await context.newPage();
+  const response = await page.goto(`${url}/`);
+  assert.equal(response.status(), 200);
+  assert.match(response.headers()["content-security-policy"], /script-src 'self'/);
+  await page.locator("#token").fill("not-a-token");
+  await page.locator("#sign-in-form button").click();
+  await page.locator("#sign-in-error", { hasText: "unauthorized" }).waitFor();
+  // Positive control: the real token signs in and lists the user's sandbox.
+  await page.locator("#token").fill(token);
+  await page.locator("#sign-in-form button").click();
+  await page.locator("button.sandbox", { hasText: "web" }).waitFor();
+  assert.match(await page.locator("#who").innerText(), /web-user \(web-tests\)/);
+  await context.close();
+});
+
+test("the terminal runs what is typed, follows the window's size, and keeps its scrollback across a reload", async () => {
+  const { page, context, problems } = await openPage();
+  await waitForScreen(page, /\$\s*$/m, "the shell's prompt");
+  await typeInTerminal(page, "echo corral-$((6*7)); id -un");
+  await waitForScreen(page, /^corral-42\s*\nagent\s*$/m, "the command's output");
+  await typeInTerminal(page, "echo big=$(stty size)");
+  const big = (await waitForScreen(page, /^big=\d+ \d+\s*$/m, "stty size")).match(/^big=(\d+) (\d+)\s*$/m);
+  await page.screenshot({ path: join(artifacts, "terminal.png") });
+
+  await page.setViewportSize({ width: 900, height: 500 });
+  await page.waitForTimeout(300);  // the fit addon resizes, the page sends the new size
+  await typeInTerminal(page, "echo small=$(stty size)");
+  const small = (await waitForScreen(page, /^small=\d+ \d+\s*$/m, "stty size after the resize")).match(/^small=(\d+) (\d+)\s*$/m);
+  assert.ok(Number(small[1]) < Number(big[1]), `rows ${small[1]} < ${big[1]}`);
+  assert.ok(Number(small[2]) < Number(big[2]), `cols ${small[2]} < ${big[2]}`);
+
+  // A reload attaches the same shell again: the daemon replays its output (the earlier command
+  // is on the screen again) and the shell goes on.
+  const command = await page.locator("#terminal").getAttribute("data-command");
+  await typeInTerminal(page, "echo before-reload");
+  await waitForScreen(page, /^before-reload\s*$/m, "before the reload");
+  await page.reload();
+  await waitForScreen(page, /^before-reload\s*$/m, "the scrollback after the reload");
+  assert.equal(await page.locator("#terminal").getAttribute("data-command"), command);
+  await typeInTerminal(page, "echo after-reload");
+  await waitForScreen(page, /^after-reload\s*$/m, "the same shell after the reload");
+  await page.screenshot({ path: join(artifacts, "terminal-after-reload.png") });
+  assert.deepEqual(problems, []);
+  await context.close();
+});
+
+test("a scripted session shows the agent's text, tool call and output, the file it wrote, the result and the cost", async () => {
+  const turns = [
+    { text: "I'll write the notes.", tool_use: { name: "Write", input: { file_path: "/home/agent/notes.md", content: "# Notes\n" } },
+      usage: { input_tokens: 1000, output_tokens: 30 } },
+    { text: "Now I'll check it.", tool_use: { name: "Bash", input: { command: "wc -c notes.md", description: "count" } },
+      usage: { input_tokens: 1100, output_tokens: 20 } },
+    { text: "notes.md is written.", usage: { input_tokens: 1200, output_tokens: 8 } },
+  ];
+  await play(turns);
+  const { page, context, problems } = await openPage();
+  await page.locator("#tab-session").click();
+  await page.locator("#prompt").fill("write notes.md");
+  await page.locator("#send").click();
+  await page.locator(".entry.result").waitFor({ timeout: 120000 });
+  assert.equal(await page.locator(".entry.user").first().innerText(), "write notes.md");
+  assert.deepEqual(await page.locator(".entry.assistant").allInnerTexts(),
+                   ["I'll write the notes.", "Now I'll check it.", "notes.md is written."]);
+  const bash = page.locator(".entry.tool[data-tool=Bash]");
+  assert.match(await bash.innerText(), /Bash\(wc -c notes\.md\)/);
+  assert.match(await bash.locator("pre.output").innerText(), /8 notes\.md/);
+  assert.deepEqual(await page.locator("#files-list li").allInnerTexts(), ["wrote /home/agent/notes.md"]);
+  assert.equal(await sdk.readText(sandbox.id, "/home/agent/notes.md"), "# Notes\n");
+  const expected = usd(turns.reduce((sum, t) => sum + micro(t.usage), 0));
+  assert.equal(await page.locator("#session-cost").innerText(), expected);
+  assert.equal(await page.locator("#session-state").innerText(), "ready");
+  assert.match(await page.locator(".entry.result").innerText(), new RegExp(`USD ${expected.replace(".", "\\.")}`));
+  await page.screenshot({ path: join(artifacts, "session.png"), fullPage: true });
+
+  // Interrupt: a slow answer, stopped from the page.
+  await play([{ text: "slow", delay: 30 }]);
+  await page.locator("#prompt").fill("take your time");
+  await page.locator("#send").click();
+  await page.locator("#interrupt:not([disabled])").waitFor({ timeout: 30000 });
+  for (let i = 0; i < 300 && (await mainRequests()).length === 0; i++) await page.waitForTimeout(100);
+  await page.locator("#interrupt").click();
+  await page.locator(".entry.result.error").waitFor({ timeout: 60000 });
+  assert.deepEqual(problems, []);
+  await context.close();
+});
+
+test("a tool the page registers is called by the agent and its answer, from the page, reaches the model", async () => {
+  await play([
+    { text: "Let me read your notes.", tool_use: { name: "mcp__corral__read_page_notes", input: {} } },
+    { text: "The word is OTTER." },
+  ]);
+  const { page, context, problems } = await openPage();
+  await page.locator("#tab-session").click();
+  await page.locator("#new-session").click();
+  await page.locator("#notes-box summary").click();
+  await page.locator("#notes").fill("the secret word is OTTER");
+  await page.locator("#prompt").fill("what is the word in my notes?");
+  await page.locator("#send").click();
+  await page.locator(".entry.result").waitFor({ timeout: 120000 });
+  assert.match(await page.locator(".entry.page-tool").innerText(), /read_page_notes/);
+  const requests = await mainRequests();
+  assert.ok(requests[0].body.tools.some((t) => t.name === "mcp__corral__read_page_notes"));
+  const last = requests[1].body.messages.at(-1).content.filter((c) => c.type === "tool_result");
+  assert.equal(last.length, 1);
+  const text = typeof last[0].content === "string" ? last[0].content : last[0].content.map((c) => c.text).join("");
+  assert.equal(text, "the secret word is OTTER");
+  assert.ok(!last[0].is_error);
+  await page.screenshot({ path: join(artifacts, "browser-tool.png"), fullPage: true });
+  assert.deepEqual(problems, []);
+  await context.close();
+});
