@@ -93,6 +93,9 @@ cat <<MSG
 
 The agent ran in $sandbox against $model_note, through corrald's relay (which held the key and
 metered every call). corrald keeps running (log $log). Next:
+  open http://127.0.0.1:7878/#token=$CORRAL_TOKEN
+      # in a browser on this machine (elsewhere: ssh -L 7878:127.0.0.1:7878 this-host): the web
+      # page, with a terminal in $sandbox and its agent session view (the token stays in the tab)
   export CORRAL_TOKEN=$CORRAL_TOKEN
   $corral prompt --allow-host-tools "list the files here"     # tools that run on this machine, with your consent
 MSG

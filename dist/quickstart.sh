@@ -65,6 +65,7 @@ cat <<EOF
 $running; so is $sandbox. Next:
   export CORRAL_TOKEN=$CORRAL_TOKEN
   $corral shell $sandbox          # an interactive terminal in it
+  open http://127.0.0.1:7878/#token=$CORRAL_TOKEN   # the same in a browser: the web page
   $corral sandbox ls
   $corral sandbox rm $sandbox     # and its files
 
