@@ -64,7 +64,7 @@ fi
 # Claude Code, the agent that sessions run (a native binary; npm only installs it). In the
 # host's /usr, so the `host` image shows it inside every sandbox. Pinned: the session runner and
 # the scripted model server (tests/fixtures) are tested against this version's stream-json.
-CLAUDE_CODE_VERSION=2.1.330
+CLAUDE_CODE_VERSION=$(cat "$(dirname "${BASH_SOURCE[0]}")/claude-code-version")  # also `corral doctor`'s
 if [ "$(claude --version 2>/dev/null | awk '{print $1}')" != "$CLAUDE_CODE_VERSION" ]; then
   echo "install-deps: installing @anthropic-ai/claude-code@$CLAUDE_CODE_VERSION"
   npm install -g --no-fund --no-audit --loglevel=error "@anthropic-ai/claude-code@$CLAUDE_CODE_VERSION"

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "tools/corral/cp_command.h"
+#include "tools/corral/doctor_command.h"
 #include "tools/corral/exec_command.h"
 #include "tools/corral/execute_command.h"
 #include "tools/corral/remote_commands.h"
@@ -39,6 +40,7 @@ constexpr char kUsage[] =
     "  usage                            what you spent in this budget window (AI, compute)\n"
     "\n"
     "operating corrald (its admin socket, root):\n"
+    "  doctor [--json]                  check that this host can run corrald (OK, WARN, FAIL)\n"
     "  admin issuer add|rm|ls NAME      manage the issuers of tokens\n"
     "  admin usage [--issuer N] [--format csv|jsonl]   export the ledger\n"
     "  token mint --issuer NAME --user ID   mint a token\n"
@@ -85,6 +87,18 @@ int main(int argc, char** argv) {
     return RunSandbox(*options, DefaultRunEnvironment());
   }
   if (command == "gc") return RunGc(DefaultRunEnvironment());
+  if (command == "doctor") {
+    auto options = ParseDoctorOptions(args);
+    if (!options.ok()) {
+      fprintf(stderr, "corral doctor: %s\n%s", options.status().ToString().c_str(), DoctorUsage());
+      return 2;
+    }
+    if (options->help) {
+      fputs(DoctorUsage(), stdout);
+      return 0;
+    }
+    return RunDoctorCommand(*options);
+  }
   // exec and shell exit with the command's code, so their own errors are 125 (as `corral run`).
   if (command == "sandbox") {
     return Dispatch("sandbox", args, ParseSandboxOptions, SandboxUsage(), 2, RunSandboxCommand);

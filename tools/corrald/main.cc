@@ -34,6 +34,7 @@
 #include "common/log.h"
 #include "common/unique_fd.h"
 #include "supervisor/config.h"
+#include "supervisor/doctor.h"
 #include "supervisor/executions.h"
 #include "supervisor/loopback_group.h"
 #include "supervisor/tool_bridge.h"
@@ -226,6 +227,23 @@ int Run(int argc, char** argv) {
 
   auto config = supervisor::LoadConfig(config_path, /*missing_ok=*/!config_given);
   if (!config.ok()) return Fail(config.status().ToString());
+
+  // The host's checks (corral doctor's), before anything is made and before any thread: they fork.
+  supervisor::DoctorOptions doctor;
+  doctor.cgroup_mount = config->cgroup_mount;
+  doctor.cgroup_parent = config->cgroup_parent;
+  doctor.state_dir = config->state_dir;
+  doctor.claude_version = supervisor::TestedClaudeCodeVersion();
+  std::string failed;
+  for (const auto& check : supervisor::RunDoctor(doctor)) {
+    if (check.level == supervisor::CheckLevel::kWarn) {
+      LogWarn("doctor", check.detail, {{"check", check.name}});
+    } else if (check.level == supervisor::CheckLevel::kFail) {
+      LogError("doctor", check.detail, {{"check", check.name}});
+      failed += (failed.empty() ? "" : "; ") + check.name + ": " + check.detail;
+    }
+  }
+  if (!failed.empty()) return Fail("this host cannot run corrald (corral doctor says why): " + failed);
 
   for (const auto& [dir, mode] : {std::pair{config->state_dir, 0700}, std::pair{config->run_dir, 0755}}) {
     Status made = MakeDirs(dir, mode);

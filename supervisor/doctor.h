@@ -1,0 +1,69 @@
+// `corral doctor`: does this host have what corrald needs? Each check says OK, WARN (it works,
+// degraded: what is lost) or FAIL (corrald cannot run: what to do). The CLI prints them (or JSON)
+// and exits 1 on any FAIL; corrald runs the same checks when it starts, logs each WARN and FAIL,
+// and refuses to start on a FAIL with the same message.
+//
+// Checks that need a kernel feature try it (in a forked child, so nothing of it stays), rather
+// than trusting version numbers: a kernel whose seccomp, sysctls or LSM switched a feature off
+// fails the check as it would fail corrald. They fork: call RunDoctor before the process starts
+// threads.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace corral::supervisor {
+
+enum class CheckLevel { kOk, kWarn, kFail };
+
+struct CheckResult {
+  std::string name;    // "kernel", "user_namespaces", ...
+  CheckLevel level = CheckLevel::kOk;
+  std::string detail;  // what was found; for WARN what is lost; for FAIL what to do
+};
+
+struct DoctorOptions {
+  std::string proc_root = "/proc";          // sysctls are read under <proc_root>/sys
+  std::string kernel_release;               // "" = uname's
+  std::string cgroup_mount = "/sys/fs/cgroup";
+  std::string cgroup_parent = "corral";
+  std::string state_dir = "/var/lib/corral";  // free space and inodes (its nearest existing parent)
+  std::string claude = "claude";            // the agent's binary: a path, or a name to find in PATH
+  std::string claude_version;               // the version the session runner is tested with
+  bool probe_namespaces = true;             // false: skip the checks that fork (unit tests)
+};
+
+// Below these, the state directory check fails; below the WARN ones, it warns.
+constexpr uint64_t kDoctorFailFreeBytes = 256ull << 20;
+constexpr uint64_t kDoctorWarnFreeBytes = 2ull << 30;
+constexpr uint64_t kDoctorFailFreeInodes = 1000;
+constexpr uint64_t kDoctorWarnFreeInodes = 50000;
+
+std::vector<CheckResult> RunDoctor(const DoctorOptions& options);
+
+// The individual checks (for tests; RunDoctor runs them all, in this order).
+CheckResult CheckKernel(const std::string& release);
+CheckResult CheckUserNamespaces(const DoctorOptions& options);
+CheckResult CheckOverlayfs(const DoctorOptions& options);
+CheckResult CheckCgroups(const DoctorOptions& options);
+CheckResult CheckSeccomp();
+CheckResult CheckOpenat2();
+CheckResult CheckLandlock();
+CheckResult CheckPidfdAndClone3();
+CheckResult CheckNetworkNamespaces(const DoctorOptions& options);
+CheckResult CheckStateDir(const std::string& state_dir);
+CheckResult CheckClaudeCode(const std::string& claude, const std::string& expected_version);
+
+// The Claude Code version the session runner is tested with (dist/claude-code-version).
+const char* TestedClaudeCodeVersion();
+
+const char* CheckLevelName(CheckLevel level);  // "OK", "WARN", "FAIL"
+bool AnyFailed(const std::vector<CheckResult>& results);
+// One line per check: "OK    kernel          6.1.0-27-amd64".
+std::string FormatDoctor(const std::vector<CheckResult>& results);
+// {"ok": bool, "checks": [{"name", "level": "ok|warn|fail", "detail"}]}
+std::string DoctorJson(const std::vector<CheckResult>& results);
+
+}  // namespace corral::supervisor

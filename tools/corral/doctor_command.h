@@ -1,0 +1,25 @@
+// corral doctor: checks that this host can run corrald (supervisor/doctor.h), before installing
+// it or when something fails. Reads the state directory and cgroup settings from corrald's
+// config (--config, default /etc/corral/corrald.toml when it exists); flags override them.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "supervisor/doctor.h"
+
+namespace corral::cli {
+
+struct DoctorCommandOptions {
+  bool help = false;
+  bool json = false;
+  supervisor::DoctorOptions doctor;
+};
+
+const char* DoctorUsage();
+StatusOr<DoctorCommandOptions> ParseDoctorOptions(const std::vector<std::string>& args);
+// Prints the checks; 0 when none failed, 1 when one did, 2 for a bad config.
+int RunDoctorCommand(const DoctorCommandOptions& options);
+
+}  // namespace corral::cli
