@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <map>
 #include <regex>
@@ -20,6 +21,7 @@
 #include "supervisor/ids.h"
 #include "supervisor/rate_limiter.h"
 #include "supervisor/sandbox_files.h"
+#include "supervisor/store_backup.h"
 #include "supervisor/usage.h"
 
 namespace corral::api {
@@ -1368,6 +1370,34 @@ void RegisterApi(Server& server, boost::asio::io_context& io, boost::asio::threa
                });
 
   // Admin (unix socket only).
+  // POST /v1/admin/backup {"path": "/abs/file"}: an online copy of the store
+  // (supervisor/store_backup.h), made on the worker pool while the daemon serves.
+  server.Route("POST", "/v1/admin/backup", Auth::kAdminOnly,
+               [&io, &pool, db = config.state_dir + "/corrald.db"](HttpRequest request, Responder respond) {
+    auto body = ParseBody(request.body);
+    if (!body.ok()) return respond(ErrorResponse(body.status()));
+    Status fields = RefuseUnknownFields(*body, {"path"});
+    if (!fields.ok()) return respond(ErrorResponse(fields));
+    if (!body->contains("path") || !(*body)["path"].is_string()) {
+      return respond(ErrorResponse(Status::Error("path: expected the backup file's absolute path", EINVAL)));
+    }
+    const std::string path = (*body)["path"].get<std::string>();
+    boost::asio::post(pool, [&io, db, path, respond] {
+      const auto start = std::chrono::steady_clock::now();
+      auto made = supervisor::BackupStore(db, path);
+      const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      HttpResponse response;
+      if (made.ok()) {
+        LogInfo("admin", "store backed up", {{"path", path}, {"bytes", std::to_string(made->bytes)}});
+        response = JsonResponse(201, {{"path", made->path}, {"bytes", made->bytes},
+                                      {"schema_version", made->schema_version}, {"seconds", took}});
+      } else {
+        LogWarn("admin", "store backup failed", {{"path", path}, {"error", made.status().ToString()}});
+        response = ErrorResponse(made.status());
+      }
+      boost::asio::post(io, [respond, response = std::move(response)]() mutable { respond(std::move(response)); });
+    });
+  });
   server.Route("GET", "/v1/admin/issuers", Auth::kAdminOnly, [&store](HttpRequest, Responder respond) {
     auto rows = store.ListIssuers();
     if (!rows.ok()) return respond(ErrorResponse(rows.status()));

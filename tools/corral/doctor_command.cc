@@ -10,8 +10,11 @@ namespace {
 
 constexpr char kDefaultConfig[] = "/etc/corral/corrald.toml";
 
-// The three keys of corrald's config that the checks need, as corrald reads them.
-Status ReadConfig(const std::string& path, supervisor::DoctorOptions& doctor) {
+}  // namespace
+
+Status ReadDaemonConfig(const std::string& given, supervisor::DoctorOptions& doctor) {
+  const std::string path = !given.empty() ? given : access(kDefaultConfig, R_OK) == 0 ? kDefaultConfig : "";
+  if (path.empty()) return Status();
   toml::table table;
   try {
     table = toml::parse_file(path);
@@ -24,8 +27,6 @@ Status ReadConfig(const std::string& path, supervisor::DoctorOptions& doctor) {
   }
   return Status();
 }
-
-}  // namespace
 
 const char* DoctorUsage() {
   return "usage: corral doctor [--json] [--config FILE] [--state-dir DIR] [--cgroup-mount DIR]\n"
@@ -41,7 +42,7 @@ const char* DoctorUsage() {
 StatusOr<DoctorCommandOptions> ParseDoctorOptions(const std::vector<std::string>& args) {
   DoctorCommandOptions options;
   options.doctor.claude_version = supervisor::TestedClaudeCodeVersion();
-  std::string config = access(kDefaultConfig, R_OK) == 0 ? kDefaultConfig : "";
+  std::string config;
   std::vector<std::pair<std::string*, std::string>> overrides;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
@@ -66,7 +67,7 @@ StatusOr<DoctorCommandOptions> ParseDoctorOptions(const std::vector<std::string>
       return Status::Error("unknown argument " + arg, EINVAL);
     }
   }
-  if (!config.empty()) RETURN_IF_ERROR(ReadConfig(config, options.doctor));
+  RETURN_IF_ERROR(ReadDaemonConfig(config, options.doctor));
   for (auto& [field, v] : overrides) *field = v;
   return options;
 }

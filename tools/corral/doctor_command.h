@@ -17,6 +17,10 @@ struct DoctorCommandOptions {
   supervisor::DoctorOptions doctor;
 };
 
+// daemon.state_dir, cgroup_mount and cgroup_parent from corrald's config at `path` ("" = the
+// default /etc/corral/corrald.toml when it exists), over what `doctor` holds.
+Status ReadDaemonConfig(const std::string& path, supervisor::DoctorOptions& doctor);
+
 const char* DoctorUsage();
 StatusOr<DoctorCommandOptions> ParseDoctorOptions(const std::vector<std::string>& args);
 // Prints the checks; 0 when none failed, 1 when one did, 2 for a bad config.

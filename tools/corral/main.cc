@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "tools/corral/backup_command.h"
 #include "tools/corral/cp_command.h"
 #include "tools/corral/doctor_command.h"
 #include "tools/corral/exec_command.h"
@@ -43,6 +44,7 @@ constexpr char kUsage[] =
     "  doctor [--json]                  check that this host can run corrald (OK, WARN, FAIL)\n"
     "  admin issuer add|rm|ls NAME      manage the issuers of tokens\n"
     "  admin usage [--issuer N] [--format csv|jsonl]   export the ledger\n"
+    "  admin backup FILE                an online copy of the store (restore: corrald stopped)\n"
     "  token mint --issuer NAME --user ID   mint a token\n"
     "\n"
     "  version                          print the version\n";
@@ -115,6 +117,18 @@ int main(int argc, char** argv) {
   if (command == "admin" && !args.empty() && args[0] == "usage") {
     return Dispatch("admin usage", std::vector<std::string>(args.begin() + 1, args.end()), ParseLedgerExportOptions,
                     LedgerExportUsage(), 2, RunLedgerExportCommand);
+  }
+  if (command == "admin" && !args.empty() && (args[0] == "backup" || args[0] == "restore")) {
+    auto options = ParseBackupOptions(args);
+    if (!options.ok()) {
+      fprintf(stderr, "corral admin %s: %s\n%s", args[0].c_str(), options.status().ToString().c_str(), BackupUsage());
+      return 2;
+    }
+    if (options->help) {
+      fputs(BackupUsage(), stdout);
+      return 0;
+    }
+    return RunBackupCommand(*options);
   }
   if (command == "admin") return Dispatch("admin", args, ParseAdminOptions, AdminUsage(), 2, RunAdminCommand);
   if (command == "token") return Dispatch("token", args, ParseTokenOptions, AdminUsage(), 2, RunAdminCommand);

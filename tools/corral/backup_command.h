@@ -1,0 +1,26 @@
+// corral admin backup FILE (online, through corrald's admin socket) and corral admin restore
+// FILE (offline, with corrald stopped): supervisor/store_backup.h.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace corral::cli {
+
+struct BackupCommandOptions {
+  bool help = false;
+  bool restore = false;
+  bool json = false;
+  std::string file;          // absolute (made so from the working directory)
+  std::string admin_socket;  // backup
+  std::string state_dir;     // restore: from --state-dir, else corrald's config, else /var/lib/corral
+};
+
+const char* BackupUsage();
+// args: "backup FILE ..." or "restore FILE ..."
+StatusOr<BackupCommandOptions> ParseBackupOptions(const std::vector<std::string>& args);
+int RunBackupCommand(const BackupCommandOptions& options);
+
+}  // namespace corral::cli
