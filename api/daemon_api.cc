@@ -1163,9 +1163,9 @@ void ApiMetrics::OnCommandFinished(const supervisor::Outcome& outcome) {
 void ApiMetrics::OnOutputBytes(size_t bytes) { bytes_.WithLabels({"out"}).Increment(bytes); }
 void ApiMetrics::OnInputBytes(size_t bytes) { bytes_.WithLabels({"in"}).Increment(bytes); }
 
-void RegisterApi(Server& server, boost::asio::io_context& io, boost::asio::thread_pool& pool,
-                 supervisor::SandboxManager& manager, supervisor::SessionRunner& sessions, supervisor::Store& store,
-                 const supervisor::DaemonConfig& config) {
+std::function<void(uint64_t)> RegisterApi(Server& server, boost::asio::io_context& io, boost::asio::thread_pool& pool,
+                                         supervisor::SandboxManager& manager, supervisor::SessionRunner& sessions,
+                                         supervisor::Store& store, const supervisor::DaemonConfig& config) {
   // Agent sessions.
   server.Route("POST", "/v1/sandboxes/{id}/sessions", Auth::kRequired, [&sessions](HttpRequest request, Responder respond) {
     if (!HasScope(request.auth, kScopeSessions)) return respond(ErrorResponse(ScopeError(kScopeSessions)));
@@ -1507,6 +1507,9 @@ void RegisterApi(Server& server, boost::asio::io_context& io, boost::asio::threa
     });
   });
   server.WebSocket("/v1/ws", ws_api);
+  return [limiter](uint64_t requests_per_minute) {
+    if (limiter->per_minute() != requests_per_minute) limiter->SetPerMinute(requests_per_minute);
+  };
 }
 
 }  // namespace corral::api

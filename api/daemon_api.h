@@ -3,6 +3,7 @@
 // it) and no kernel work (the supervisor does it).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -44,8 +45,9 @@ class ApiMetrics : public supervisor::CommandObserver {
 };
 
 // Registers every route and the WebSocket endpoint.
-void RegisterApi(Server& server, boost::asio::io_context& io, boost::asio::thread_pool& pool,
-                 supervisor::SandboxManager& manager, supervisor::SessionRunner& sessions, supervisor::Store& store,
-                 const supervisor::DaemonConfig& config);
+// Returns what a config reload calls (on the event loop) with the new api.requests_per_minute.
+std::function<void(uint64_t requests_per_minute)> RegisterApi(
+    Server& server, boost::asio::io_context& io, boost::asio::thread_pool& pool, supervisor::SandboxManager& manager,
+    supervisor::SessionRunner& sessions, supervisor::Store& store, const supervisor::DaemonConfig& config);
 
 }  // namespace corral::api

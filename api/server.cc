@@ -256,7 +256,8 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
  public:
   ServerCore(net::io_context& io_context, ServerLimits server_limits, Authenticator authenticate,
              Metrics& metrics)
-      : io(io_context), limits(std::move(server_limits)), authenticate_(std::move(authenticate)) {
+      : io(io_context), limits(std::move(server_limits)), allowed_origins(limits.allowed_origins),
+        authenticate_(std::move(authenticate)) {
     http_requests = &metrics.AddCounterFamily("corral_http_requests_total",
                                               "HTTP requests answered, by status code", {"code"});
     http_duration = &metrics.AddHistogram(
@@ -284,8 +285,7 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
 
   RouteMatch FindRoute(std::string_view method, const std::vector<std::string>& segments, bool is_unix) const;
   bool OriginAllowed(std::string_view origin) const {
-    return std::find(limits.allowed_origins.begin(), limits.allowed_origins.end(), origin) !=
-           limits.allowed_origins.end();
+    return std::find(allowed_origins.begin(), allowed_origins.end(), origin) != allowed_origins.end();
   }
   // Verifies a token; on failure counts and logs the reason (never the token).
   StatusOr<AuthContext> Authenticate(const std::string& token, const Peer& peer,
@@ -301,6 +301,7 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
 
   net::io_context& io;
   const ServerLimits limits;
+  std::vector<std::string> allowed_origins;  // limits.allowed_origins, then what a reload set
   std::vector<RouteEntry> routes;
   std::string ws_path;
   std::shared_ptr<WsHandler> ws_handler;
@@ -1331,6 +1332,8 @@ void Server::Route(std::string method, std::string pattern, Auth auth, HttpHandl
 }
 
 void Server::SetRequestGate(RequestGate gate) { impl_->gate = std::move(gate); }
+
+void Server::SetAllowedOrigins(std::vector<std::string> origins) { impl_->allowed_origins = std::move(origins); }
 
 void Server::WebSocket(std::string path, std::shared_ptr<WsHandler> handler) {
   impl_->ws_path = std::move(path);

@@ -146,6 +146,8 @@ class Server {
   void WebSocket(std::string path, std::shared_ptr<WsHandler> handler);
   // Registered before listening; not asked for the admin socket or routes without tokens.
   void SetRequestGate(RequestGate gate);
+  // Replaces the allowed browser origins (a config reload; on the event loop).
+  void SetAllowedOrigins(std::vector<std::string> origins);
 
   // Binds and listens. Port 0 picks a free port (see tcp_port()).
   Status ListenTcp(const std::string& address, uint16_t port);

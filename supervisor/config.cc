@@ -591,6 +591,71 @@ StatusOr<DaemonConfig> ParseConfig(const std::string& text, const std::string& o
   }
 }
 
+std::vector<std::string> ApplyReload(DaemonConfig& live, const DaemonConfig& fresh) {
+  // [sandbox]
+  for (uint64_t DaemonConfig::*field :
+       {&DaemonConfig::default_memory_bytes, &DaemonConfig::max_memory_bytes, &DaemonConfig::default_cpu_millicores,
+        &DaemonConfig::max_cpu_millicores, &DaemonConfig::default_pids, &DaemonConfig::max_pids,
+        &DaemonConfig::default_disk_bytes, &DaemonConfig::max_disk_bytes, &DaemonConfig::default_idle_timeout_s,
+        &DaemonConfig::max_idle_timeout_s, &DaemonConfig::max_sandboxes_per_user, &DaemonConfig::max_sandboxes,
+        &DaemonConfig::max_snapshots_per_user, &DaemonConfig::max_commands_per_sandbox,
+        &DaemonConfig::max_sandboxes_per_issuer, &DaemonConfig::max_sessions_per_user,
+        &DaemonConfig::max_sessions_per_issuer, &DaemonConfig::stop_grace_s, &DaemonConfig::requests_per_minute,
+        &DaemonConfig::relay_requests_per_minute}) {
+    live.*field = fresh.*field;
+  }
+  live.allowed_origins = fresh.allowed_origins;
+  live.relay_prices = fresh.relay_prices;
+  live.egress_defaults = fresh.egress_defaults;
+  live.egress_allowed = fresh.egress_allowed;
+
+  std::vector<std::string> restart;
+  auto differs = [&](const char* key, bool changed) {
+    if (changed) restart.push_back(key);
+  };
+  differs("daemon.state_dir", live.state_dir != fresh.state_dir);
+  differs("daemon.run_dir", live.run_dir != fresh.run_dir);
+  differs("daemon.admin_socket", live.admin_socket != fresh.admin_socket);
+  differs("daemon.cgroup_mount", live.cgroup_mount != fresh.cgroup_mount);
+  differs("daemon.cgroup_parent", live.cgroup_parent != fresh.cgroup_parent);
+  differs("daemon.init_path", live.init_path != fresh.init_path);
+  differs("api.listen", live.listen_address != fresh.listen_address || live.listen_port != fresh.listen_port);
+  differs("api.web", live.web != fresh.web || live.web_dir != fresh.web_dir);
+  differs("api.max_message", live.max_message_bytes != fresh.max_message_bytes);
+  differs("api.max_body", live.max_body_bytes != fresh.max_body_bytes);
+  differs("api.max_connections", live.max_connections != fresh.max_connections ||
+                                     live.max_connections_per_user != fresh.max_connections_per_user);
+  differs("api timeouts", live.handshake_timeout_s != fresh.handshake_timeout_s ||
+                              live.idle_timeout_s != fresh.idle_timeout_s);
+  differs("auth", live.max_clock_skew_s != fresh.max_clock_skew_s ||
+                      live.max_token_lifetime_s != fresh.max_token_lifetime_s);
+  differs("streams", live.replay_buffer_bytes != fresh.replay_buffer_bytes ||
+                         live.max_file_bytes != fresh.max_file_bytes);
+  differs("store.synchronous", live.store_synchronous_full != fresh.store_synchronous_full);
+  differs("sessions", live.tool_call_timeout_s != fresh.tool_call_timeout_s ||
+                          live.agent_silence_timeout_s != fresh.agent_silence_timeout_s);
+  differs("relay (port, upstream, api_key_file, ca_file, limits)",
+          live.relay_port != fresh.relay_port || live.relay_upstream != fresh.relay_upstream ||
+              live.relay_api_key_file != fresh.relay_api_key_file || live.relay_ca_file != fresh.relay_ca_file ||
+              live.relay_max_request_bytes != fresh.relay_max_request_bytes ||
+              live.relay_timeout_s != fresh.relay_timeout_s);
+  differs("execute", live.execute_allowed_repo_paths != fresh.execute_allowed_repo_paths ||
+                         live.execute_timeout_s != fresh.execute_timeout_s ||
+                         live.execute_max_diff_bytes != fresh.execute_max_diff_bytes ||
+                         live.execute_max_bundle_bytes != fresh.execute_max_bundle_bytes);
+  differs("egress (enabled, port, netns, resolver, limits)",
+          live.egress_enabled != fresh.egress_enabled || live.egress_port != fresh.egress_port ||
+              live.egress_netns != fresh.egress_netns || live.egress_resolver != fresh.egress_resolver ||
+              live.egress_max_connections != fresh.egress_max_connections ||
+              live.egress_bandwidth != fresh.egress_bandwidth ||
+              live.egress_connect_timeout_s != fresh.egress_connect_timeout_s ||
+              live.egress_idle_timeout_s != fresh.egress_idle_timeout_s);
+  differs("network", live.network_netns != fresh.network_netns ||
+                         live.network_full_subnet.ToString() != fresh.network_full_subnet.ToString() ||
+                         live.network_dns != fresh.network_dns);
+  return restart;
+}
+
 StatusOr<DaemonConfig> LoadConfig(const std::string& path, bool missing_ok) {
   auto text = ReadFileToString(path);
   if (!text.ok()) {

@@ -112,6 +112,14 @@ struct DaemonConfig {
   std::vector<IpAddress> network_dns;             // IPv4 nameservers in such a sandbox's /etc/resolv.conf
 };
 
+// A config reload (SIGHUP): copies into `live` what can change while corrald runs ([sandbox]'s
+// defaults, maxima and caps, api.allowed_origins and api.requests_per_minute, the relay's price
+// table and requests_per_minute, egress defaults and allowed_*), which the daemon reads on its
+// event loop; returns the keys that differ but take effect only at the next start (listeners,
+// paths, cgroups, the relay's upstream and key, ...). The components that keep copies of their
+// own (the server's origins, rate limiters, the relay) are given the new values by the caller.
+std::vector<std::string> ApplyReload(DaemonConfig& live, const DaemonConfig& fresh);
+
 // Parses TOML text; `origin` names the file in error messages.
 StatusOr<DaemonConfig> ParseConfig(const std::string& text, const std::string& origin = "config");
 // Reads and parses a file. A missing file is an error unless `missing_ok` (then: defaults).

@@ -130,7 +130,7 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
   };
 
   asio::io_context& io;
-  const RelayConfig config;
+  RelayConfig config;  // prices and requests_per_minute change with a reload
   Store& store;
   RelayAuthority& authority;
   uint64_t& requests;
@@ -573,6 +573,16 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
 ModelRelay::ModelRelay(asio::io_context& io, RelayConfig config, Store& store, RelayAuthority& authority)
     : io_(io), config_(config), store_(store), authority_(authority),
       impl_(std::make_shared<Impl>(io, std::move(config), store, authority, requests_)) {}
+
+void ModelRelay::Reload(PriceTable prices, uint64_t requests_per_minute) {
+  config_.prices = prices;
+  config_.requests_per_minute = requests_per_minute;
+  impl_->config.prices = std::move(prices);
+  if (impl_->config.requests_per_minute != requests_per_minute) {
+    impl_->config.requests_per_minute = requests_per_minute;
+    impl_->limiter.SetPerMinute(requests_per_minute);
+  }
+}
 
 ModelRelay::~ModelRelay() {
   impl_->stopped = true;

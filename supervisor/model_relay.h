@@ -88,6 +88,10 @@ class ModelRelay : public LoopbackServices {
   void Serve(const std::string& sandbox_id, std::vector<UniqueFd> listeners) override;
   void Forget(const std::string& sandbox_id) override;
 
+  // A config reload (on the event loop): the price table and the per-user rate of model calls
+  // for the calls that start from now on.
+  void Reload(PriceTable prices, uint64_t requests_per_minute);
+
   // For metrics and tests.
   uint64_t requests() const { return requests_; }
   size_t open_connections() const;

@@ -19,6 +19,12 @@ class RateLimiter {
   // per_minute 0: no limit.
   explicit RateLimiter(uint64_t per_minute) : per_minute_(per_minute) {}
 
+  // A new rate (a config reload): every bucket starts again full at it.
+  void SetPerMinute(uint64_t per_minute) {
+    per_minute_ = per_minute;
+    buckets_.clear();
+  }
+
   // Takes one request from `key`'s bucket; false (and nothing taken) when it is empty.
   bool Allow(const std::string& key, Clock::time_point now = Clock::now()) {
     if (per_minute_ == 0) return true;

@@ -33,6 +33,17 @@ def b64url(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
 
+# Every secret the tests hand to or get from a daemon (issuer secrets, tokens' signatures, API
+# keys): no daemon's log may hold one (Daemon.cleanup checks, for every e2e test).
+SECRETS = set()
+
+
+def remember_token(token):
+    parts = token.split(".") if isinstance(token, str) else []
+    if len(parts) == 3 and len(parts[2]) >= 16:
+        SECRETS.add(parts[2])
+
+
 def mint(issuer, secret, sub, ttl=3600, header=None, **claims):
     """The operator's side, as docs/PROTOCOL.md shows it (standard library only)."""
     now = int(time.time())
@@ -41,7 +52,9 @@ def mint(issuer, secret, sub, ttl=3600, header=None, **claims):
     payload.update(claims)
     body = b64url(json.dumps(payload).encode())
     sig = hmac.new(secret.encode(), f"{head}.{body}".encode(), hashlib.sha256).digest()
-    return f"{head}.{body}.{b64url(sig)}"
+    token = f"{head}.{body}.{b64url(sig)}"
+    remember_token(token)
+    return token
 
 
 class UnixHTTPConnection(http.client.HTTPConnection):
@@ -142,7 +155,12 @@ stop_grace = 2
         resp = conn.getresponse()
         data = resp.read()
         conn.close()
-        return resp.status, json.loads(data) if data else None
+        body = json.loads(data) if data else None
+        if isinstance(body, dict):
+            if isinstance(body.get("secret"), str) and len(body["secret"]) >= 16:
+                SECRETS.add(body["secret"])
+            remember_token(body.get("token"))
+        return resp.status, body
 
     def http(self, method, path, token=None, body=None, raw=None, headers=None):
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
@@ -179,7 +197,34 @@ stop_grace = 2
                 found.append(rel)
         return found
 
+    def leaked_secrets(self):
+        """Lines of the log that hold a secret (redacted), and the API key of the relay's config."""
+        secrets = set(SECRETS)
+        try:
+            with open(self.config_path) as f:
+                for line in f:
+                    key, _, value = line.partition("=")
+                    if key.strip() == "api_key_file":
+                        with open(value.strip().strip('"')) as k:
+                            secrets.add(k.read().strip())
+        except OSError:
+            pass
+        found = []
+        for line in self.log().splitlines():
+            hits = [secret for secret in secrets if secret and secret in line]
+            if hits:
+                for secret in hits:
+                    line = line.replace(secret, secret[:4] + "...[redacted]")
+                found.append(line[:400])
+        return found
+
     def cleanup(self):
+        self.stop()
+        leaked = self.leaked_secrets()
+        self._cleanup()
+        assert not leaked, "corrald logged secrets (issuer secrets, tokens or API keys):\n" + "\n".join(leaked[:10])
+
+    def _cleanup(self):
         if self.proc and self.proc.poll() is not None and self.proc.returncode not in (0, -signal.SIGTERM,
                                                                                       -signal.SIGKILL):
             # It died by itself: what it said last is the only trace (the directory goes below).
@@ -323,8 +368,12 @@ class DaemonTestCase(unittest.TestCase):
 
     def create_sandbox(self, token, **body):
         status, sandbox = self.daemon.http("POST", "/v1/sandboxes", token, body)
-        self.assertEqual(status, 201, sandbox)
+        self.assertEqual(status, 201, f"{sandbox}\n{self.daemon_errors()}")
         return sandbox
+
+    def daemon_errors(self):
+        """The daemon's error lines so far (an internal error's reason is only in the log)."""
+        return "\n".join(line[:600] for line in self.daemon.log().splitlines() if '"level":"error"' in line)
 
     def run_async(self, coro):
         return asyncio.run(coro)

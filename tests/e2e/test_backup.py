@@ -129,3 +129,21 @@ class Backup(DaemonTestCase):
         self.assertIn("before", names)
         self.assertNotIn("after", names)
         self.assertIn("acme", names)
+
+    def test_the_secret_check_of_every_daemons_log_finds_a_leak(self):
+        """corral_e2e.Daemon.cleanup fails a test class whose daemon logged a secret; the check
+        itself, on a line planted in this daemon's log (and removed again)."""
+        secret = self.daemon.add_issuer("leaky")
+        self.assertEqual(self.daemon.leaked_secrets(), [])  # control: the real log is clean
+        with open(self.daemon.log_path) as f:
+            original = f.read()
+        with open(self.daemon.log_path, "a") as f:
+            f.write('{"msg":"oops","secret":"' + secret + '"}\n')
+        try:
+            leaked = self.daemon.leaked_secrets()
+            self.assertEqual(len(leaked), 1)
+            self.assertNotIn(secret, leaked[0])
+            self.assertIn(secret[:4] + "...[redacted]", leaked[0])
+        finally:
+            with open(self.daemon.log_path, "w") as f:
+                f.write(original)

@@ -537,3 +537,34 @@ TEST(ConfigTest, NetworkKeys) {
 
 }  // namespace
 }  // namespace corral::supervisor
+
+namespace corral::supervisor {
+namespace {
+
+// A reload copies what may change while corrald runs and names what needs a restart.
+TEST(ConfigReloadTest, AppliesTheReloadableKeysAndNamesTheOthers) {
+  auto live = ParseConfig("[sandbox]\nmax_memory = \"2G\"\n[api]\nlisten = \"127.0.0.1:7878\"\n");
+  auto fresh = ParseConfig(
+      "[sandbox]\nmax_memory = \"4G\"\nmax_sandboxes_per_user = 3\n"
+      "[api]\nlisten = \"127.0.0.1:9999\"\nallowed_origins = [\"https://a.example\"]\nrequests_per_minute = 5\n"
+      "[relay]\nrequests_per_minute = 7\n[relay.prices.default]\ninput = 1\noutput = 2\ncache_write = 1\ncache_read = 0.1\n"
+      "[egress]\ndomains = [\"x.example\"]\n");
+  ASSERT_TRUE(live.ok()) << live.status().ToString();
+  ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
+  std::vector<std::string> restart = ApplyReload(*live, *fresh);
+  EXPECT_EQ(live->max_memory_bytes, 4ull << 30);
+  EXPECT_EQ(live->max_sandboxes_per_user, 3u);
+  EXPECT_EQ(live->allowed_origins, std::vector<std::string>{"https://a.example"});
+  EXPECT_EQ(live->requests_per_minute, 5u);
+  EXPECT_EQ(live->relay_requests_per_minute, 7u);
+  EXPECT_TRUE(live->relay_prices.Find("claude-any").has_value());
+  EXPECT_EQ(live->egress_defaults.domains, std::vector<std::string>{"x.example"});
+  // Not applied: the listener stays where it is, and is named.
+  EXPECT_EQ(live->listen_port, 7878);
+  EXPECT_EQ(restart, std::vector<std::string>{"api.listen"});
+  // Control: the same config again changes nothing and needs nothing.
+  EXPECT_EQ(ApplyReload(*live, *live), std::vector<std::string>{});
+}
+
+}  // namespace
+}  // namespace corral::supervisor

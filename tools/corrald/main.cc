@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 
 #include "api/daemon_api.h"
@@ -338,7 +339,7 @@ int Run(int argc, char** argv) {
   limits.idle_timeout = std::chrono::seconds(config->idle_timeout_s);
   limits.allowed_origins = config->allowed_origins;
   api::Server server(io, limits, api::MakeAuthenticator(**store, *config), metrics);
-  api::RegisterApi(server, io, pool, manager, sessions, **store, *config);
+  auto reload_api = api::RegisterApi(server, io, pool, manager, sessions, **store, *config);
   api::RegisterExecute(server, executions, *config);
   server.Route("GET", "/metrics", api::Auth::kNone, [&metrics](api::HttpRequest, api::Responder respond) {
     api::HttpResponse response;
@@ -364,15 +365,42 @@ int Run(int argc, char** argv) {
   if (!admin.ok()) return Fail("admin socket: " + admin.ToString());
   manager.StartTimers();
 
+  // SIGHUP: the config again. What can change while corrald runs does (ApplyReload says what),
+  // for the requests that come next; connections, sandboxes and sessions go on. An invalid file
+  // changes nothing.
+  boost::asio::signal_set hangups(io, SIGHUP);
+  std::function<void()> wait_for_hangup = [&] {
+    hangups.async_wait([&](boost::system::error_code error, int) {
+      if (error) return;
+      sd_notify(0, "RELOADING=1");
+      auto fresh = supervisor::LoadConfig(config_path, /*missing_ok=*/!config_given);
+      if (!fresh.ok()) {
+        LogError("corrald", "reload refused; the running config stays", {{"error", fresh.status().ToString()}});
+      } else {
+        std::vector<std::string> restart = supervisor::ApplyReload(*config, *fresh);
+        server.SetAllowedOrigins(config->allowed_origins);
+        reload_api(config->requests_per_minute);
+        relay.Reload(config->relay_prices, config->relay_requests_per_minute);
+        std::string later;
+        for (const auto& key : restart) later += (later.empty() ? "" : ", ") + key;
+        LogInfo("corrald", "config reloaded", {{"config", config_path}});
+        if (!later.empty()) LogWarn("corrald", "changed but applied only at the next start", {{"keys", later}});
+      }
+      sd_notify(0, "READY=1");
+      wait_for_hangup();
   boost::asio::signal_set signals(io, SIGTERM, SIGINT);
   signals.async_wait([&](boost::system::error_code ec, int signal) {
     if (ec) return;
     LogInfo("corrald", "stopping; sandboxes keep running", {{"signal", strsignal(signal)}});
     sd_notify(0, "STOPPING=1");
+    hangups.cancel();
     server.Stop();
     manager.Detach();
     io.stop();
   });
+    });
+  };
+  wait_for_hangup();
   boost::asio::steady_timer watchdog(io);
   uint64_t watchdog_usec = 0;
   if (sd_watchdog_enabled(0, &watchdog_usec) > 0) ArmWatchdog(watchdog, std::chrono::microseconds(watchdog_usec));
