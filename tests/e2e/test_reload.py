@@ -85,6 +85,12 @@ class Reload(DaemonTestCase):
         self.assertEqual(ticks, list(range(ticks[0], ticks[0] + len(ticks))))  # no output lost across the reloads
         self.assertEqual(errors, [])
         self.assertEqual(self.daemon.http("GET", f"/v1/sandboxes/{sid}", token)[1]["state"], "running")
+        # After the reloads, SIGTERM still stops it cleanly (sandboxes keep running).
+        self.daemon.stop()
+        self.assertEqual(self.daemon.proc.returncode, 0)
+        self.assertEqual(len(self.log_entries("stopping; sandboxes keep running")), 1)
+        self.daemon.start()
+        self.assertEqual(self.daemon.http("GET", f"/v1/sandboxes/{sid}", token)[1]["state"], "running")
 
     def reload_checks(self, token, own):
         self.rewrite('max_memory = "512M"', 'allowed_origins = ["https://app.example"]')

@@ -388,6 +388,9 @@ int Run(int argc, char** argv) {
       }
       sd_notify(0, "READY=1");
       wait_for_hangup();
+    });
+  };
+  wait_for_hangup();
   boost::asio::signal_set signals(io, SIGTERM, SIGINT);
   signals.async_wait([&](boost::system::error_code ec, int signal) {
     if (ec) return;
@@ -398,9 +401,6 @@ int Run(int argc, char** argv) {
     manager.Detach();
     io.stop();
   });
-    });
-  };
-  wait_for_hangup();
   boost::asio::steady_timer watchdog(io);
   uint64_t watchdog_usec = 0;
   if (sd_watchdog_enabled(0, &watchdog_usec) > 0) ArmWatchdog(watchdog, std::chrono::microseconds(watchdog_usec));
