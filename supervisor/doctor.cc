@@ -221,8 +221,17 @@ CheckResult CheckCgroups(const DoctorOptions& options) {
     return Fail("cgroups", std::string(v2 ? "cgroup v2" : "cgroup v1") + " without the " + missing +
                                " controller(s): corral enforces CPU, memory and process limits with them");
   }
-  // The daemon's subtree: can it make (and, on v2, enable controllers for) a cgroup there?
+  // The daemon's subtree: can it make (and, on v2, enable controllers for) a cgroup there? What
+  // the probe makes goes again: the probe, and the parents it had to make.
   const std::string probe = options.cgroup_parent + "/doctor-" + std::to_string(getpid());
+  std::vector<std::string> made_parents;
+  for (size_t slash = options.cgroup_parent.find('/');; slash = options.cgroup_parent.find('/', slash + 1)) {
+    const std::string parent = options.cgroup_parent.substr(0, slash);
+    struct stat st {};
+    const std::string where = options.cgroup_mount + (v2 ? "/" : "/memory/") + parent;
+    if (stat(where.c_str(), &st) != 0) made_parents.insert(made_parents.begin(), parent);
+    if (slash == std::string::npos) break;
+  }
   Status made = (*backend)->Create(probe);
   if (!made.ok()) {
     return Fail("cgroups", "cannot create " + options.cgroup_mount + "/" + probe + ": " + made.ToString() +
@@ -231,6 +240,7 @@ CheckResult CheckCgroups(const DoctorOptions& options) {
                                    : ""));
   }
   (void)(*backend)->RemoveIfEmpty(probe);
+  for (const std::string& parent : made_parents) (void)(*backend)->RemoveIfEmpty(parent);  // deepest first
   return Ok("cgroups", std::string(v2 ? "cgroup v2" : "cgroup v1") + " at " + options.cgroup_mount +
                            ", controllers present, " + options.cgroup_parent + "/ writable");
 }
