@@ -57,6 +57,32 @@ def mint(issuer, secret, sub, ttl=3600, header=None, **claims):
     return token
 
 
+# USD per million tokens for every model: what the tests' relays charge.
+PRICE = {"input": 3, "output": 15, "cache_write": 3.75, "cache_read": 0.3}
+
+
+def relay_config(upstream_port, key_file, price=PRICE):
+    """The [relay] tables of a daemon whose model calls go to a scripted server on loopback,
+    with the operator's key in key_file (to put after corral_e2e's [sandbox] table)."""
+    return f"""
+[relay]
+upstream = "http://127.0.0.1:{upstream_port}"
+api_key_file = "{key_file}"
+[relay.prices.default]
+input = {price["input"]}
+output = {price["output"]}
+cache_write = {price["cache_write"]}
+cache_read = {price["cache_read"]}
+"""
+
+
+def micro_usd(usage, price=PRICE):
+    """What a relay with `price` charges for a model call's usage, in micro-dollars."""
+    return round(usage.get("input_tokens", 0) * price["input"] + usage.get("output_tokens", 0) * price["output"]
+                 + usage.get("cache_creation_input_tokens", 0) * price["cache_write"]
+                 + usage.get("cache_read_input_tokens", 0) * price["cache_read"])
+
+
 class UnixHTTPConnection(http.client.HTTPConnection):
     def __init__(self, path, timeout=30):
         super().__init__("localhost", timeout=timeout)
@@ -257,8 +283,20 @@ stop_grace = 2
                     break
                 except OSError:
                     time.sleep(0.05)
+        remove_corral_root_if_empty()
         shutil.rmtree(self.run_dir, ignore_errors=True)
         shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def remove_corral_root_if_empty():
+    """The `corral` cgroup that the tests' daemons made their parents under: removed once no test
+    uses it (rmdir refuses a cgroup with children or processes, so another test's stays)."""
+    for path in [os.path.join(CGROUP_ROOT, "corral")] + [os.path.join(CGROUP_ROOT, h, "corral")
+                                                        for h in os.listdir(CGROUP_ROOT)]:
+        try:
+            os.rmdir(path)
+        except OSError:
+            pass
 
 
 class WsClient:

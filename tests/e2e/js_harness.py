@@ -19,11 +19,10 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "fixtures"))
-from corral_e2e import Daemon  # noqa: E402
+from corral_e2e import PRICE, Daemon, relay_config  # noqa: E402
 import scripted_model  # noqa: E402
 
 REAL_KEY = "sk-ant-js-tests-operator-key"
-PRICE = {"input": 3, "output": 15, "cache_write": 3.75, "cache_read": 0.3}
 
 
 def run_node_tests(cwd, tests, extra_env=None, issuer="js-tests", api_config=""):
@@ -36,15 +35,7 @@ def run_node_tests(cwd, tests, extra_env=None, issuer="js-tests", api_config="")
         f.write(REAL_KEY + "\n")
     daemon = Daemon()
     daemon.extra_api_config = api_config
-    daemon.extra_config = f"""
-[relay]
-upstream = "http://127.0.0.1:{upstream.port}"
-api_key_file = "{key_file}"
-[relay.prices.default]
-input = {PRICE["input"]}
-output = {PRICE["output"]}
-cache_write = {PRICE["cache_write"]}
-cache_read = {PRICE["cache_read"]}
+    daemon.extra_config = relay_config(upstream.port, key_file, PRICE) + """
 [sessions]
 tool_call_timeout = 20
 """

@@ -20,7 +20,7 @@ import tempfile
 import time
 import unittest
 
-from corral_e2e import CORRAL, DaemonTestCase, WsClient
+from corral_e2e import CORRAL, DaemonTestCase, WsClient, relay_config
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures"))
 import scripted_model  # noqa: E402
@@ -459,15 +459,7 @@ class ClaudeCodeWebFetch(DaemonTestCase):
             f.write("sk-ant-e2e-webfetch-operator-key\n")
         try:
             cls.inet = FakeInternet().start()
-            cls.extra_config = f"""
-[relay]
-upstream = "http://127.0.0.1:{cls.upstream.port}"
-api_key_file = "{key_file}"
-[relay.prices.default]
-input = 3
-output = 15
-cache_write = 3.75
-cache_read = 0.3
+            cls.extra_config = relay_config(cls.upstream.port, key_file) + f"""
 [egress]
 enabled = true
 netns = "{cls.inet.netns_path}"

@@ -17,19 +17,12 @@ import tempfile
 import time
 import unittest
 
-from corral_e2e import CORRAL, DaemonTestCase, WsClient, wait_until
+from corral_e2e import CORRAL, DaemonTestCase, WsClient, micro_usd, relay_config, wait_until
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "fixtures"))
 import scripted_model  # noqa: E402
 
 REAL_KEY = "sk-ant-e2e-execute-operator-key"
-PRICE = {"input": 3, "output": 15, "cache_write": 3.75, "cache_read": 0.3}
-
-
-def micro_usd(usage):
-    return round(usage.get("input_tokens", 0) * PRICE["input"] + usage.get("output_tokens", 0) * PRICE["output"]
-                 + usage.get("cache_creation_input_tokens", 0) * PRICE["cache_write"]
-                 + usage.get("cache_read_input_tokens", 0) * PRICE["cache_read"])
 
 
 def usd(micro):
@@ -52,20 +45,6 @@ def tearDownModule():
     _upstream.shutdown()
     _upstream.server_close()
     shutil.rmtree(_tmp, ignore_errors=True)
-
-
-def relay_config():
-    """The [relay] tables every class here needs (after corral_e2e's [sandbox] table)."""
-    return f"""
-[relay]
-upstream = "http://127.0.0.1:{_upstream.port}"
-api_key_file = "{_key_file}"
-[relay.prices.default]
-input = {PRICE["input"]}
-output = {PRICE["output"]}
-cache_write = {PRICE["cache_write"]}
-cache_read = {PRICE["cache_read"]}
-"""
 
 
 def git(*args, cwd=None, check=True, input=None):
@@ -106,7 +85,7 @@ EDIT_TURNS = [
 @unittest.skipUnless(shutil.which("git"), "git is not installed")
 class Execute(DaemonTestCase):
     # corral_e2e appends this after the [sandbox] table: each table brings its own header.
-    extra_config = relay_config() + f"""
+    extra_config = relay_config(_upstream.port, _key_file) + f"""
 [execute]
 allowed_repo_paths = ["{_allowed}"]
 timeout = 120
@@ -438,7 +417,7 @@ timeout = 120
 @unittest.skipUnless(shutil.which("git"), "git is not installed")
 class ExecuteCaps(DaemonTestCase):
     """Small caps on what an execution keeps: the diff is cut, the bundle refused."""
-    extra_config = relay_config() + """
+    extra_config = relay_config(_upstream.port, _key_file) + """
 [execute]
 max_diff = 64
 max_bundle = 100

@@ -6,7 +6,6 @@ Each test plays a scenario: the model's answers, with the usage they report. The
 match that usage to the micro-dollar, and the upstream must see the operator's key only.
 """
 import http.client
-import json
 import os
 import shutil
 import subprocess
@@ -15,20 +14,12 @@ import tempfile
 import time
 import unittest
 
-from corral_e2e import CORRAL, DaemonTestCase, WsClient
+from corral_e2e import CORRAL, DaemonTestCase, WsClient, micro_usd, relay_config
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "fixtures"))
 import scripted_model  # noqa: E402
 
 REAL_KEY = "sk-ant-e2e-sessions-operator-key"
-# USD per million tokens for every model (the CLI picks its default model).
-PRICE = {"input": 3, "output": 15, "cache_write": 3.75, "cache_read": 0.3}
-
-
-def micro_usd(usage):
-    return round(usage.get("input_tokens", 0) * PRICE["input"] + usage.get("output_tokens", 0) * PRICE["output"]
-                 + usage.get("cache_creation_input_tokens", 0) * PRICE["cache_write"]
-                 + usage.get("cache_read_input_tokens", 0) * PRICE["cache_read"])
 
 
 class Upstream:
@@ -54,15 +45,7 @@ with open(os.open(_key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") 
 
 @unittest.skipUnless(shutil.which("claude"), "Claude Code is not installed (dist/install-deps.sh installs it)")
 class Sessions(DaemonTestCase):
-    extra_config = f"""
-[relay]
-upstream = "http://127.0.0.1:{_upstream.server.port}"
-api_key_file = "{_key_file}"
-[relay.prices.default]
-input = {PRICE["input"]}
-output = {PRICE["output"]}
-cache_write = {PRICE["cache_write"]}
-cache_read = {PRICE["cache_read"]}
+    extra_config = relay_config(_upstream.server.port, _key_file) + """
 [sessions]
 tool_call_timeout = 4
 agent_silence_timeout = 8

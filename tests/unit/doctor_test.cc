@@ -125,16 +125,16 @@ TEST(DoctorDefaultsTest, MatchTheDaemonsConfig) {
 TEST_F(DoctorTest, CliReadsCorraldsConfigAndFlagsOverrideIt) {
   const std::string config = dir_ + "/corrald.toml";
   std::ofstream(config) << "[daemon]\nstate_dir = \"/srv/corral\"\ncgroup_parent = \"corral-prod\"\n[api]\nlisten = \"127.0.0.1:1\"\n";
-  auto options = cli::ParseDoctorOptions({"--config", config, "--json", "--cgroup-parent", "other"});
+  auto options = cli::ParseDoctorOptions({"--config", config, "--json", "--cgroup-parent", "other"}, cli::ProcessEnv());
   ASSERT_TRUE(options.ok()) << options.status().ToString();
   EXPECT_TRUE(options->json);
   EXPECT_EQ(options->doctor.state_dir, "/srv/corral");
   EXPECT_EQ(options->doctor.cgroup_parent, "other");
   EXPECT_EQ(options->doctor.claude_version, TestedClaudeCodeVersion());
   std::ofstream(config) << "[daemon\n";
-  EXPECT_FALSE(cli::ParseDoctorOptions({"--config", config}).ok());
-  EXPECT_FALSE(cli::ParseDoctorOptions({"--state-dir"}).ok());
-  EXPECT_FALSE(cli::ParseDoctorOptions({"--bogus"}).ok());
+  EXPECT_FALSE(cli::ParseDoctorOptions({"--config", config}, cli::ProcessEnv()).ok());
+  EXPECT_FALSE(cli::ParseDoctorOptions({"--state-dir"}, cli::ProcessEnv()).ok());
+  EXPECT_FALSE(cli::ParseDoctorOptions({"--bogus"}, cli::ProcessEnv()).ok());
 }
 
 }  // namespace

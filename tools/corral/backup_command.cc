@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <nlohmann/json.hpp>
 
 #include "supervisor/store_backup.h"
@@ -22,52 +21,6 @@ const char* BackupUsage() {
          "restore: puts such a copy back, with corrald stopped (refused while one runs on the state\n"
          "  directory). The store it replaces is kept beside it as corrald.db.before-restore-<time>.\n"
          "  Start corrald afterwards: it migrates an older store forward and reconciles its sandboxes.\n";
-}
-
-StatusOr<BackupCommandOptions> ParseBackupOptions(const std::vector<std::string>& args) {
-  BackupCommandOptions options;
-  if (args.empty()) return Status::Error("missing command: backup|restore FILE", EINVAL);
-  options.restore = args[0] == "restore";
-  std::string config;
-  const char* socket = getenv("CORRAL_ADMIN_SOCKET");
-  options.admin_socket = socket && *socket ? socket : "/run/corral/admin.sock";
-  for (size_t i = 1; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    auto value = [&]() -> StatusOr<std::string> {
-      if (i + 1 >= args.size()) return Status::Error(arg + " needs a value", EINVAL);
-      return args[++i];
-    };
-    if (arg == "--help" || arg == "-h") {
-      options.help = true;
-    } else if (arg == "--json") {
-      options.json = true;
-    } else if (arg == "--admin-socket" && !options.restore) {
-      ASSIGN_OR_RETURN(options.admin_socket, value());
-    } else if (arg == "--config" && options.restore) {
-      ASSIGN_OR_RETURN(config, value());
-    } else if (arg == "--state-dir" && options.restore) {
-      ASSIGN_OR_RETURN(options.state_dir, value());
-    } else if (!arg.empty() && arg[0] == '-') {
-      return Status::Error("unknown option " + arg, EINVAL);
-    } else if (options.file.empty()) {
-      options.file = arg;
-    } else {
-      return Status::Error("unexpected argument " + arg + ": one FILE", EINVAL);
-    }
-  }
-  if (options.help) return options;
-  if (options.file.empty()) return Status::Error("missing FILE", EINVAL);
-  if (options.file[0] != '/') {
-    char cwd[4096];
-    if (getcwd(cwd, sizeof(cwd)) == nullptr) return Status::Error("getcwd failed", errno);
-    options.file = std::string(cwd) + "/" + options.file;
-  }
-  if (options.restore && options.state_dir.empty()) {
-    supervisor::DoctorOptions paths;
-    RETURN_IF_ERROR(ReadDaemonConfig(config, paths));
-    options.state_dir = paths.state_dir;
-  }
-  return options;
 }
 
 int RunBackupCommand(const BackupCommandOptions& options) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "tools/corral/remote_options.h"
 
 namespace corral::cli {
 
@@ -19,8 +20,8 @@ struct BackupCommandOptions {
 };
 
 const char* BackupUsage();
-// args: "backup FILE ..." or "restore FILE ..."
-StatusOr<BackupCommandOptions> ParseBackupOptions(const std::vector<std::string>& args);
+// args: "backup FILE ..." or "restore FILE ..." (in remote_options.cc, with the CLI's other parsers)
+StatusOr<BackupCommandOptions> ParseBackupOptions(const std::vector<std::string>& args, const EnvLookup& env);
 int RunBackupCommand(const BackupCommandOptions& options);
 
 }  // namespace corral::cli

@@ -39,39 +39,6 @@ const char* DoctorUsage() {
          "checks when it starts and refuses to start on a FAIL. Run it as root.\n";
 }
 
-StatusOr<DoctorCommandOptions> ParseDoctorOptions(const std::vector<std::string>& args) {
-  DoctorCommandOptions options;
-  options.doctor.claude_version = supervisor::TestedClaudeCodeVersion();
-  std::string config;
-  std::vector<std::pair<std::string*, std::string>> overrides;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    auto value = [&]() -> StatusOr<std::string> {
-      if (i + 1 >= args.size()) return Status::Error(arg + " needs a value", EINVAL);
-      return args[++i];
-    };
-    if (arg == "--help" || arg == "-h") {
-      options.help = true;
-    } else if (arg == "--json") {
-      options.json = true;
-    } else if (arg == "--config") {
-      ASSIGN_OR_RETURN(config, value());
-    } else if (arg == "--state-dir" || arg == "--cgroup-mount" || arg == "--cgroup-parent" || arg == "--claude") {
-      ASSIGN_OR_RETURN(std::string v, value());
-      std::string* field = arg == "--state-dir"      ? &options.doctor.state_dir
-                           : arg == "--cgroup-mount" ? &options.doctor.cgroup_mount
-                           : arg == "--cgroup-parent" ? &options.doctor.cgroup_parent
-                                                      : &options.doctor.claude;
-      overrides.emplace_back(field, v);
-    } else {
-      return Status::Error("unknown argument " + arg, EINVAL);
-    }
-  }
-  RETURN_IF_ERROR(ReadDaemonConfig(config, options.doctor));
-  for (auto& [field, v] : overrides) *field = v;
-  return options;
-}
-
 int RunDoctorCommand(const DoctorCommandOptions& options) {
   if (geteuid() != 0) fprintf(stderr, "corral doctor: not root: the namespace and cgroup checks will fail as they would for corrald\n");
   auto results = supervisor::RunDoctor(options.doctor);

@@ -8,6 +8,7 @@
 
 #include "common/status.h"
 #include "supervisor/doctor.h"
+#include "tools/corral/remote_options.h"
 
 namespace corral::cli {
 
@@ -22,7 +23,8 @@ struct DoctorCommandOptions {
 Status ReadDaemonConfig(const std::string& path, supervisor::DoctorOptions& doctor);
 
 const char* DoctorUsage();
-StatusOr<DoctorCommandOptions> ParseDoctorOptions(const std::vector<std::string>& args);
+// In remote_options.cc, with the CLI's other parsers.
+StatusOr<DoctorCommandOptions> ParseDoctorOptions(const std::vector<std::string>& args, const EnvLookup& env);
 // Prints the checks; 0 when none failed, 1 when one did, 2 for a bad config.
 int RunDoctorCommand(const DoctorCommandOptions& options);
 

@@ -89,18 +89,7 @@ int main(int argc, char** argv) {
     return RunSandbox(*options, DefaultRunEnvironment());
   }
   if (command == "gc") return RunGc(DefaultRunEnvironment());
-  if (command == "doctor") {
-    auto options = ParseDoctorOptions(args);
-    if (!options.ok()) {
-      fprintf(stderr, "corral doctor: %s\n%s", options.status().ToString().c_str(), DoctorUsage());
-      return 2;
-    }
-    if (options->help) {
-      fputs(DoctorUsage(), stdout);
-      return 0;
-    }
-    return RunDoctorCommand(*options);
-  }
+  if (command == "doctor") return Dispatch("doctor", args, ParseDoctorOptions, DoctorUsage(), 2, RunDoctorCommand);
   // exec and shell exit with the command's code, so their own errors are 125 (as `corral run`).
   if (command == "sandbox") {
     return Dispatch("sandbox", args, ParseSandboxOptions, SandboxUsage(), 2, RunSandboxCommand);
@@ -119,16 +108,8 @@ int main(int argc, char** argv) {
                     LedgerExportUsage(), 2, RunLedgerExportCommand);
   }
   if (command == "admin" && !args.empty() && (args[0] == "backup" || args[0] == "restore")) {
-    auto options = ParseBackupOptions(args);
-    if (!options.ok()) {
-      fprintf(stderr, "corral admin %s: %s\n%s", args[0].c_str(), options.status().ToString().c_str(), BackupUsage());
-      return 2;
-    }
-    if (options->help) {
-      fputs(BackupUsage(), stdout);
-      return 0;
-    }
-    return RunBackupCommand(*options);
+    return Dispatch(args[0] == "backup" ? "admin backup" : "admin restore", args, ParseBackupOptions, BackupUsage(), 2,
+                    RunBackupCommand);
   }
   if (command == "admin") return Dispatch("admin", args, ParseAdminOptions, AdminUsage(), 2, RunAdminCommand);
   if (command == "token") return Dispatch("token", args, ParseTokenOptions, AdminUsage(), 2, RunAdminCommand);

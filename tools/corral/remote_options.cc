@@ -1,8 +1,12 @@
 #include "tools/corral/remote_options.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 
 #include "common/parse.h"
+#include "tools/corral/backup_command.h"
+#include "tools/corral/doctor_command.h"
 
 namespace corral::cli {
 namespace {
@@ -823,6 +827,61 @@ StatusOr<LedgerExportOptions> ParseLedgerExportOptions(const std::vector<std::st
   if (out.format != "csv" && out.format != "jsonl") return Status::Error("--format: csv or jsonl");
   out.out = scanned.Value("--out").value_or("");
   out.admin = ResolveAdmin(scanned, env);
+  return out;
+}
+
+// ---- corral doctor, corral admin backup|restore ----
+
+StatusOr<DoctorCommandOptions> ParseDoctorOptions(const std::vector<std::string>& args, const EnvLookup&) {
+  static const std::vector<OptionSpec> kSpecs = {kJson, {"--config", 0, true}, {"--state-dir", 0, true},
+                                                 {"--cgroup-mount", 0, true}, {"--cgroup-parent", 0, true},
+                                                 {"--claude", 0, true}};
+  DoctorCommandOptions out;
+  ASSIGN_OR_RETURN(Scanned scanned, Scan(args, 0, kSpecs, std::nullopt, "corral doctor --help"));
+  if (scanned.help) {
+    out.help = true;
+    return out;
+  }
+  if (!scanned.positionals.empty()) return Status::Error("unexpected argument '" + scanned.positionals[0] + "'");
+  out.json = scanned.Has("--json");
+  out.doctor.claude_version = supervisor::TestedClaudeCodeVersion();
+  RETURN_IF_ERROR(ReadDaemonConfig(scanned.Value("--config").value_or(""), out.doctor));
+  for (auto [option, field] : {std::pair{"--state-dir", &out.doctor.state_dir},
+                               std::pair{"--cgroup-mount", &out.doctor.cgroup_mount},
+                               std::pair{"--cgroup-parent", &out.doctor.cgroup_parent},
+                               std::pair{"--claude", &out.doctor.claude}}) {
+    if (auto value = scanned.Value(option)) *field = *value;
+  }
+  return out;
+}
+
+StatusOr<BackupCommandOptions> ParseBackupOptions(const std::vector<std::string>& args, const EnvLookup& env) {
+  BackupCommandOptions out;
+  if (args.empty()) return Status::Error("missing command: backup|restore FILE");
+  out.restore = args[0] == "restore";
+  const std::vector<OptionSpec> specs =
+      out.restore ? std::vector<OptionSpec>{kJson, {"--config", 0, true}, {"--state-dir", 0, true}}
+                  : std::vector<OptionSpec>{kJson, kAdminSocket};
+  ASSIGN_OR_RETURN(Scanned scanned, Scan(args, 1, specs, std::nullopt, "corral admin " + args[0] + " --help"));
+  if (scanned.help) {
+    out.help = true;
+    return out;
+  }
+  if (scanned.positionals.size() != 1) return Status::Error("expected one FILE");
+  out.json = scanned.Has("--json");
+  out.file = scanned.positionals[0];
+  if (out.file[0] != '/') {
+    char cwd[4096];
+    if (getcwd(cwd, sizeof(cwd)) == nullptr) return Status::Error("getcwd failed", errno);
+    out.file = std::string(cwd) + "/" + out.file;
+  }
+  out.admin_socket = ResolveAdmin(scanned, env).socket_path;
+  out.state_dir = scanned.Value("--state-dir").value_or("");
+  if (out.restore && out.state_dir.empty()) {
+    supervisor::DoctorOptions paths;
+    RETURN_IF_ERROR(ReadDaemonConfig(scanned.Value("--config").value_or(""), paths));
+    out.state_dir = paths.state_dir;
+  }
   return out;
 }
 
