@@ -10,18 +10,14 @@ import { after, before, test } from "node:test";
 
 import { chromium } from "playwright-core";
 
-import { CorralClient } from "../../sdk/typescript/dist/index.js";
-import { createToken } from "../../sdk/typescript/dist/token.js";
+import { client, env, mainRequests, microUsd, play, token as mint, usd } from "../../sdk/typescript/test/helpers.mjs";
 
-const url = process.env.CORRAL_URL;
-const model = process.env.CORRAL_MODEL_URL;
+const { url } = env;
 const artifacts = process.env.CORRAL_ARTIFACTS;
-if (!url || !model || !artifacts) throw new Error("run through web/run_tests.py");
-const price = JSON.parse(process.env.CORRAL_PRICE);
+if (!artifacts) throw new Error("run through web/run_tests.py");
 
-const token = createToken({ issuer: process.env.CORRAL_ISSUER, secret: process.env.CORRAL_SECRET, userId: "web-user",
-                            budget: { aiUsd: 5, window: "day" } });
-const sdk = new CorralClient({ url, token });
+const token = mint("web-user", { budget: { aiUsd: 5, window: "day" } });
+const sdk = client("web-user", { budget: { aiUsd: 5, window: "day" } });
 let browser;
 let sandbox;
 
@@ -32,20 +28,7 @@ before(async () => {
 after(async () => {
   await browser?.close();
   if (sandbox) await sdk.destroySandbox(sandbox.id);
-  sdk.close();
 });
-
-async function play(turns) {
-  const response = await fetch(`${model}/_scripted/scenario`, { method: "PUT", body: JSON.stringify({ turns }) });
-  assert.ok(response.ok, await response.text());
-}
-
-async function mainRequests() {
-  return (await (await fetch(`${model}/_scripted/requests`)).json()).filter((r) => r.kind === "main");
-}
-
-const micro = (u) => Math.round((u.input_tokens ?? 0) * price.input + (u.output_tokens ?? 0) * price.output);
-const usd = (m) => `${Math.floor(m / 1e6)}.${String(m % 1e6).padStart(6, "0")}`;
 
 async function openPage(size = { width: 1200, height: 800 }) {
   const context = await browser.newContext({ viewport: size });
@@ -150,7 +133,7 @@ test("a scripted session shows the agent's text, tool call and output, the file 
   assert.match(await bash.locator("pre.output").innerText(), /8 notes\.md/);
   assert.deepEqual(await page.locator("#files-list li").allInnerTexts(), ["wrote /home/agent/notes.md"]);
   assert.equal(await sdk.readText(sandbox.id, "/home/agent/notes.md"), "# Notes\n");
-  const expected = usd(turns.reduce((sum, t) => sum + micro(t.usage), 0));
+  const expected = usd(turns.reduce((sum, t) => sum + microUsd(t.usage), 0));
   assert.equal(await page.locator("#session-cost").innerText(), expected);
   assert.equal(await page.locator("#session-state").innerText(), "ready");
   assert.match(await page.locator(".entry.result").innerText(), new RegExp(`USD ${expected.replace(".", "\\.")}`));
