@@ -11,6 +11,9 @@ BUILD_DIR=$build_dir dist/build.sh -DCORRAL_WERROR=ON
 ctest --test-dir "$build_dir" --output-on-failure -j"$(nproc)" "$@"
 
 if [ "${CORRAL_SKIP_SANITIZERS:-0}" != 1 ]; then
-  BUILD_DIR=$build_dir-asan dist/build.sh -DCORRAL_WERROR=ON -DCORRAL_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
+  # Only what the unit label runs (no root tests, benchmarks, fixtures or web page), with line
+  # tables but no variable info (-g1): the sanitizers' reports still name functions and lines.
+  BUILD_DIR=$build_dir-asan BUILD_TARGET=unit_tests dist/build.sh -DCORRAL_WERROR=ON -DCORRAL_SANITIZE=ON \
+    -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG=-g1 -DCMAKE_CXX_FLAGS_DEBUG=-g1
   ctest --test-dir "$build_dir-asan" --output-on-failure -j"$(nproc)" -L unit
 fi
