@@ -222,7 +222,7 @@ void CallSafely(std::string_view what, F&& f) {
 
 struct Peer {
   bool is_unix = false;
-  std::string name;  // "127.0.0.1:53122" or "unix:pid=123"
+  std::string name;  // "127.0.0.1:53122" or "unix:pid=123,uid=0"
 };
 
 struct RouteEntry {
@@ -277,7 +277,8 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
     ws_bytes_out = &bytes.WithLabels({"out"});
   }
 
-  Status Listen(bool is_unix, const sockaddr* addr, socklen_t len, const std::string& name, int unix_mode);
+  Status Listen(bool is_unix, const sockaddr* addr, socklen_t len, const std::string& name, int unix_mode,
+                gid_t unix_group = static_cast<gid_t>(-1));
   void Accept(Listener* listener);
   void OnReadable(Listener* listener, const beast::error_code& ec);
   void NewConnection(UniqueFd fd, const sockaddr_storage& addr, bool is_unix);
@@ -308,6 +309,7 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   RequestGate gate;
   std::vector<std::unique_ptr<Listener>> listeners;
   std::string unix_path;  // removed at Stop
+  bool unix_group_access = false;  // the admin socket is 0660 for a group: its members may connect
   uint16_t tcp_port = 0;
   bool stopping = false;
   uint64_t next_id = 1;
@@ -1166,7 +1168,7 @@ Status ErrorFromCode(const std::string& what, const beast::error_code& ec) {
 }
 
 Status ServerCore::Listen(bool is_unix, const sockaddr* addr, socklen_t len, const std::string& name,
-                          int unix_mode) {
+                          int unix_mode, gid_t unix_group) {
   // Our own socket(2) and accept4(2), for SOCK_CLOEXEC: Asio's leave the descriptors open across
   // exec, and this process starts sandboxes.
   UniqueFd fd(::socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
@@ -1179,6 +1181,10 @@ Status ServerCore::Listen(bool is_unix, const sockaddr* addr, socklen_t len, con
   }
   if (::bind(fd.get(), addr, len) != 0) return ErrnoError("bind " + name);
   // Before listen(2), so that no one connects while the mode is still the umask's.
+  if (is_unix && unix_group != static_cast<gid_t>(-1) &&
+      chown(reinterpret_cast<const sockaddr_un*>(addr)->sun_path, static_cast<uid_t>(-1), unix_group) != 0) {
+    return ErrnoError("chown " + name);
+  }
   if (is_unix &&
       chmod(reinterpret_cast<const sockaddr_un*>(addr)->sun_path, static_cast<mode_t>(unix_mode)) != 0) {
     return ErrnoError("chmod " + name);
@@ -1242,15 +1248,17 @@ void ServerCore::NewConnection(UniqueFd fd, const sockaddr_storage& addr, bool i
   Peer peer;
   peer.is_unix = is_unix;
   if (is_unix) {
-    // The admin socket is for root: its mode says so, and the peer's credentials must agree.
+    // The admin socket is for root: its mode says so, and the peer's credentials must agree. With
+    // an admin group (mode 0660), connect(2) has checked the peer's membership against the mode.
     ucred cred{};
     socklen_t cred_len = sizeof(cred);
-    if (getsockopt(fd.get(), SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) != 0 || cred.uid != 0) {
+    if (getsockopt(fd.get(), SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) != 0 ||
+        (cred.uid != 0 && !unix_group_access)) {
       LogWarn(kLog, "admin socket: peer is not root; closed",
               {{"uid", std::to_string(cred.uid)}, {"pid", std::to_string(cred.pid)}});
       return;  // fd closes here
     }
-    peer.name = "unix:pid=" + std::to_string(cred.pid);
+    peer.name = "unix:pid=" + std::to_string(cred.pid) + ",uid=" + std::to_string(cred.uid);
   } else {
     int one = 1;
     setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));  // small frames go out at once
@@ -1353,7 +1361,7 @@ Status Server::ListenTcp(const std::string& address, uint16_t port) {
   }
 }
 
-Status Server::ListenUnix(const std::string& path, int mode) {
+Status Server::ListenUnix(const std::string& path, int mode, gid_t group) {
   try {
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
@@ -1372,8 +1380,9 @@ Status Server::ListenUnix(const std::string& path, int mode) {
       }
       if (::unlink(path.c_str()) != 0 && errno != ENOENT) return ErrnoError("unlink stale " + path);
     }
-    RETURN_IF_ERROR(impl_->Listen(true, reinterpret_cast<sockaddr*>(&addr), sizeof(addr), path, mode));
+    RETURN_IF_ERROR(impl_->Listen(true, reinterpret_cast<sockaddr*>(&addr), sizeof(addr), path, mode, group));
     impl_->unix_path = path;
+    impl_->unix_group_access = group != static_cast<gid_t>(-1);
     return Status();
   } catch (const std::exception& e) {
     return Status::Error(std::string("listen: ") + e.what());

@@ -29,6 +29,8 @@
 // frames (close 1002) and invalid UTF-8 in text frames (close 1007). The daemon stays up.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -151,7 +153,8 @@ class Server {
 
   // Binds and listens. Port 0 picks a free port (see tcp_port()).
   Status ListenTcp(const std::string& address, uint16_t port);
-  Status ListenUnix(const std::string& path, int mode = 0600);
+  // A unix socket with `mode`; `group` (not -1) becomes its group, set before listen(2) like the mode.
+  Status ListenUnix(const std::string& path, int mode = 0600, gid_t group = static_cast<gid_t>(-1));
   uint16_t tcp_port() const;
 
   // Stops accepting and closes every connection (WebSockets with 1001 "going away").

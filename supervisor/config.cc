@@ -264,6 +264,23 @@ std::string ApplyRepoPaths(const toml::node& node, DaemonConfig& config) {
   return "";
 }
 
+// A group name as useradd(8) accepts it, or "" (root only).
+std::string ApplyAdminGroup(const toml::node& node, DaemonConfig& config) {
+  const std::string expected = "expected a group name like \"corral\", or \"\" for root only";
+  const auto* s = node.as_string();
+  if (s == nullptr) return expected;
+  const std::string& name = s->get();
+  if (name.size() > 32) return expected;
+  for (size_t i = 0; i < name.size(); ++i) {
+    const char c = name[i];
+    const bool ok = (c >= 'a' && c <= 'z') || c == '_' ||
+                    (i > 0 && ((c >= '0' && c <= '9') || c == '-' || (c == '$' && i + 1 == name.size())));
+    if (!ok) return expected;
+  }
+  config.admin_group = name;
+  return "";
+}
+
 std::string ApplyCgroupParent(const toml::node& node, DaemonConfig& config) {
   const std::string expected = "expected a relative cgroup path like \"corral\"";
   const auto* s = node.as_string();
@@ -361,6 +378,7 @@ const std::vector<KeySpec>& Keys() {
       {"daemon", "state_dir", AbsolutePathKey(&DaemonConfig::state_dir)},
       {"daemon", "run_dir", AbsolutePathKey(&DaemonConfig::run_dir)},
       {"daemon", "admin_socket", AbsolutePathKey(&DaemonConfig::admin_socket)},
+      {"daemon", "admin_group", ApplyAdminGroup},
       {"daemon", "cgroup_mount", AbsolutePathKey(&DaemonConfig::cgroup_mount)},
       {"daemon", "cgroup_parent", ApplyCgroupParent},
       {"daemon", "init_path", AbsolutePathKey(&DaemonConfig::init_path, /*empty_ok=*/true)},
@@ -615,7 +633,7 @@ std::vector<std::string> ApplyReload(DaemonConfig& live, const DaemonConfig& fre
   };
   differs("daemon.state_dir", live.state_dir != fresh.state_dir);
   differs("daemon.run_dir", live.run_dir != fresh.run_dir);
-  differs("daemon.admin_socket", live.admin_socket != fresh.admin_socket);
+  differs("daemon.admin_socket", live.admin_socket != fresh.admin_socket || live.admin_group != fresh.admin_group);
   differs("daemon.cgroup_mount", live.cgroup_mount != fresh.cgroup_mount);
   differs("daemon.cgroup_parent", live.cgroup_parent != fresh.cgroup_parent);
   differs("daemon.init_path", live.init_path != fresh.init_path);

@@ -23,6 +23,9 @@ struct DaemonConfig {
   std::string state_dir = "/var/lib/corral";      // store, sandboxes' layers, snapshots
   std::string run_dir = "/run/corral";            // control sockets, per-run scratch
   std::string admin_socket = "/run/corral/admin.sock";
+  // The group that may use the admin socket (mode 0660, root:group), like docker.sock and the
+  // docker group; the package creates it. "" or a group this host does not have: root only (0600).
+  std::string admin_group = "corral";
   std::string cgroup_mount = "/sys/fs/cgroup";
   std::string cgroup_parent = "corral";           // sandboxes live in <mount>/<parent>/<id>
   std::string init_path;                          // corral-init; "" = beside corrald, then /usr/libexec/corral

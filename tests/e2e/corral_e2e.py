@@ -109,6 +109,7 @@ class Daemon:
         self.port = None
         self.proc = None
         self.extra_config = ""      # more [sandbox] keys
+        self.extra_daemon_config = ""  # more [daemon] keys
         self.extra_api_config = ""  # more [api] keys
 
     def write_config(self, port=0):
@@ -119,6 +120,7 @@ state_dir = "{self.state_dir}"
 run_dir = "{self.run_dir}"
 admin_socket = "{self.admin_socket}"
 cgroup_parent = "{self.cgroup_parent}"
+{self.extra_daemon_config}
 
 [api]
 listen = "127.0.0.1:{port}"
@@ -385,6 +387,7 @@ class DaemonTestCase(unittest.TestCase):
         cls.daemon = Daemon()
         cls.daemon.extra_config = getattr(cls, "extra_config", "")
         cls.daemon.extra_api_config = getattr(cls, "extra_api_config", "")
+        cls.daemon.extra_daemon_config = getattr(cls, "extra_daemon_config", "")
         try:
             cls.daemon.start()
             cls.secret = cls.daemon.add_issuer("acme")

@@ -423,5 +423,58 @@ class Screen:
             self.closed = True
 
 
+class AdminGroup(CliTestCase):
+    """daemon.admin_group: the admin socket is 0660 with that group, so its members run `corral
+    admin` without root, and nobody else does. nogroup stands in for the package's corral group
+    (the test adds no group to the host)."""
+    extra_daemon_config = 'admin_group = "nogroup"'
+
+    def as_user(self, uid, gid, *args):
+        # A copy of the CLI where any uid can run it (the build tree may sit under /root).
+        binary = os.path.join(self.tmp, "corral")
+        if not os.path.exists(binary):
+            shutil.copy(CORRAL, binary)
+            os.chmod(self.tmp, 0o755)
+        env = {"PATH": "/usr/bin:/bin", "CORRAL_ADMIN_SOCKET": self.daemon.admin_socket}
+        proc = subprocess.run([binary, *args], env=env, capture_output=True, timeout=30,
+                              user=uid, group=gid, extra_groups=[])
+        return proc.returncode, proc.stdout.decode(), proc.stderr.decode()
+
+    def test_members_of_the_group_may_use_the_admin_socket_and_others_may_not(self):
+        import grp
+        nogroup = grp.getgrnam("nogroup").gr_gid
+        st = os.stat(self.daemon.admin_socket)
+        self.assertEqual(st.st_mode & 0o777, 0o660)
+        self.assertEqual((st.st_uid, st.st_gid), (0, nogroup))
+        # In the group (nobody:nogroup): the admin commands work.
+        rc, out, err = self.as_user(65534, nogroup, "admin", "issuer", "ls")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("acme", out)
+        # The same uid outside the group: refused by the socket's mode, with the reason.
+        rc, out, err = self.as_user(65534, 65533, "admin", "issuer", "ls")
+        self.assertNotEqual(rc, 0)
+        self.assertIn("EACCES", err)
+        self.assertIn("daemon.admin_group", err)
+        self.assertNotIn("acme", out)
+
+    def test_a_group_the_host_does_not_have_leaves_the_socket_to_root(self):
+        import grp
+        missing = "corraltest%d" % os.getpid()
+        with self.assertRaises(KeyError):
+            grp.getgrnam(missing)
+        self.daemon.stop()
+        self.daemon.extra_daemon_config = f'admin_group = "{missing}"'
+        try:
+            self.daemon.start()
+            st = os.stat(self.daemon.admin_socket)
+            self.assertEqual(st.st_mode & 0o777, 0o600)
+            self.assertEqual((st.st_uid, st.st_gid), (0, 0))
+            self.assertIn(f"no group {missing}", self.daemon.log())
+        finally:
+            self.daemon.stop()
+            self.daemon.extra_daemon_config = 'admin_group = "nogroup"'
+            self.daemon.start()
+
+
 if __name__ == "__main__":
     unittest.main()

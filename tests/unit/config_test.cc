@@ -239,6 +239,17 @@ TEST(ConfigTest, OriginsAndPaths) {
             std::string::npos);
   EXPECT_NE(ErrorOf("[daemon]\nadmin_socket = \"/" + std::string(120, 'a') + "\"\n").find("longer than 107"),
             std::string::npos);
+  EXPECT_EQ(ParseConfig("").value().admin_group, "corral");
+  for (const char* group : {"\"\"", "\"docker\"", "\"_admins\"", "\"ops-1\"", "\"machine$\""}) {
+    auto parsed = ParseConfig(std::string("[daemon]\nadmin_group = ") + group + "\n");
+    ASSERT_TRUE(parsed.ok()) << group << ": " << parsed.status().ToString();
+    EXPECT_EQ("\"" + parsed->admin_group + "\"", group);
+  }
+  for (const char* group : {"\"Root\"", "\"-x\"", "\"a b\"", "\"a$b\"", "\"../x\"", "0", "[\"x\"]"}) {
+    EXPECT_NE(ErrorOf(std::string("[daemon]\nadmin_group = ") + group + "\n").find("daemon.admin_group: expected a group"),
+              std::string::npos)
+        << group;
+  }
   auto empty_init = ParseConfig("[daemon]\ninit_path = \"\"\n");
   ASSERT_TRUE(empty_init.ok());
   EXPECT_EQ(empty_init->init_path, "");

@@ -52,7 +52,9 @@ bool IsErrno(const beast::error_code& ec) {
 Status UnreachableError(const Endpoint& endpoint, const beast::error_code& ec) {
   std::string what = endpoint.url ? "cannot reach corrald at " + endpoint.Describe()
                                   : "cannot reach corrald's admin socket " + endpoint.Describe();
-  if (!endpoint.url && ec.value() == EACCES && IsErrno(ec)) what += " (root only)";
+  if (!endpoint.url && ec.value() == EACCES && IsErrno(ec)) {
+    what += " (for root and the members of daemon.admin_group)";
+  }
   if (IsErrno(ec)) return Status::Error(what, ec.value());
   return Status::Error(what + ": " + ec.message());
 }

@@ -98,7 +98,7 @@ const char* AdminUsage() {
          "                         [--budget-usd 5 [--budget-window hour|day|week|month]]\n"
          "                                       mint a token (prints it)\n"
          "\n"
-         "These talk to corrald's admin socket (root only):\n"
+         "These talk to corrald's admin socket (root, and the group daemon.admin_group):\n"
          "  --admin-socket PATH  default: $CORRAL_ADMIN_SOCKET, else /run/corral/admin.sock\n"
          "Scopes: sandboxes, exec, terminal, files (default: all four).\n";
 }

@@ -7,6 +7,7 @@
 // they keep running and the next corrald adopts them.
 #include <execinfo.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <malloc.h>
 #include <sys/file.h>
@@ -29,6 +30,7 @@
 #include "api/execute_api.h"
 #include "api/metrics.h"
 #include "api/server.h"
+#include "api/supervisor_metrics.h"
 #include "api/web_page.h"
 #include "cgroups/cgroup_backend.h"
 #include "common/file_util.h"
@@ -101,6 +103,23 @@ void InstallCrashHandler() {
   action.sa_flags = SA_RESETHAND | SA_NODEFER;
   sigemptyset(&action.sa_mask);
   for (int signal_number : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) sigaction(signal_number, &action, nullptr);
+}
+
+// daemon.admin_group's gid, or -1 (root only) when it is "" or this host has no such group: the
+// package makes the group; a build tree's corrald runs where there may be none.
+StatusOr<gid_t> AdminGroup(const supervisor::DaemonConfig& config) {
+  if (config.admin_group.empty()) return static_cast<gid_t>(-1);
+  std::vector<char> buffer(16384);
+  struct group entry;
+  struct group* found = nullptr;
+  const int error = getgrnam_r(config.admin_group.c_str(), &entry, buffer.data(), buffer.size(), &found);
+  if (error != 0) return ErrnoError("look up group " + config.admin_group, error);
+  if (found == nullptr) {
+    LogInfo("corrald", "admin socket for root only: this host has no group " + config.admin_group +
+                           " (daemon.admin_group)");
+    return static_cast<gid_t>(-1);
+  }
+  return found->gr_gid;
 }
 
 std::string InitPath(const supervisor::DaemonConfig& config) {
@@ -288,11 +307,16 @@ int Run(int argc, char** argv) {
   api::ApiMetrics api_metrics(metrics, nullptr);
   supervisor::SandboxManager manager(io, pool, *config, **store, host, &api_metrics);
   api_metrics.SetManager(&manager);
+  api::SupervisorMetrics supervisor_metrics(metrics);
+  manager.SetBudgetObserver(&supervisor_metrics);
   // Each sandbox's loopback: the model relay (sessions issue the keys it takes) and the tool
   // bridge (client tools and permission requests, through corral-mcp).
   supervisor::RelayKeys relay_keys;
   supervisor::ModelRelay relay(io, std::move(*relay_config), **store, relay_keys);
+  relay.SetObserver(&supervisor_metrics);
   supervisor::SessionRunner sessions(*config, **store, manager, relay_keys);
+  sessions.SetObserver(&supervisor_metrics);
+  supervisor_metrics.SetSessions(&sessions);
   supervisor::ToolBridge tool_bridge(io, sessions, supervisor::kToolBridgePort);
   sessions.EnableTools(io, tool_bridge, !mcp->empty());
   // And the egress proxy, the one way out to the network (egress.enabled).
@@ -310,6 +334,7 @@ int Run(int argc, char** argv) {
     auto created = supervisor::EgressProxy::Create(io, std::move(egress_config), **store);
     if (!created.ok()) return Fail(created.status().ToString());
     egress = std::move(*created);
+    egress->SetObserver(&supervisor_metrics);
     loopback_members.push_back(egress.get());
     manager.SetEgressProxy(egress.get());
   }
@@ -361,7 +386,10 @@ int Run(int argc, char** argv) {
 
   Status listening = server.ListenTcp(config->listen_address, config->listen_port);
   if (!listening.ok()) return Fail("listen: " + listening.ToString());
-  Status admin = server.ListenUnix(config->admin_socket, 0600);
+  auto admin_group = AdminGroup(*config);
+  if (!admin_group.ok()) return Fail("admin socket: " + admin_group.status().ToString());
+  Status admin = *admin_group == static_cast<gid_t>(-1) ? server.ListenUnix(config->admin_socket, 0600)
+                                                         : server.ListenUnix(config->admin_socket, 0660, *admin_group);
   if (!admin.ok()) return Fail("admin socket: " + admin.ToString());
   manager.StartTimers();
 
