@@ -154,6 +154,13 @@ struct Metrics::Entry {
   std::variant<std::unique_ptr<Counter>, std::unique_ptr<Gauge>, std::unique_ptr<Histogram>,
                std::unique_ptr<Family<Counter>>, std::unique_ptr<Family<Gauge>>, GaugeReader>
       value;
+  uint64_t per_unit = 1;  // a scaled counter family: values are divided by this
+
+  std::string CounterValue(uint64_t v) const {
+    // Division (not a multiplication by 1e-6) gives the double nearest the exact quotient, which
+    // FormatDouble prints as its shortest decimal: 21000 micro-dollars is "0.021".
+    return per_unit <= 1 ? std::to_string(v) : FormatDouble(static_cast<double>(v) / static_cast<double>(per_unit));
+  }
 
   void Render(std::string& out) const;
 };
@@ -179,7 +186,7 @@ void Metrics::Entry::Render(std::string& out) const {
     out += name + "_count " + std::to_string(cumulative.back()) + "\n";
   } else if (auto* fc = std::get_if<std::unique_ptr<Family<Counter>>>(&value)) {
     for (const auto& [labels, child] : (*fc)->Children()) {
-      out += name + LabelSet(label_names, labels) + " " + std::to_string(child->value()) + "\n";
+      out += name + LabelSet(label_names, labels) + " " + CounterValue(child->value()) + "\n";
     }
   } else if (auto* fg = std::get_if<std::unique_ptr<Family<Gauge>>>(&value)) {
     for (const auto& [labels, child] : (*fg)->Children()) {
@@ -227,6 +234,13 @@ Family<Counter>& Metrics::AddCounterFamily(const std::string& name, const std::s
   entries_.push_back(
       std::make_unique<Entry>(Entry{name, help, "counter", std::move(label_names), std::move(family)}));
   return ref;
+}
+
+Family<Counter>& Metrics::AddScaledCounterFamily(const std::string& name, const std::string& help,
+                                                 std::vector<std::string> label_names, uint64_t per_unit) {
+  Family<Counter>& family = AddCounterFamily(name, help, std::move(label_names));
+  entries_.back()->per_unit = per_unit;
+  return family;
 }
 
 Family<Gauge>& Metrics::AddGaugeFamily(const std::string& name, const std::string& help,

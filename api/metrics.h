@@ -10,6 +10,8 @@
 // Labelled families: AddCounter("corral_commands_total", "...", {"outcome"}) then
 // counter.WithLabels({"exited"}).Increment(). Label values are escaped as the format requires.
 // Gauges may instead be computed at render time (AddGaugeCallback), e.g. sandboxes by state.
+// A counter kept in whole fractions of its unit (micro-dollars) is rendered in its unit
+// (AddScaledCounterFamily: corral_model_cost_usd_total counts micro-dollars and shows dollars).
 // Thread-safe: values are atomics; registration happens at start, before threads use them.
 #pragma once
 
@@ -90,6 +92,10 @@ class Metrics {
   Histogram& AddHistogram(const std::string& name, const std::string& help, std::vector<double> bounds);
   Family<Counter>& AddCounterFamily(const std::string& name, const std::string& help,
                                     std::vector<std::string> label_names);
+  // Counts in 1/per_unit of the metric's unit, rendered divided by per_unit: a counter of
+  // micro-dollars registered with per_unit 1000000 shows 0.021 for 21000.
+  Family<Counter>& AddScaledCounterFamily(const std::string& name, const std::string& help,
+                                          std::vector<std::string> label_names, uint64_t per_unit);
   Family<Gauge>& AddGaugeFamily(const std::string& name, const std::string& help,
                                 std::vector<std::string> label_names);
   // A gauge family whose values are computed at render time: the callback returns

@@ -28,6 +28,25 @@ TEST(MetricsTest, CounterAndGauge) {
             "corral_connections -2\n");
 }
 
+TEST(MetricsTest, AScaledCounterIsRenderedInItsUnitExactly) {
+  Metrics m;
+  Family<Counter>& usd = m.AddScaledCounterFamily("corral_model_cost_usd_total", "Dollars", {"model"}, 1000000);
+  usd.WithLabels({"a"}).Increment(21000);
+  usd.WithLabels({"b"}).Increment(3000000);
+  usd.WithLabels({"c"}).Increment(1234567);
+  usd.WithLabels({"d"});
+  usd.WithLabels({"e"}).Increment(1);
+  EXPECT_EQ(usd.WithLabels({"a"}).value(), 21000u);  // the counter itself keeps micro-dollars
+  EXPECT_EQ(m.Render(),
+            "# HELP corral_model_cost_usd_total Dollars\n"
+            "# TYPE corral_model_cost_usd_total counter\n"
+            "corral_model_cost_usd_total{model=\"a\"} 0.021\n"
+            "corral_model_cost_usd_total{model=\"b\"} 3\n"
+            "corral_model_cost_usd_total{model=\"c\"} 1.234567\n"
+            "corral_model_cost_usd_total{model=\"d\"} 0\n"
+            "corral_model_cost_usd_total{model=\"e\"} 0.000001\n");
+}
+
 TEST(MetricsTest, HelpEscapesBackslashAndNewline) {
   Metrics m;
   m.AddCounter("x_total", "a\\b\nc \"quoted\"");
