@@ -117,21 +117,41 @@ std::string FormatMicroUsd(int64_t micro_usd) {
   return (negative ? "-" : "") + std::to_string(magnitude / 1000000) + "." + fraction;
 }
 
-std::optional<ModelPrice> PriceTable::Find(std::string_view model) const {
-  if (auto it = prices_.find(model); it != prices_.end()) return it->second;
+std::optional<std::string> PriceTable::KeyFor(std::string_view model) const {
+  if (auto it = prices_.find(model); it != prices_.end()) return it->first;
   // The longest key that the id extends at a '-'.
-  std::optional<ModelPrice> best;
-  size_t best_length = 0;
+  const std::string* best = nullptr;
   for (const auto& [key, price] : prices_) {
-    if (key.size() < model.size() && key.size() > best_length && model.compare(0, key.size(), key) == 0 &&
+    if (key.size() < model.size() && key.size() > (best ? best->size() : 0) && model.compare(0, key.size(), key) == 0 &&
         model[key.size()] == '-') {
-      best = price;
-      best_length = key.size();
+      best = &key;
     }
   }
-  if (best) return best;
-  if (auto it = prices_.find("default"); it != prices_.end()) return it->second;
+  if (best) return *best;
+  if (prices_.count("default")) return std::string("default");
   return std::nullopt;
+}
+
+std::optional<ModelPrice> PriceTable::Find(std::string_view model) const {
+  std::optional<std::string> key = KeyFor(model);
+  if (!key) return std::nullopt;
+  return prices_.find(*key)->second;
+}
+
+std::string_view BudgetRefusalName(BudgetRefusal kind) {
+  switch (kind) {
+    case BudgetRefusal::kAi:
+      return "ai";
+    case BudgetRefusal::kAiInFlight:
+      return "ai_in_flight";
+    case BudgetRefusal::kRate:
+      return "rate";
+    case BudgetRefusal::kCompute:
+      return "compute";
+    case BudgetRefusal::kComputeStop:
+      return "compute_stop";
+  }
+  return "unknown";
 }
 
 int64_t CostMicroUsd(const ModelPrice& price, const ModelUsage& usage) {

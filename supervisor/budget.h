@@ -80,6 +80,9 @@ class PriceTable {
  public:
   void Set(const std::string& model, ModelPrice price) { prices_[model] = price; }
   std::optional<ModelPrice> Find(std::string_view model) const;
+  // The key whose entry Find takes for `model` ("default" included), or nullopt. Metrics label
+  // a model with this, so that the label's values are the operator's keys and nothing else.
+  std::optional<std::string> KeyFor(std::string_view model) const;
   bool empty() const { return prices_.empty(); }
   const std::map<std::string, ModelPrice, std::less<>>& entries() const { return prices_; }
 
@@ -88,6 +91,23 @@ class PriceTable {
 };
 
 int64_t CostMicroUsd(const ModelPrice& price, const ModelUsage& usage);
+
+// What a budget (or the model relay's rate) refused or stopped, for metrics.
+enum class BudgetRefusal {
+  kAi,          // a model call: the AI budget of the window is spent, or the token has none
+  kAiInFlight,  // a model call told to retry: what is left might not cover the calls in flight
+  kRate,        // a model call above relay.requests_per_minute
+  kCompute,     // a sandbox start (or create with start): the compute budget is spent
+  kComputeStop, // a running sandbox stopped because its user's compute budget ran out
+};
+std::string_view BudgetRefusalName(BudgetRefusal kind);  // "ai", "ai_in_flight", "rate", ...
+
+// Counters the API turns into metrics; called on the event loop.
+class BudgetObserver {
+ public:
+  virtual ~BudgetObserver() = default;
+  virtual void OnBudgetRefusal(BudgetRefusal kind) = 0;
+};
 
 // Reads the usage out of a streamed answer, fed in pieces as they pass (any split): from
 // message_start (model, input and cache tokens, the first output count) and each message_delta

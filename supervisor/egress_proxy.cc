@@ -248,6 +248,7 @@ struct EgressProxy::Impl : std::enable_shared_from_this<Impl> {
   };
 
   // What one connection asked and what came of it: the event's data.
+  // (Its byte counts grow through AddBytes, which reports them as they go.)
   struct Record {
     std::string decision;  // allowed | denied | failed
     std::string reason;
@@ -270,6 +271,7 @@ struct EgressProxy::Impl : std::enable_shared_from_this<Impl> {
   asio::thread_pool resolvers{2};
   std::map<std::string, Sandbox> sandboxes;
   bool stopped = false;
+  EgressObserver* observer = nullptr;
   uint64_t decisions = 0;
   uint64_t generations = 0;
 
@@ -295,6 +297,15 @@ struct EgressProxy::Impl : std::enable_shared_from_this<Impl> {
     });
   }
 
+  void Decided(const Record& record, std::string_view reason) {
+    if (observer != nullptr && !stopped) observer->OnEgressDecision(record.decision, reason);
+  }
+
+  void AddBytes(Record& record, bool up, uint64_t bytes) {
+    (up ? record.bytes_up : record.bytes_down) += bytes;
+    if (observer != nullptr && !stopped) observer->OnEgressBytes(up, bytes);
+  }
+
   void Write(const std::string& sandbox_id, const Record& record) {
     ++decisions;
     nlohmann::json data = {{"decision", record.decision}, {"method", record.method}, {"host", record.host},
@@ -316,6 +327,7 @@ struct EgressProxy::Impl : std::enable_shared_from_this<Impl> {
   awaitable<void> Refuse(const std::string& sandbox_id, beast::tcp_stream& client, Record& record, int status,
                          std::string_view status_text, std::string decision) {
     record.decision = std::move(decision);
+    Decided(record, record.reason);
     Write(sandbox_id, record);
     const std::string body = "corral egress: " + record.decision + ": " + record.message + "\n";
     const std::string response = "HTTP/1.1 " + std::to_string(status) + " " + std::string(status_text) +
@@ -498,6 +510,7 @@ struct EgressProxy::Impl : std::enable_shared_from_this<Impl> {
       co_return co_await Refuse(sandbox_id, client, record, 502, "Bad Gateway", "failed");
     }
     record.decision = "allowed";
+    Decided(record, host.literal ? "cidr" : "domain");
     // The first bytes: CONNECT's answer to the sandbox, or the request head to the server.
     if (tunnel) {
       static constexpr std::string_view kEstablished = "HTTP/1.1 200 Connection established\r\n\r\n";
@@ -514,13 +527,13 @@ struct EgressProxy::Impl : std::enable_shared_from_this<Impl> {
         head += name + ": " + std::string(field.value()) + "\r\n";
       }
       head += "Connection: close\r\n\r\n";
-      record.bytes_up += head.size();
+      AddBytes(record, /*up=*/true, head.size());
       upstream->expires_after(std::chrono::seconds(config.idle_timeout_s));
       co_await asio::async_write(*upstream, asio::buffer(head), asio::redirect_error(use_awaitable, ec));
     }
     if (!ec && buffer.size() > 0) {
       // What the sandbox sent after the head (a body, or a TLS hello that did not wait).
-      record.bytes_up += buffer.size();
+      AddBytes(record, /*up=*/true, buffer.size());
       upstream->expires_after(std::chrono::seconds(config.idle_timeout_s));
       co_await asio::async_write(*upstream, buffer.data(), asio::redirect_error(use_awaitable, ec));
       buffer.consume(buffer.size());
@@ -532,8 +545,8 @@ struct EgressProxy::Impl : std::enable_shared_from_this<Impl> {
       auto client_ptr = FindStream(sandbox_id, client);
       if (client_ptr) {
         auto up_done = std::make_shared<Finished>(io);
-        asio::co_spawn(io, Pump(sandbox_id, client_ptr, upstream, &record.bytes_up, up_done), asio::detached);
-        co_await Pump(sandbox_id, upstream, client_ptr, &record.bytes_down, nullptr);
+        asio::co_spawn(io, Pump(sandbox_id, client_ptr, upstream, &record, /*up=*/true, up_done), asio::detached);
+        co_await Pump(sandbox_id, upstream, client_ptr, &record, /*up=*/false, nullptr);
         if (!up_done->finished) co_await up_done->timer.async_wait(asio::redirect_error(use_awaitable, ec));
       }
     }
@@ -556,10 +569,10 @@ struct EgressProxy::Impl : std::enable_shared_from_this<Impl> {
     asio::steady_timer timer;
   };
 
-  // `counter` lives in the connection's Record, which outlives both pumps: the downward pump
-  // runs in the connection's coroutine, which waits for the upward one.
+  // `record` is the connection's, which outlives both pumps: the downward pump runs in the
+  // connection's coroutine, which waits for the upward one.
   awaitable<void> Pump(std::string sandbox_id, std::shared_ptr<beast::tcp_stream> from,
-                       std::shared_ptr<beast::tcp_stream> to, uint64_t* counter, std::shared_ptr<Finished> done) {
+                       std::shared_ptr<beast::tcp_stream> to, Record* record, bool up, std::shared_ptr<Finished> done) {
     auto self = shared_from_this();
     struct Signal {
       std::shared_ptr<Finished> done;
@@ -576,7 +589,7 @@ struct EgressProxy::Impl : std::enable_shared_from_this<Impl> {
       from->expires_after(std::chrono::seconds(config.idle_timeout_s));
       const size_t n = co_await from->async_read_some(asio::buffer(chunk), asio::redirect_error(use_awaitable, ec));
       if (ec || n == 0) break;
-      *counter += n;
+      AddBytes(*record, up, n);
       auto it = sandboxes.find(sandbox_id);
       if (it == sandboxes.end()) break;
       const Clock::duration wait = it->second.bucket.Take(n);
@@ -621,8 +634,11 @@ EgressProxy::EgressProxy(asio::io_context& io, EgressProxyConfig config, Store& 
                          UniqueFd own_netns)
     : config_(config), impl_(std::make_shared<Impl>(io, std::move(config), store, std::move(netns), std::move(own_netns))) {}
 
+void EgressProxy::SetObserver(EgressObserver* observer) { impl_->observer = observer; }
+
 EgressProxy::~EgressProxy() {
   impl_->stopped = true;
+  impl_->observer = nullptr;
   std::vector<std::string> ids;
   for (const auto& [id, sandbox] : impl_->sandboxes) ids.push_back(id);
   for (const std::string& id : ids) Forget(id);

@@ -30,6 +30,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <boost/asio/io_context.hpp>
@@ -55,6 +56,20 @@ struct EgressProxyConfig {
 // The proxy variables a command in a sandbox gets (http_proxy, HTTPS_PROXY, NO_PROXY, ...).
 std::vector<std::string> EgressProxyEnvironment(uint16_t port);
 
+// Counters the API turns into metrics; called on the event loop.
+class EgressObserver {
+ public:
+  virtual ~EgressObserver() = default;
+  // One per connection, when it is decided: `decision` is allowed, denied or failed (as in the
+  // egress event). `reason` for a refusal is the event's: bad_request, connections, port,
+  // address, domain, private_address, resolve or connect; for an allowed connection, the kind
+  // of rule that allowed it: domain or cidr.
+  virtual void OnEgressDecision(std::string_view decision, std::string_view reason) = 0;
+  // Bytes relayed, as they go: `up` from the sandbox, else to it (the event's bytes_up and
+  // bytes_down, summed).
+  virtual void OnEgressBytes(bool up, uint64_t bytes) = 0;
+};
+
 class EgressProxy : public LoopbackServices {
  public:
   // Opens egress.netns (an error names it when it cannot be).
@@ -69,6 +84,9 @@ class EgressProxy : public LoopbackServices {
 
   // A running sandbox's rules changed: its next connection is decided by these.
   void SetRules(const std::string& sandbox_id, EgressRules rules);
+
+  // Where decisions and bytes are reported (nullptr: nowhere). Set at start.
+  void SetObserver(EgressObserver* observer);
 
   // For metrics and tests.
   size_t open_connections() const;

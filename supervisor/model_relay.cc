@@ -4,8 +4,10 @@
 #include <openssl/ssl.h>
 #include <time.h>
 
+#include <chrono>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <utility>  // before asio's awaitable.hpp, which uses std::exchange without it
 
 #include <boost/asio/co_spawn.hpp>
@@ -147,6 +149,14 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
   };
   std::map<std::string, Held> held;
   bool stopped = false;
+  RelayObserver* observer = nullptr;
+
+  void Count(RelayResult result) {
+    if (observer != nullptr && !stopped) observer->OnModelRequest(result);
+  }
+  void Refused(BudgetRefusal kind) {
+    if (observer != nullptr && !stopped) observer->OnBudgetRefusal(kind);
+  }
   // Idle upstream connections, kept for the next call: no connect or TLS handshake per call.
   static constexpr size_t kMaxIdle = 16;
   std::vector<std::unique_ptr<beast::tcp_stream>> idle_plain;
@@ -227,6 +237,7 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
       client->expires_after(std::chrono::seconds(config.timeout_s));
       co_await http::async_read(*client, buffer, parser, asio::redirect_error(use_awaitable, ec));
       if (ec == http::error::body_limit) {
+        Count(RelayResult::kRefusedInvalid);
         co_await Reply(*client, http::status::payload_too_large, "request_too_large",
                        "corral: the request is larger than relay.max_request", false);
         break;
@@ -267,6 +278,7 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
     const bool messages = path == "/v1/messages";
     const bool count_tokens = path == "/v1/messages/count_tokens";
     if (request.method() != http::verb::post || (!messages && !count_tokens)) {
+      Count(RelayResult::kRefusedInvalid);
       co_return co_await Reply(client, http::status::not_found, "not_found_error",
                                "corral: the relay serves POST /v1/messages and /v1/messages/count_tokens only", keep);
     }
@@ -280,6 +292,7 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
     std::optional<RelayClient> found = key.empty() ? std::nullopt : authority.FindKey(key);
     if (!found || found->sandbox_id != sandbox_id) {
       LogWarn("relay", "unknown key", {{"sandbox", sandbox_id}});
+      Count(RelayResult::kRefusedKey);
       co_return co_await Reply(client, http::status::unauthorized, "authentication_error",
                                "corral: this key belongs to no session of this sandbox", keep);
     }
@@ -290,6 +303,7 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
     const std::string model = has_model ? body["model"].get<std::string>() : "";
     std::optional<ModelPrice> price = config.prices.Find(model);
     if (messages && !has_model) {
+      Count(RelayResult::kRefusedInvalid);
       co_return co_await Reply(client, http::status::bad_request, "invalid_request_error",
                                "corral: the body must be a JSON object with a \"model\" string", keep);
     }
@@ -301,17 +315,22 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
       if (!limiter.Allow(user)) {
         const uint64_t retry = limiter.RetryAfterSeconds(user);
         LogInfo("relay", "rate limited", {{"session", who.session_id}, {"retry_after_s", std::to_string(retry)}});
+        Count(RelayResult::kRefusedRate);
+        Refused(BudgetRefusal::kRate);
         co_return co_await Reply(client, http::status::too_many_requests, "rate_limit_error",
                                  "corral: at most " + std::to_string(limiter.per_minute()) +
                                      " model calls a minute per user (relay.requests_per_minute)",
                                  keep, retry);
       }
       if (!price) {
+        Count(RelayResult::kRefusedUnpriced);
         co_return co_await Reply(client, http::status::bad_request, "invalid_request_error",
                                  "corral: the model \"" + model + "\" has no price in the relay's table (relay.prices)",
                                  keep);
       }
       if (!who.budget.ai_micro_usd) {
+        Count(RelayResult::kRefusedBudget);
+        Refused(BudgetRefusal::kAi);
         authority.OnBudgetExhausted(who);
         co_return co_await Reply(client, http::status::forbidden, "permission_error",
                                  "corral: this session's token carries no AI budget (budget.ai_usd)", keep);
@@ -321,10 +340,13 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
       auto spent = store.LedgerSum(who.iss, who.sub, "ai", window.start, window.end);
       if (!spent.ok()) {
         LogError("relay", "cannot read the ledger", {{"error", spent.status().ToString()}});
+        Count(RelayResult::kError);
         co_return co_await Reply(client, http::status::internal_server_error, "api_error",
                                  "corral: the ledger cannot be read", keep);
       }
       if (*spent >= *who.budget.ai_micro_usd) {
+        Count(RelayResult::kRefusedBudget);
+        Refused(BudgetRefusal::kAi);
         authority.OnBudgetExhausted(who);
         co_return co_await Reply(client, http::status::forbidden, "permission_error",
                                  "corral: the AI budget of this " + std::string(WindowName(who.budget.window)) +
@@ -342,6 +364,8 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
       if (mine.calls > 0 && *spent + mine.micro_usd + estimate > *who.budget.ai_micro_usd) {
         LogInfo("relay", "near the budget's end: waiting for calls in flight",
                 {{"session", who.session_id}, {"in_flight", std::to_string(mine.calls)}});
+        Count(RelayResult::kRefusedInFlight);
+        Refused(BudgetRefusal::kAiInFlight);
         co_return co_await Reply(client, http::status::too_many_requests, "rate_limit_error",
                                  "corral: the AI budget is nearly spent and " + std::to_string(mine.calls) +
                                      " call(s) are still being priced; retry shortly",
@@ -350,6 +374,7 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
       reservation.emplace(shared_from_this(), user, estimate);
     }
     if (!upstream || config.api_key.empty()) {
+      Count(RelayResult::kError);
       co_return co_await Reply(client, http::status::internal_server_error, "api_error",
                                !upstream ? "corral: " + upstream_error.message()
                                          : std::string("corral: the operator has not configured a model API key "
@@ -395,6 +420,7 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
           std::string failed = co_await OpenTls(*stream);
           if (!failed.empty()) {
             LogWarn("relay", "upstream unreachable", {{"error", failed}});
+            Count(RelayResult::kUpstreamError);
             co_return co_await Reply(client, http::status::bad_gateway, "api_error", "corral: " + failed, keep);
           }
         }
@@ -413,6 +439,7 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
           std::string failed = co_await Connect(*stream);
           if (!failed.empty()) {
             LogWarn("relay", "upstream unreachable", {{"error", failed}});
+            Count(RelayResult::kUpstreamError);
             co_return co_await Reply(client, http::status::bad_gateway, "api_error", "corral: " + failed, keep);
           }
         }
@@ -423,6 +450,9 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
       }
       if (outcome != Outcome::kNoAnswer || !reused) break;
     }
+    Count(outcome == Outcome::kDone          ? RelayResult::kForwarded
+          : outcome == Outcome::kClientGone ? RelayResult::kClientGone
+                                            : RelayResult::kUpstreamError);
     if (outcome == Outcome::kNoAnswer) {
       co_return co_await Reply(client, http::status::bad_gateway, "api_error", "corral: " + metered.error, false);
     }
@@ -485,6 +515,7 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
       metered.error = "sending to the upstream failed: " + ec.message();
       co_return Outcome::kNoAnswer;
     }
+    const auto sent = std::chrono::steady_clock::now();
     beast::flat_buffer upstream_buffer;
     http::response_parser<http::buffer_body> parser;
     parser.body_limit(std::numeric_limits<std::uint64_t>::max());  // streamed through, not kept
@@ -494,6 +525,9 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
     if (ec) {
       metered.error = "no answer from the upstream: " + ec.message();
       co_return Outcome::kNoAnswer;
+    }
+    if (observer != nullptr && !stopped) {
+      observer->OnUpstreamLatency(std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count());
     }
     const auto& head = parser.get();
     metered.upstream_keep_alive = head.keep_alive();
@@ -547,6 +581,7 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
     ModelUsage usage = metered.streamed ? metered.sse.usage() : UsageFromMessage(metered.whole);
     if (usage.empty()) return;
     if (usage.model.empty()) usage.model = requested_model;
+    const std::optional<std::string> price_key = config.prices.KeyFor(usage.model);
     const ModelPrice price = config.prices.Find(usage.model).value_or(requested_price);
     const int64_t cost = CostMicroUsd(price, usage);
     LedgerRow row;
@@ -566,6 +601,7 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
     if (!added.ok()) {
       LogError("relay", "cannot write the ledger", {{"session", who.session_id}, {"error", added.status().ToString()}});
     }
+    if (observer != nullptr) observer->OnModelUsage(price_key.value_or(""), usage, cost);
     authority.OnUsage(who, usage, cost);
   }
 };
@@ -584,8 +620,37 @@ void ModelRelay::Reload(PriceTable prices, uint64_t requests_per_minute) {
   }
 }
 
+void ModelRelay::SetObserver(RelayObserver* observer) { impl_->observer = observer; }
+
+std::string_view RelayResultName(RelayResult result) {
+  switch (result) {
+    case RelayResult::kForwarded:
+      return "forwarded";
+    case RelayResult::kUpstreamError:
+      return "upstream_error";
+    case RelayResult::kClientGone:
+      return "client_gone";
+    case RelayResult::kRefusedBudget:
+      return "refused_budget";
+    case RelayResult::kRefusedInFlight:
+      return "refused_in_flight";
+    case RelayResult::kRefusedRate:
+      return "refused_rate";
+    case RelayResult::kRefusedUnpriced:
+      return "refused_unpriced";
+    case RelayResult::kRefusedInvalid:
+      return "refused_invalid";
+    case RelayResult::kRefusedKey:
+      return "refused_key";
+    case RelayResult::kError:
+      return "error";
+  }
+  return "unknown";
+}
+
 ModelRelay::~ModelRelay() {
   impl_->stopped = true;
+  impl_->observer = nullptr;
   for (auto& [id, sandbox] : impl_->sandboxes) {
     boost::system::error_code ec;
     if (sandbox.acceptor) sandbox.acceptor->close(ec);

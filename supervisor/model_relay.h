@@ -79,6 +79,33 @@ class RelayAuthority {
   virtual void OnBudgetExhausted(const RelayClient& client) = 0;
 };
 
+// What came of one request to the relay, for metrics.
+enum class RelayResult {
+  kForwarded,        // the upstream's answer (whatever its status) reached the agent whole
+  kUpstreamError,    // the upstream could not be reached, gave no answer, or cut it short
+  kClientGone,       // the agent hung up during the answer (what was used is still paid for)
+  kRefusedBudget,    // the AI budget is spent, or the session's token carries none
+  kRefusedInFlight,  // the budget is nearly spent and calls are in flight: told to retry
+  kRefusedRate,      // above relay.requests_per_minute
+  kRefusedUnpriced,  // the model has no price in relay.prices
+  kRefusedInvalid,   // not POST /v1/messages[/count_tokens], no model, or larger than allowed
+  kRefusedKey,       // a key of no session of this sandbox
+  kError,            // the relay's own trouble: no upstream or key configured, the ledger unreadable
+};
+std::string_view RelayResultName(RelayResult result);  // "forwarded", "refused_budget", ...
+
+// Counters the API turns into metrics; called on the event loop. Budget refusals (ai,
+// ai_in_flight, rate) come through BudgetObserver as well as in the request's result.
+class RelayObserver : public BudgetObserver {
+ public:
+  virtual void OnModelRequest(RelayResult result) = 0;
+  // A metered call: `price_key` is the price table's key that the answer's model falls under
+  // (PriceTable::KeyFor), or "" when it has none (it was priced as the model asked for).
+  virtual void OnModelUsage(const std::string& price_key, const ModelUsage& usage, int64_t cost_micro_usd) = 0;
+  // From sending a request upstream to its answer's status line and headers.
+  virtual void OnUpstreamLatency(double seconds) = 0;
+};
+
 class ModelRelay : public LoopbackServices {
  public:
   ModelRelay(boost::asio::io_context& io, RelayConfig config, Store& store, RelayAuthority& authority);
@@ -91,6 +118,9 @@ class ModelRelay : public LoopbackServices {
   // A config reload (on the event loop): the price table and the per-user rate of model calls
   // for the calls that start from now on.
   void Reload(PriceTable prices, uint64_t requests_per_minute);
+
+  // Where requests' results, usage and latency are reported (nullptr: nowhere). Set at start.
+  void SetObserver(RelayObserver* observer);
 
   // For metrics and tests.
   uint64_t requests() const { return requests_; }

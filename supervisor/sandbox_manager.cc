@@ -575,6 +575,7 @@ Status SandboxManager::CheckCompute(const std::string& iss, const std::string& s
   const WindowRange window = CurrentWindow(budget, Now());
   ASSIGN_OR_RETURN(int64_t spent, store_.LedgerSum(iss, sub, "compute", window.start, window.end));
   if (spent < *budget.compute_ms) return Status();
+  if (budget_observer_ != nullptr) budget_observer_->OnBudgetRefusal(BudgetRefusal::kCompute);
   return Status::Error("the compute budget of this " + std::string(WindowName(budget.window)) + " is spent (" +
                            std::to_string(spent / 1000) + " of " + std::to_string(*budget.compute_ms / 1000) +
                            " CPU-seconds); it renews at " + std::to_string(window.end),
@@ -1225,6 +1226,7 @@ void SandboxManager::ComputeExhausted(const std::string& id, int64_t spent_ms, i
   std::shared_ptr<Live> live = it->second;
   live->exhausted = true;
   busy_[id] = true;
+  if (budget_observer_ != nullptr) budget_observer_->OnBudgetRefusal(BudgetRefusal::kComputeStop);
   LogInfo("sandbox", "compute budget spent: freezing and stopping",
           {{"sandbox", id}, {"spent_ms", std::to_string(spent_ms)}, {"budget_ms", std::to_string(budget_ms)}});
   (void)store_.AppendEvent(id, "sandbox.compute_exhausted",

@@ -146,6 +146,8 @@ class SandboxManager {
   void SetEgressProxy(EgressProxy* proxy) { egress_ = proxy; }
   // Before Recover: full network mode (null: "network": "full" is refused as unavailable).
   void SetFullNetwork(FullNetwork* network) { network_ = network; }
+  // Where compute budget refusals (a start) and stops (a running sandbox) are reported.
+  void SetBudgetObserver(BudgetObserver* observer) { budget_observer_ = observer; }
   // Stops timers and lets go of every sandbox (they keep running for the next daemon).
   void Detach();
 
@@ -249,6 +251,7 @@ class SandboxManager {
   CommandObserver* observer_;
   LoopbackServices* loopback_ = nullptr;
   EgressProxy* egress_ = nullptr;
+  BudgetObserver* budget_observer_ = nullptr;
   FullNetwork* network_ = nullptr;
   std::map<std::string, std::shared_ptr<Live>> live_;  // running sandboxes by id
   std::map<std::string, bool> busy_;                   // a lifecycle operation is under way

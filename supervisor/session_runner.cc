@@ -251,6 +251,7 @@ void AgentSession::End(const std::string& command_outcome) {
   SetState(state);
   (void)runner_.store_.UpdateSession(row_);
   events_.Append(StreamEvent::Kind::kExit, 0, row_.outcome_json);
+  runner_.Ended(outcome);
   runner_.OnEnded(*this);
 }
 
@@ -436,6 +437,7 @@ StatusOr<std::shared_ptr<AgentSession>> SessionRunner::Create(const Caller& call
     row.outcome_json = json{{"outcome", "start_failed"}, {"error", command.status().message()}}.dump();
     row.ended_at = Now();
     (void)store_.UpdateSession(row);
+    Ended("start_failed");
     return command.status();
   }
   auto session = std::make_shared<AgentSession>(*this, row, config_.replay_buffer_bytes);
@@ -565,6 +567,7 @@ Status SessionRunner::Recover() {
                            .dump();
     row.ended_at = Now();
     (void)store_.UpdateSession(row);
+    Ended("daemon_restarted");
   }
   return Status();
 }
@@ -603,6 +606,13 @@ void SessionRunner::OnEnded(AgentSession& session) {
     recent_order_.erase(recent_order_.begin());
   }
   LogInfo("session", "ended", {{"session", session.id()}, {"state", session.row().state}});
+}
+
+std::map<std::string, int64_t> SessionRunner::CountByState() const {
+  std::map<std::string, int64_t> counts;
+  for (const char* state : {"initializing", "ready", "processing", "waiting_tool"}) counts[state] = 0;
+  for (const auto& [id, session] : live_) ++counts[session->row().state];
+  return counts;
 }
 
 void SessionRunner::OnUsage(const RelayClient& client, const ModelUsage& usage, int64_t cost) {

@@ -20,6 +20,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <boost/asio/io_context.hpp>
@@ -71,6 +72,16 @@ struct NewSession {
 };
 
 class SessionRunner;
+
+// Counters the API turns into metrics; called on the event loop.
+class SessionObserver {
+ public:
+  virtual ~SessionObserver() = default;
+  // A session ended (its row has its outcome): `outcome` is the outcome's name (completed,
+  // stopped, aborted, agent_exited, agent_hung, budget_exhausted, start_failed, and at start
+  // daemon_restarted for those a previous daemon left running).
+  virtual void OnSessionEnded(std::string_view outcome) = 0;
+};
 
 class AgentSession : public StreamSubscriber, public std::enable_shared_from_this<AgentSession> {
  public:
@@ -129,6 +140,10 @@ class SessionRunner : public ToolAuthority {
   // sandboxes have corral-mcp (without it, sessions that declare tools are refused and
   // permission requests are answered by Claude Code itself: denied).
   void EnableTools(boost::asio::io_context& io, ToolBridge& bridge, bool mcp_in_sandboxes);
+  // Where ended sessions are reported (nullptr: nowhere). Set at start, before Recover.
+  void SetObserver(SessionObserver* observer) { observer_ = observer; }
+  // Sessions whose agent runs now, by state (every running state, 0 included). For metrics.
+  std::map<std::string, int64_t> CountByState() const;
 
   StatusOr<std::shared_ptr<AgentSession>> Create(const Caller& caller, const UserCaps& caps, NewSession request);
   // A user message: the next turn (or, during one, feedback the agent reads when it can).
@@ -161,6 +176,9 @@ class SessionRunner : public ToolAuthority {
  private:
   friend class AgentSession;
   void OnEnded(AgentSession& session);
+  void Ended(std::string_view outcome) {
+    if (observer_ != nullptr) observer_->OnSessionEnded(outcome);
+  }
   void OnUsage(const RelayClient& client, const ModelUsage& usage, int64_t cost);
   void OnExhausted(const RelayClient& client);
   StatusOr<std::shared_ptr<AgentSession>> Live(const Caller& caller, const std::string& id);
@@ -174,6 +192,7 @@ class SessionRunner : public ToolAuthority {
   Store& store_;
   SandboxManager& manager_;
   RelayKeys& keys_;
+  SessionObserver* observer_ = nullptr;
   std::map<std::string, std::shared_ptr<AgentSession>> live_;
   std::map<std::string, std::shared_ptr<AgentSession>> recent_;
   std::vector<std::string> recent_order_;

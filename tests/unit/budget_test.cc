@@ -115,6 +115,30 @@ TEST(PriceTableTest, DatedIdsTakeTheLongestPrefixThenTheDefault) {
   EXPECT_EQ(table.Find("claude-opus-4-1")->input, 7);
 }
 
+// Metrics label a model with the key that priced it: the operator's keys, never the sandbox's
+// own string.
+TEST(PriceTableTest, KeyForNamesTheEntryFindTakes) {
+  PriceTable table;
+  table.Set("claude-sonnet-4", {1, 1, 1, 1});
+  table.Set("claude-sonnet-4-5", {2, 2, 2, 2});
+  EXPECT_EQ(table.KeyFor("claude-sonnet-4-5-20250929"), "claude-sonnet-4-5");
+  EXPECT_EQ(table.KeyFor("claude-sonnet-4-5"), "claude-sonnet-4-5");
+  EXPECT_EQ(table.KeyFor("claude-sonnet-4-anything-a-sandbox-says"), "claude-sonnet-4");
+  EXPECT_EQ(table.KeyFor("claude-sonnet-45"), std::nullopt);
+  EXPECT_EQ(table.KeyFor(""), std::nullopt);
+  table.Set("default", {7, 7, 7, 7});
+  EXPECT_EQ(table.KeyFor("claude-opus-4-1"), "default");
+  EXPECT_EQ(table.KeyFor("claude-sonnet-4-5-x"), "claude-sonnet-4-5");
+}
+
+TEST(BudgetRefusalTest, EveryKindHasItsName) {
+  EXPECT_EQ(BudgetRefusalName(BudgetRefusal::kAi), "ai");
+  EXPECT_EQ(BudgetRefusalName(BudgetRefusal::kAiInFlight), "ai_in_flight");
+  EXPECT_EQ(BudgetRefusalName(BudgetRefusal::kRate), "rate");
+  EXPECT_EQ(BudgetRefusalName(BudgetRefusal::kCompute), "compute");
+  EXPECT_EQ(BudgetRefusalName(BudgetRefusal::kComputeStop), "compute_stop");
+}
+
 TEST(PriceTableTest, CostIsExactAndRoundedHalfUpOncePerRequest) {
   ModelPrice sonnet = {3000000, 15000000, 3750000, 300000};  // USD 3 / 15 / 3.75 / 0.30 per MTok
   ModelUsage usage;

@@ -13,6 +13,8 @@
 
 #include <cstdio>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <sstream>
 #include <thread>
 #include <utility>
@@ -69,6 +71,74 @@ class FakeAuthority : public RelayAuthority {
   std::vector<int64_t> costs;
   std::vector<std::string> exhausted;
 };
+
+// What the relay reports for metrics. Called on the relay's thread, read on the test's: a
+// request's result is reported once its answer is written, which may be just after the agent
+// has read it, so tests wait for it (Eventually).
+class FakeObserver : public RelayObserver {
+ public:
+  void OnModelRequest(RelayResult result) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++results_[result];
+  }
+  void OnModelUsage(const std::string& price_key, const ModelUsage& usage, int64_t cost) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    usages_.push_back({price_key, usage, cost});
+  }
+  void OnUpstreamLatency(double seconds) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    latencies_.push_back(seconds);
+  }
+  void OnBudgetRefusal(BudgetRefusal kind) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++refusals_[kind];
+  }
+
+  int Results(RelayResult result) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return results_[result];
+  }
+  int TotalResults() {
+    std::lock_guard<std::mutex> lock(mu_);
+    int n = 0;
+    for (const auto& [result, count] : results_) n += count;
+    return n;
+  }
+  int Refusals(BudgetRefusal kind) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return refusals_[kind];
+  }
+  struct Usage {
+    std::string price_key;
+    ModelUsage usage;
+    int64_t cost = 0;
+  };
+  std::vector<Usage> Usages() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return usages_;
+  }
+  std::vector<double> Latencies() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return latencies_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<RelayResult, int> results_;
+  std::map<BudgetRefusal, int> refusals_;
+  std::vector<Usage> usages_;
+  std::vector<double> latencies_;
+};
+
+// True once `condition` holds (within 5 s).
+template <typename F>
+bool Eventually(F condition) {
+  for (int i = 0; i < 500; ++i) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return condition();
+}
 
 // The scripted upstream, as a child process.
 class ScriptedUpstream {
@@ -198,6 +268,7 @@ class ModelRelayTest : public ::testing::Test {
     config.timeout_s = 30;
     config.requests_per_minute = requests_per_minute_;
     relay_ = std::make_unique<ModelRelay>(io_, config, *store_, authority_);
+    relay_->SetObserver(&observer_);
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct sockaddr_in address = {};
     address.sin_family = AF_INET;
@@ -244,6 +315,7 @@ class ModelRelayTest : public ::testing::Test {
   std::string dir_;
   std::unique_ptr<Store> store_;
   FakeAuthority authority_;
+  FakeObserver observer_;
   asio::io_context io_;
   asio::executor_work_guard<asio::io_context::executor_type> work_ = asio::make_work_guard(io_);
   std::thread loop_;
@@ -278,6 +350,22 @@ TEST_F(ModelRelayTest, AStreamedAnswerPassesThroughAndItsUsageIsDebitedExactly) 
   EXPECT_EQ(requests[0]["headers"]["x-api-key"], kRealKey);
   EXPECT_EQ(requests[0]["path"], "/v1/messages?beta=true");
   EXPECT_EQ(upstream_->RawLog().find(kKey), std::string::npos);
+  // Metrics: one request forwarded, its usage under the price table's key, its latency.
+  EXPECT_TRUE(Eventually([&] { return observer_.Results(RelayResult::kForwarded) == 1; }));
+  EXPECT_EQ(observer_.TotalResults(), 1);
+  auto usages = observer_.Usages();
+  ASSERT_EQ(usages.size(), 1u);
+  EXPECT_EQ(usages[0].price_key, kModel);
+  EXPECT_EQ(usages[0].cost, 21000);
+  EXPECT_EQ(usages[0].usage.input_tokens, 1000);
+  EXPECT_EQ(usages[0].usage.output_tokens, 500);
+  EXPECT_EQ(usages[0].usage.cache_creation_input_tokens, 2000);
+  EXPECT_EQ(usages[0].usage.cache_read_input_tokens, 10000);
+  auto latencies = observer_.Latencies();
+  ASSERT_EQ(latencies.size(), 1u);
+  EXPECT_GE(latencies[0], 0.0);
+  EXPECT_LT(latencies[0], 30.0);
+  EXPECT_EQ(observer_.Refusals(BudgetRefusal::kAi), 0);
 }
 
 TEST_F(ModelRelayTest, AWholeAnswerIsDebitedFromItsBody) {
@@ -304,6 +392,9 @@ TEST_F(ModelRelayTest, UnknownKeysAndOtherSandboxesKeysAreRefusedBeforeTheUpstre
   // Positive control: the session's own key goes through.
   EXPECT_EQ(Post("/v1/messages", MessagesBody(true)).status, 200);
   EXPECT_EQ(upstream_->Requests().size(), 1u);
+  EXPECT_TRUE(Eventually([&] { return observer_.Results(RelayResult::kForwarded) == 1; }));
+  EXPECT_EQ(observer_.Results(RelayResult::kRefusedKey), 3);
+  EXPECT_EQ(observer_.TotalResults(), 4);
 }
 
 TEST_F(ModelRelayTest, ASpentBudgetIsRefusedInTheApisFormat) {
@@ -313,6 +404,8 @@ TEST_F(ModelRelayTest, ASpentBudgetIsRefusedInTheApisFormat) {
   ASSERT_EQ(Post("/v1/messages", MessagesBody(true)).status, 200);
   EXPECT_EQ(Spent(), 450000);
   EXPECT_TRUE(authority_.exhausted.empty());
+  EXPECT_TRUE(Eventually([&] { return observer_.Results(RelayResult::kForwarded) == 1; }));
+  EXPECT_EQ(observer_.Refusals(BudgetRefusal::kAi), 0);
   Answer refused = Post("/v1/messages", MessagesBody(true));
   EXPECT_EQ(refused.status, 403);
   json error = json::parse(refused.body);
@@ -325,6 +418,10 @@ TEST_F(ModelRelayTest, ASpentBudgetIsRefusedInTheApisFormat) {
   // A token without an AI budget gets nothing at all.
   authority_.budget.ai_micro_usd.reset();
   EXPECT_EQ(Post("/v1/messages", MessagesBody(true)).status, 403);
+  EXPECT_EQ(observer_.Results(RelayResult::kRefusedBudget), 2);
+  EXPECT_EQ(observer_.Refusals(BudgetRefusal::kAi), 2);
+  EXPECT_EQ(observer_.Refusals(BudgetRefusal::kRate), 0);
+  EXPECT_EQ(observer_.TotalResults(), 3);
 }
 
 TEST_F(ModelRelayTest, AUserAboveTheRateGetsTheApisOwn429BeforeTheUpstream) {
@@ -342,6 +439,10 @@ TEST_F(ModelRelayTest, AUserAboveTheRateGetsTheApisOwn429BeforeTheUpstream) {
   // The refused call never left and cost nothing.
   EXPECT_EQ(upstream_->Requests().size(), 2u);
   EXPECT_EQ(Spent(), 2 * (10 * 3 + 1 * 15));
+  EXPECT_TRUE(Eventually([&] { return observer_.Results(RelayResult::kForwarded) == 2; }));
+  EXPECT_EQ(observer_.Results(RelayResult::kRefusedRate), 1);
+  EXPECT_EQ(observer_.Refusals(BudgetRefusal::kRate), 1);
+  EXPECT_EQ(observer_.Refusals(BudgetRefusal::kAi), 0);
 }
 
 TEST_F(ModelRelayTest, ABodyOfTheWrongShapeIsRefusedNotFatal) {
@@ -368,6 +469,10 @@ TEST_F(ModelRelayTest, AModelWithoutAPriceAndOtherRoutesAreRefused) {
   EXPECT_EQ(Post("/v1/messages/count_tokens", MessagesBody(false)).status, 200);
   EXPECT_EQ(Post("/v1/messages", MessagesBody(true)).status, 200);
   EXPECT_EQ(Spent(), 10 * 3 + 1 * 15);
+  EXPECT_TRUE(Eventually([&] { return observer_.Results(RelayResult::kForwarded) == 2; }));
+  EXPECT_EQ(observer_.Results(RelayResult::kRefusedUnpriced), 1);
+  EXPECT_EQ(observer_.Results(RelayResult::kRefusedInvalid), 2);
+  EXPECT_EQ(observer_.Usages().size(), 1u);  // count_tokens is free: no usage
 }
 
 TEST_F(ModelRelayTest, AnUpstreamErrorReachesTheAgentAndCostsNothing) {
@@ -379,6 +484,9 @@ TEST_F(ModelRelayTest, AnUpstreamErrorReachesTheAgentAndCostsNothing) {
   EXPECT_EQ(Spent(), 0);
   EXPECT_EQ(Post("/v1/messages", MessagesBody(true)).status, 200);
   EXPECT_EQ(Spent(), 45);
+  // The upstream's own error is an answer passed on whole: forwarded, with no usage.
+  EXPECT_TRUE(Eventually([&] { return observer_.Results(RelayResult::kForwarded) == 2; }));
+  EXPECT_EQ(observer_.Usages().size(), 1u);
 }
 
 TEST_F(ModelRelayTest, AnAgentThatHangsUpMidStreamStillPaysForWhatWasUsed) {
@@ -402,6 +510,8 @@ TEST_F(ModelRelayTest, AnAgentThatHangsUpMidStreamStillPaysForWhatWasUsed) {
   for (int i = 0; i < 100 && Spent() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_GE(Spent(), 700 * 3);
   EXPECT_LT(Spent(), 700 * 3 + 50 * 15);
+  EXPECT_TRUE(Eventually([&] { return observer_.Results(RelayResult::kClientGone) == 1; }));
+  EXPECT_EQ(observer_.Results(RelayResult::kForwarded), 0);
 }
 
 // Upstream connections are kept between calls; one the upstream closed meanwhile is replaced
