@@ -16,6 +16,7 @@ namespace {
 std::string Dump(const DaemonConfig& c) {
   std::ostringstream out;
   out << "state_dir=" << c.state_dir << "\nrun_dir=" << c.run_dir << "\nadmin_socket=" << c.admin_socket
+      << "\nadmin_group=" << c.admin_group
       << "\ncgroup_mount=" << c.cgroup_mount << "\ncgroup_parent=" << c.cgroup_parent
       << "\ninit_path=" << c.init_path << "\nlisten_address=" << c.listen_address
       << "\nlisten_port=" << c.listen_port << "\nallowed_origins=";
@@ -340,7 +341,7 @@ TEST(ConfigTest, DistConfigDocumentsEveryKeyWithItsDefault) {
       uncommented += line + "\n";
     }
   }
-  EXPECT_EQ(keys, 70);  // every field of DaemonConfig but the prices; listen sets two
+  EXPECT_EQ(keys, 71);  // every field of DaemonConfig but the prices; listen sets two
   auto parsed = ParseConfig(uncommented, "uncommented");
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   EXPECT_EQ(Dump(*parsed), Dump(DaemonConfig{}));
