@@ -11,6 +11,7 @@ import hmac
 import http.client
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -81,6 +82,39 @@ def micro_usd(usage, price=PRICE):
     return round(usage.get("input_tokens", 0) * price["input"] + usage.get("output_tokens", 0) * price["output"]
                  + usage.get("cache_creation_input_tokens", 0) * price["cache_write"]
                  + usage.get("cache_read_input_tokens", 0) * price["cache_read"])
+
+
+class Scrape:
+    """A Prometheus text exposition: every sample, and the declared metric names and types."""
+
+    _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+    def __init__(self, text):
+        self.text = text
+        self.types = {}    # name -> counter | gauge | histogram
+        self.samples = {}  # (name, ((label, value), ...) sorted) -> float
+        for line in text.splitlines():
+            if line.startswith("# TYPE "):
+                _, _, name, kind = line.split(" ", 3)
+                self.types[name] = kind
+            elif line and not line.startswith("#"):
+                series, value = line.rsplit(" ", 1)
+                name, _, labels = series.partition("{")
+                self.samples[(name, tuple(sorted(self._LABEL.findall(labels))))] = float(value)
+
+    def get(self, name, **labels):
+        """The sample with exactly these labels (0 when there is none yet)."""
+        return self.samples.get((name, tuple(sorted(labels.items()))), 0.0)
+
+    def sum(self, name, **labels):
+        """The sum over the samples of `name` that have these labels (and any others)."""
+        return sum(v for (n, pairs), v in self.samples.items()
+                   if n == name and all(dict(pairs).get(k) == w for k, w in labels.items()))
+
+
+def metric_delta(before, after, name, **labels):
+    """How much a counter moved between two scrapes (summed over the other labels)."""
+    return after.sum(name, **labels) - before.sum(name, **labels)
 
 
 class UnixHTTPConnection(http.client.HTTPConnection):
@@ -204,6 +238,12 @@ stop_grace = 2
         if "json" in ctype and data:
             return resp.status, json.loads(data)
         return resp.status, data
+
+    def metrics(self):
+        """GET /metrics, parsed (Scrape)."""
+        status, text = self.http("GET", "/metrics")
+        assert status == 200, (status, text)
+        return Scrape(text.decode())
 
     def add_issuer(self, name):
         status, body = self.admin("POST", "/v1/admin/issuers", {"name": name})

@@ -13,7 +13,7 @@ import unittest
 import os
 import subprocess
 
-from corral_e2e import CORRAL, DaemonTestCase, UnixHTTPConnection, WsClient, mint, wait_until
+from corral_e2e import CORRAL, DaemonTestCase, UnixHTTPConnection, WsClient, metric_delta, mint, wait_until
 
 SPIN = ["sh", "-c", "while :; do :; done"]
 METER_INTERVAL_S = 5
@@ -42,6 +42,7 @@ class ComputeBudgets(DaemonTestCase):
 
     def test_a_sandbox_that_spends_the_compute_budget_is_stopped_and_cannot_start_again(self):
         token = self.token("spender", budget={"compute_s": 2, "window": "day"})
+        before = self.daemon.metrics()
         sandbox = self.create_sandbox(token)["id"]
         self.addCleanup(self.daemon.http, "DELETE", f"/v1/sandboxes/{sandbox}", token)
         started = time.monotonic()
@@ -72,6 +73,10 @@ class ComputeBudgets(DaemonTestCase):
         self.assertIn("CPU-seconds", body["error"]["message"])
         status, body = self.daemon.http("POST", "/v1/sandboxes", token, {})
         self.assertEqual((status, body["error"]["code"]), (402, "budget_exhausted"), body)
+        # /metrics: the stop, and the two starts refused.
+        after = self.daemon.metrics()
+        self.assertEqual(metric_delta(before, after, "corral_budget_refusals_total", kind="compute_stop"), 1)
+        self.assertEqual(metric_delta(before, after, "corral_budget_refusals_total", kind="compute"), 2)
         # Control: a newer token with a larger budget starts it again.
         richer = self.token("spender", budget={"compute_s": 3600, "window": "day"})
         status, body = self.daemon.http("POST", f"/v1/sandboxes/{sandbox}/start", richer)
@@ -79,6 +84,7 @@ class ComputeBudgets(DaemonTestCase):
 
     def test_a_user_within_budget_is_metered_and_keeps_running(self):
         token = self.token("worker", budget={"compute_s": 3600, "window": "day"})
+        before = self.daemon.metrics()
         sandbox = self.create_sandbox(token)["id"]
         self.addCleanup(self.daemon.http, "DELETE", f"/v1/sandboxes/{sandbox}", token)
         outcome = self.exec_once(token, sandbox, ["timeout", "3", "sh", "-c", "while :; do :; done"])
@@ -90,6 +96,8 @@ class ComputeBudgets(DaemonTestCase):
         self.assertAlmostEqual(usage["compute"]["remaining_s"], 3600 - usage["compute"]["spent_s"], places=3)
         status, row = self.daemon.http("GET", f"/v1/sandboxes/{sandbox}", token)
         self.assertEqual(row["state"], "running")
+        # Positive control of the refusals' count: a user within budget is never counted.
+        self.assertEqual(metric_delta(before, self.daemon.metrics(), "corral_budget_refusals_total"), 0)
         # No AI budget in the token: none to spend, nothing spent.
         self.assertIsNone(usage["ai"]["budget_usd"])
         self.assertEqual(usage["ai"]["spent_usd"], "0.000000")

@@ -20,7 +20,7 @@ import tempfile
 import time
 import unittest
 
-from corral_e2e import CORRAL, DaemonTestCase, WsClient, relay_config
+from corral_e2e import CORRAL, DaemonTestCase, WsClient, metric_delta, relay_config
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures"))
 import scripted_model  # noqa: E402
@@ -155,6 +155,7 @@ bandwidth = "2M"
     def test_denied_domain_and_port_name_the_rule(self):
         token, sid, _ = self.sandbox("deny", {"domains": ["example.test"], "ports": [443, 8080]})
         before = len(self.inet.connections(OTHER_PUBLIC_ADDRESS))
+        metrics_before = self.daemon.metrics()
         # The refusal's text names the rules (curl shows it for a plain HTTP request).
         status, body, _ = self.curl(token, sid, "http://other.test:8080/whoami")
         self.assertEqual(status, 403)
@@ -175,6 +176,23 @@ bandwidth = "2M"
         reasons = {(e["host"], e["reason"]) for e in self.egress_events(token, sid) if e["decision"] == "denied"}
         self.assertIn(("other.test", "domain"), reasons)
         self.assertIn(("example.test", "port"), reasons)
+        # /metrics: each decision under its reason (a domain rule allowed the two that passed),
+        # and the bytes each way exactly those of their events (written when they closed).
+        deadline = time.time() + 15
+        while len(allowed := [e for e in self.egress_events(token, sid) if e["decision"] == "allowed"]) < 2:
+            self.assertLess(time.time(), deadline, self.egress_events(token, sid))
+            time.sleep(0.1)
+        after = self.daemon.metrics()
+        decisions = "corral_egress_decisions_total"
+        self.assertEqual(metric_delta(metrics_before, after, decisions, decision="denied", reason="domain"), 2)
+        self.assertEqual(metric_delta(metrics_before, after, decisions, decision="denied", reason="port"), 1)
+        self.assertEqual(metric_delta(metrics_before, after, decisions, decision="allowed", reason="domain"), 2)
+        self.assertEqual(metric_delta(metrics_before, after, decisions), 5)
+        self.assertEqual(metric_delta(metrics_before, after, "corral_egress_bytes_total", direction="up"),
+                         sum(e["bytes_up"] for e in allowed))
+        self.assertEqual(metric_delta(metrics_before, after, "corral_egress_bytes_total", direction="down"),
+                         sum(e["bytes_down"] for e in allowed))
+        self.assertGreater(sum(e["bytes_down"] for e in allowed), 0)
 
     def test_private_metadata_and_loopback_addresses_are_refused_after_resolution(self):
         token, sid, _ = self.sandbox("private", {"domains": ["*"]})

@@ -14,7 +14,7 @@ import tempfile
 import time
 import unittest
 
-from corral_e2e import CORRAL, DaemonTestCase, WsClient, micro_usd, relay_config
+from corral_e2e import CORRAL, DaemonTestCase, WsClient, metric_delta, micro_usd, relay_config
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "fixtures"))
 import scripted_model  # noqa: E402
@@ -117,9 +117,11 @@ agent_silence_timeout = 8
              "usage": {"input_tokens": 1300, "output_tokens": 5, "cache_read_input_tokens": 300}},
         ]
         _upstream.play(turns)
+        before = self.daemon.metrics()
         session = self.start(prompt="create hello.txt containing hi")
         self.assertIn(session["state"], ("processing", "initializing"))
         events = self.events_until(session["id"], self.turn_done)
+        during = self.daemon.metrics()
         kinds = [e.get("kind") for e in events]
         self.assertIn("agent", kinds)
         agent_types = [e["data"].get("type") for e in events if e.get("kind") == "agent"]
@@ -148,6 +150,27 @@ agent_silence_timeout = 8
         end = self.events_until(session["id"], lambda ev: any(e.get("event") == "session_end" for e in ev))
         self.assertEqual(end[-1]["state"], "completed")
         self.assertEqual(end[-1]["outcome"]["outcome"], "completed")
+        # /metrics moved by exactly this: the tokens of the scenario's usage (under the price
+        # table's key, here "default"), the ledger's dollars, a forwarded request for each the
+        # upstream got, no budget refusal; the session counted ready, then completed.
+        after = self.daemon.metrics()
+        for kind, field in (("input", "input_tokens"), ("output", "output_tokens"),
+                            ("cache_write", "cache_creation_input_tokens"), ("cache_read", "cache_read_input_tokens")):
+            self.assertEqual(metric_delta(before, after, "corral_model_tokens_total", model="default", kind=kind),
+                             sum(t["usage"].get(field, 0) for t in turns), kind)
+        self.assertEqual(metric_delta(before, after, "corral_model_tokens_total", model="other"), 0)
+        self.assertEqual(round(metric_delta(before, after, "corral_model_cost_usd_total", model="default") * 1e6),
+                         expected)
+        upstream_requests = len(_upstream.server.requests)
+        self.assertEqual(metric_delta(before, after, "corral_model_requests_total", result="forwarded"),
+                         upstream_requests)
+        self.assertEqual(metric_delta(before, after, "corral_model_upstream_latency_seconds_count"), upstream_requests)
+        self.assertEqual(metric_delta(before, after, "corral_model_requests_total", result="refused_budget"), 0)
+        self.assertEqual(metric_delta(before, after, "corral_budget_refusals_total"), 0)
+        self.assertEqual(metric_delta(before, during, "corral_sessions_running", state="ready"), 1)
+        self.assertEqual(metric_delta(before, after, "corral_sessions_running"), 0)
+        self.assertEqual(metric_delta(before, after, "corral_sessions_total", outcome="completed"), 1)
+        self.assertEqual(metric_delta(before, after, "corral_sessions_total"), 1)
 
     def run_turn(self, turns, **body):
         """Starts (or resumes, or forks) a session with a prompt, waits for its turn to end,
@@ -492,6 +515,7 @@ agent_silence_timeout = 8
             {"tool_use": {"name": "Bash", "input": {"command": "while :; do :; done", "description": "spin"}}},
             {"text": "never reached"},
         ])
+        before = self.daemon.metrics()
         status, session = self.daemon.http("POST", f"/v1/sandboxes/{sandbox['id']}/sessions", frugal,
                                            {"prompt": "spin"})
         self.assertEqual(status, 201, session)
@@ -500,6 +524,10 @@ agent_silence_timeout = 8
         end = events[-1]
         self.assertEqual((end["state"], end["outcome"]["outcome"]), ("failed", "budget_exhausted"), end)
         self.assertEqual(end["outcome"]["process"]["outcome"], "budget_exhausted")
+        after = self.daemon.metrics()
+        self.assertEqual(metric_delta(before, after, "corral_budget_refusals_total", kind="compute_stop"), 1)
+        self.assertEqual(metric_delta(before, after, "corral_budget_refusals_total", kind="ai"), 0)
+        self.assertEqual(metric_delta(before, after, "corral_sessions_total", outcome="budget_exhausted"), 1)
         status, usage = self.daemon.http("GET", "/v1/usage", frugal)
         self.assertGreaterEqual(usage["compute"]["spent_s"], 3.0, usage)
         self.assertEqual(usage["compute"]["remaining_s"], 0.0)
@@ -531,6 +559,7 @@ agent_silence_timeout = 8
              "usage": first},
             {"text": "never reached", "usage": {"input_tokens": 5, "output_tokens": 5}},
         ])
+        before = self.daemon.metrics()
         status, session = self.daemon.http("POST", f"/v1/sandboxes/{sandbox['id']}/sessions", tight,
                                            {"prompt": "do two steps"})
         self.assertEqual(status, 201, session)
@@ -545,6 +574,16 @@ agent_silence_timeout = 8
         status, usage = self.daemon.http("GET", "/v1/usage", tight)
         self.assertEqual((usage["ai"]["spent_usd"], usage["ai"]["calls"]), ("0.012000", 1), usage)
         self.assertEqual(usage["ai"]["remaining_usd"], "0.000000")
+        # /metrics: the first call's dollars exactly, then the refusal, counted as a request's
+        # result and as a budget refusal alike; the session ended budget_exhausted.
+        after = self.daemon.metrics()
+        self.assertEqual(round(metric_delta(before, after, "corral_model_cost_usd_total") * 1e6), 12000)
+        self.assertEqual(metric_delta(before, after, "corral_model_tokens_total", kind="input"), 3000)
+        self.assertEqual(metric_delta(before, after, "corral_model_tokens_total", kind="output"), 200)
+        refused = metric_delta(before, after, "corral_model_requests_total", result="refused_budget")
+        self.assertGreaterEqual(refused, 1)
+        self.assertEqual(metric_delta(before, after, "corral_budget_refusals_total", kind="ai"), refused)
+        self.assertEqual(metric_delta(before, after, "corral_sessions_total", outcome="budget_exhausted"), 1)
 
     def test_a_tool_call_cannot_write_into_the_agents_event_stream(self):
         # The agent's stdout and stderr are pipes that corral-init (root inside) made: the agent's
