@@ -4,6 +4,7 @@ import base64
 import hashlib
 import json
 import os
+import re
 import struct
 import time
 import unittest
@@ -28,6 +29,58 @@ class HealthAndMetrics(DaemonTestCase):
         self.assertIn("# TYPE corral_auth_failures_total counter", text)
         self.assertIn('corral_sandboxes{state="running"}', text)
         self.assertIn("corral_http_request_duration_seconds_bucket", text)
+
+    def test_the_dashboard_the_scrape_config_and_the_docs_name_only_metrics_corrald_exports(self):
+        root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+        # Some activity first: an answer, and a refused token.
+        self.assertEqual(self.daemon.http("GET", "/healthz")[0], 200)
+        self.assertEqual(self.daemon.http("GET", "/v1/sandboxes", "not.a.token")[0], 401)
+        scrape = self.daemon.metrics()
+        exported = set(scrape.types)
+        for name, kind in scrape.types.items():
+            if kind == "histogram":
+                exported |= {name + "_bucket", name + "_sum", name + "_count"}
+        self.assertIn("corral_model_cost_usd_total", exported)  # (the parse itself works)
+
+        def names(text):
+            return set(re.findall(r"\bcorral_[a-z0-9_]+", text))
+
+        # The Grafana dashboard: valid JSON, one query at least per panel, every metric real.
+        with open(os.path.join(root, "dist", "grafana-dashboard.json")) as f:
+            dashboard = json.load(f)
+        panels = [p for p in dashboard["panels"] if p["type"] != "row"]
+        exprs = [t["expr"] for p in panels for t in p["targets"]]
+        self.assertTrue(all(p["targets"] for p in panels))
+        used = set().union(*(names(e) for e in exprs))
+        self.assertEqual(used - exported, set())
+        # ... and it shows what an operator watches.
+        for wanted in ("corral_sandboxes", "corral_commands_total", "corral_sessions_running", "corral_sessions_total",
+                       "corral_model_tokens_total", "corral_model_cost_usd_total", "corral_budget_refusals_total",
+                       "corral_egress_decisions_total", "corral_http_request_duration_seconds_bucket",
+                       "corral_auth_failures_total"):
+            self.assertIn(wanted, used)
+        self.assertTrue(any(e.startswith("histogram_quantile(0.95") and "corral_http_request_duration" in e
+                            for e in exprs))
+        # The docs' lists of metrics: README's "Metrics" section and PROTOCOL.md's.
+        with open(os.path.join(root, "README.md")) as f:
+            readme = f.read()
+        section = readme[readme.index("### Metrics"):]
+        section = section[:section.index("\n#", 1)]
+        with open(os.path.join(root, "docs", "PROTOCOL.md")) as f:
+            protocol = f.read()
+        protocol = protocol[protocol.index("### Health and metrics"):]
+        protocol = protocol[:protocol.index("\n#", 1)]
+        documented = names(section) | names(protocol)
+        self.assertEqual(documented - exported, set())
+        # Every metric corrald exports is in the README's table.
+        self.assertEqual({n for n in scrape.types} - names(section), set())
+        # The sample scrape config targets the default listener (dist/corrald.toml's api.listen).
+        with open(os.path.join(root, "dist", "corrald.toml")) as f:
+            default = re.search(r'^# listen = "([^"]+)"', f.read(), re.M).group(1)
+        with open(os.path.join(root, "dist", "prometheus.yml")) as f:
+            scrape_config = f.read()
+        self.assertIn(f'targets: ["{default}"]', scrape_config)
+        self.assertIn("metrics_path: /metrics", scrape_config)
 
 
 class Auth(DaemonTestCase):
