@@ -573,6 +573,14 @@ TEST_F(ModelRelayTest, ConcurrentRequestsAtTheEdgeOverspendByOneCallAtMost) {
               admitted, static_cast<long long>(overspend));
   // Once they are paid for, nothing more gets through.
   EXPECT_EQ(Post("/v1/messages", MessagesBody(true)).status, 403);
+  // Metrics: each answer counted under its own result and refusal kind.
+  const int spent = kRequests + 1 - admitted - waited;
+  EXPECT_TRUE(Eventually([&] { return observer_.Results(RelayResult::kForwarded) == admitted; }));
+  EXPECT_EQ(observer_.Results(RelayResult::kRefusedInFlight), waited);
+  EXPECT_EQ(observer_.Refusals(BudgetRefusal::kAiInFlight), waited);
+  EXPECT_EQ(observer_.Results(RelayResult::kRefusedBudget), spent);
+  EXPECT_EQ(observer_.Refusals(BudgetRefusal::kAi), spent);
+  EXPECT_EQ(observer_.TotalResults(), kRequests + 1);
 }
 
 // TLS to the upstream: the certificate must chain to a trusted CA and name the upstream's host.
