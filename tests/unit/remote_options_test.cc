@@ -519,6 +519,12 @@ TEST(AdminOptionsTest, Issuers) {
   EXPECT_EQ(ls->verb, AdminVerb::kIssuerList);
   EXPECT_TRUE(ls->json);
   EXPECT_EQ(ls->admin.socket_path, "/env.sock");
+
+  auto stop_all = ParseAdminOptions({"stop-all", "--admin-socket", "/tmp/b.sock"}, Env({}));
+  ASSERT_TRUE(stop_all.ok()) << stop_all.status().ToString();
+  EXPECT_EQ(stop_all->verb, AdminVerb::kStopAll);
+  EXPECT_FALSE(stop_all->json);
+  EXPECT_EQ(stop_all->admin.socket_path, "/tmp/b.sock");
 }
 
 TEST(AdminOptionsTest, Errors) {
@@ -533,6 +539,7 @@ TEST(AdminOptionsTest, Errors) {
            {{"issuer", "add", std::string(65, 'a')}, "NAME: '"},
            {{"issuer", "ls", "x"}, "admin issuer ls: unexpected argument 'x'"},
            {{"issuer", "rm", "x", "--json"}, "unknown option '--json'"},
+           {{"stop-all", "sb_1"}, "admin stop-all: unexpected argument 'sb_1'"},
        }) {
     auto options = ParseAdminOptions(c.args, Env());
     ASSERT_FALSE(options.ok()) << testing::PrintToString(c.args);

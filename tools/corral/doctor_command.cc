@@ -8,7 +8,7 @@
 namespace corral::cli {
 namespace {
 
-constexpr char kDefaultConfig[] = "/etc/corral/corrald.toml";
+constexpr char kDefaultConfig[] = CORRAL_CONFIG_FILE;
 
 }  // namespace
 

@@ -43,6 +43,7 @@ constexpr char kUsage[] =
     "operating corrald (its admin socket, root):\n"
     "  doctor [--json]                  check that this host can run corrald (OK, WARN, FAIL)\n"
     "  admin issuer add|rm|ls NAME      manage the issuers of tokens\n"
+    "  admin stop-all                   stop every running sandbox (before removing corral)\n"
     "  admin usage [--issuer N] [--format csv|jsonl]   export the ledger\n"
     "  admin backup FILE                an online copy of the store (restore: corrald stopped)\n"
     "  token mint --issuer NAME --user ID   mint a token\n"

@@ -82,6 +82,32 @@ int RemoveEach(const Endpoint& endpoint, const std::string& collection, const st
   return exit_code;
 }
 
+// Every running sandbox of every user, stopped one after the other (their workspaces stay). The
+// package's prerm runs it before stopping corrald on remove.
+int RunStopAll(const Endpoint& endpoint, bool json) {
+  auto listed = CallJson(endpoint, "GET", "/v1/admin/sandboxes");
+  if (!listed.ok()) {
+    PrintError(listed.status());
+    return kExitError;
+  }
+  nlohmann::json stopped = nlohmann::json::array();
+  int failures = 0;
+  for (const auto& sandbox : listed->value("sandboxes", nlohmann::json::array())) {
+    if (Text(sandbox, "state") != "running") continue;
+    const std::string id = Text(sandbox, "id");
+    auto done = CallJson(endpoint, "POST", "/v1/sandboxes/" + PercentEncode(id) + "/stop");
+    if (!done.ok()) {
+      PrintError(Status::Error("stop " + id + ": " + done.status().ToString()));
+      ++failures;
+      continue;
+    }
+    stopped.push_back(id);
+    if (!json) printf("%s stopped\n", id.c_str());
+  }
+  if (json) fputs(Pretty({{"stopped", stopped}}).c_str(), stdout);
+  return failures == 0 ? 0 : kExitError;
+}
+
 int RunIssuerList(const Endpoint& endpoint, bool json) {
   auto listed = CallJson(endpoint, "GET", "/v1/admin/issuers");
   if (!listed.ok()) {
@@ -288,6 +314,8 @@ int RunAdminCommand(const AdminOptions& options) {
                          /*json=*/false, "name");
     case AdminVerb::kIssuerList:
       return RunIssuerList(endpoint, options.json);
+    case AdminVerb::kStopAll:
+      return RunStopAll(endpoint, options.json);
     case AdminVerb::kTokenMint:
       return PrintResult(CallJson(endpoint, "POST", "/v1/admin/tokens", BuildMintTokenRequest(options)),
                          options.json, "token");

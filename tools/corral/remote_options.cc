@@ -602,6 +602,20 @@ StatusOr<AdminOptions> ParseAdminOptions(const std::vector<std::string>& args, c
     out.help = true;
     return out;
   }
+  if (args[0] == "stop-all") {
+    out.verb = AdminVerb::kStopAll;
+    ASSIGN_OR_RETURN(Scanned scanned, Scan(args, 1, {kAdminSocket, kJson}, std::nullopt, kSee));
+    if (scanned.help) {
+      out.help = true;
+      return out;
+    }
+    if (!scanned.positionals.empty()) {
+      return Status::Error("admin stop-all: unexpected argument '" + scanned.positionals[0] + "'");
+    }
+    out.json = scanned.Has("--json");
+    out.admin = ResolveAdmin(scanned, env);
+    return out;
+  }
   if (args[0] != "issuer") return Status::Error("unknown command 'admin " + args[0] + "' (see " + kSee + ")");
   if (args.size() < 2) return Status::Error("missing command: issuer add|rm|ls");
   const std::string& verb = args[1];

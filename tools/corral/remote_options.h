@@ -161,7 +161,7 @@ StatusOr<CpOptions> ParseCpOptions(const std::vector<std::string>& args, const E
 
 // ---- corral admin issuer ... / corral token mint ----
 
-enum class AdminVerb { kIssuerAdd, kIssuerRemove, kIssuerList, kTokenMint };
+enum class AdminVerb { kIssuerAdd, kIssuerRemove, kIssuerList, kTokenMint, kStopAll };
 
 struct AdminOptions {
   bool help = false;

@@ -94,6 +94,7 @@ const char* AdminUsage() {
   return "usage: corral admin issuer add NAME    create an issuer; prints its secret (once)\n"
          "       corral admin issuer rm NAME     delete it; its tokens stop working at once\n"
          "       corral admin issuer ls [--json] list issuers\n"
+         "       corral admin stop-all [--json]  stop every running sandbox (workspaces stay)\n"
          "       corral token mint --issuer NAME --user ID [--ttl 1h] [--scope \"exec files\"]\n"
          "                         [--budget-usd 5 [--budget-window hour|day|week|month]]\n"
          "                                       mint a token (prints it)\n"

@@ -296,7 +296,7 @@ RunEnvironment DefaultRunEnvironment() {
     std::string exe(self, static_cast<size_t>(n));
     beside = exe.substr(0, exe.rfind('/')) + "/corral-init";
   }
-  std::string fallback = "/usr/libexec/corral/corral-init";
+  std::string fallback = CORRAL_LIBEXEC_DIR "/corral-init";
   if (!beside.empty() && access(beside.c_str(), X_OK) == 0) fallback = beside;
   env.init_path = EnvOr("CORRAL_INIT", fallback);
   return env;

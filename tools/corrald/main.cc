@@ -34,6 +34,7 @@
 #include "api/web_page.h"
 #include "cgroups/cgroup_backend.h"
 #include "common/file_util.h"
+#include "common/journal_log.h"
 #include "common/log.h"
 #include "common/unique_fd.h"
 #include "supervisor/config.h"
@@ -54,7 +55,7 @@ namespace {
 
 using namespace corral;
 
-constexpr char kDefaultConfig[] = "/etc/corral/corrald.toml";
+constexpr char kDefaultConfig[] = CORRAL_CONFIG_FILE;  // /etc/corral/corrald.toml (CMake: install dirs)
 
 int Fail(const std::string& message) {
   LogError("corrald", message);
@@ -71,7 +72,7 @@ std::string HelperPath(const std::string& name) {
     std::string beside = exe.substr(0, exe.rfind('/')) + "/" + name;
     if (access(beside.c_str(), X_OK) == 0) return beside;
   }
-  return "/usr/libexec/corral/" + name;
+  return std::string(CORRAL_LIBEXEC_DIR) + "/" + name;
 }
 
 // A crash leaves its stack in the log (stderr, the journal under systemd): which signal, and the
@@ -133,7 +134,7 @@ std::string InitPath(const supervisor::DaemonConfig& config) {
 StatusOr<std::map<std::string, api::WebFile>> WebPage(const supervisor::DaemonConfig& config) {
   if (!config.web_dir.empty()) return api::LoadWebPage(config.web_dir);
   const std::string beside = HelperPath("web");
-  for (const std::string& dir : {beside, std::string("/usr/share/corral/web")}) {
+  for (const std::string& dir : {beside, std::string(CORRAL_WEB_DIR)}) {
     auto files = api::LoadWebPage(dir);
     if (files.ok()) return files;
   }
@@ -232,6 +233,8 @@ int Run(int argc, char** argv) {
   if (geteuid() != 0) return Fail("corrald must run as root (it creates namespaces, cgroups and mounts)");
   signal(SIGPIPE, SIG_IGN);
   InstallCrashHandler();
+  // Under systemd (stderr is the journal): entries with fields instead of JSON lines.
+  if (StderrIsJournal()) SetLogSink(SendToJournal);
   // Command output moves in chunks of up to 256 KiB: glibc would mmap (and fault in, and unmap)
   // each one, or give the heap's top back to the kernel after each; kept, they reuse warm pages.
   // (At most 16 MiB of free heap is kept.)
@@ -377,7 +380,8 @@ int Run(int argc, char** argv) {
     auto page = WebPage(*config);
     if (!page.ok()) return Fail("api.web_dir: " + page.status().ToString());
     if (page->empty()) {
-      LogWarn("corrald", "the web page is not installed (no web/ beside corrald nor /usr/share/corral/web): / answers 404");
+      LogWarn("corrald", std::string("the web page is not installed (no web/ beside corrald nor ") + CORRAL_WEB_DIR +
+                             "): / answers 404");
     } else {
       LogInfo("corrald", "web page", {{"files", std::to_string(page->size())}});
       api::RegisterWebPage(server, std::move(*page));
