@@ -22,6 +22,7 @@ LogLevel LevelFromEnv() {
 
 std::atomic<int> g_level{static_cast<int>(LevelFromEnv())};
 std::atomic<int> g_fd{2};
+std::atomic<LogSink> g_sink{nullptr};
 
 const char* LevelName(LogLevel level) {
   switch (level) {
@@ -60,9 +61,11 @@ std::string JsonEscape(std::string_view text) {
 
 void SetLogLevel(LogLevel level) { g_level = static_cast<int>(level); }
 void SetLogFd(int fd) { g_fd = fd; }
+void SetLogSink(LogSink sink) { g_sink = sink; }
 
 void Log(LogLevel level, std::string_view component, std::string_view message, LogFields fields) {
   if (static_cast<int>(level) < g_level.load()) return;
+  if (LogSink sink = g_sink.load(); sink != nullptr && sink(level, component, message, fields)) return;
   struct timespec now;
   clock_gettime(CLOCK_REALTIME, &now);
   struct tm tm;

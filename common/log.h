@@ -31,6 +31,12 @@ void SetLogLevel(LogLevel level);
 // Where lines go (default 2). Tests point it at a pipe or a file.
 void SetLogFd(int fd);
 
+// A sink that takes lines instead of the fd: corrald under systemd sends them to the journal with
+// their fields (common/journal_log.h). It returns false when it could not, and the line goes to the
+// fd. nullptr (the default): the fd.
+using LogSink = bool (*)(LogLevel level, std::string_view component, std::string_view message, LogFields fields);
+void SetLogSink(LogSink sink);
+
 // `text` as the body of a JSON string (quotes, backslashes and control characters escaped).
 std::string JsonEscape(std::string_view text);
 
