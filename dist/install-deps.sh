@@ -33,6 +33,9 @@ packages=(
   e2fsprogs
   # cgroup v2 suite in a QEMU guest (tests/cgv2)
   qemu-system-x86 busybox-static cpio zstd xz-utils
+  # the Debian package (cpack: dpkg-shlibdeps from dpkg-dev, and file) and its install test on a
+  # clean Debian 12 made by debootstrap (tests/package)
+  dpkg-dev file debootstrap
   # the web page's browser tests (web/test): Debian's Chromium, driven by playwright-core
   chromium
   # benchmarks (bench/)

@@ -4,7 +4,9 @@
 # except: the default cache location (CGV2VM_CACHE, see below) lives outside the
 # git clone so that CI runs on the same machine reuse it; and a --share under /tmp or
 # /run (fresh tmpfs in the guest) is now created there before mounting, instead of
-# failing the boot with "mount share ... No such file or directory".
+# failing the boot with "mount share ... No such file or directory"; and --root DIR with
+# --boot-systemd (below) boot another root file system with systemd as PID 1, for the
+# package test (tests/package/).
 #
 # run-in-cgv2-vm.sh - run a host command as root inside a throw-away QEMU guest
 # whose kernel has a real, unified cgroup v2 hierarchy (Debian's stock kernel).
@@ -39,6 +41,12 @@
 #   --console          copy the guest kernel log to stderr afterwards
 #                      [CGV2VM_CONSOLE=1]
 #   --kernel-cmdline S extra kernel command line [CGV2VM_APPEND]
+#   --root DIR         the guest's lower root file system instead of the host's /
+#                      (e.g. a debootstrap tree; still under a tmpfs overlay) [CGV2VM_ROOT]
+#   --boot-systemd     boot DIR's systemd as PID 1 and run the command as a oneshot
+#                      service once multi-user.target is reached; its output (stdout and
+#                      stderr together) is printed when the guest has powered off. systemd
+#                      mounts cgroup2 (the controllers it enables) [CGV2VM_BOOT=systemd]
 #   --prepare          only download/build kernel + initramfs, then exit
 #   --kernel-suite S   take the kernel from Debian suite S, e.g. "backports"
 #                      (bookworm-backports: 6.12) [CGV2VM_KERNEL_SUITE]
@@ -72,6 +80,8 @@ CONSOLE=${CGV2VM_CONSOLE:-}
 MERGE_STDERR=${CGV2VM_MERGE_STDERR:-}
 APPEND_EXTRA=${CGV2VM_APPEND:-}
 PREPARE_ONLY=
+ROOT=${CGV2VM_ROOT:-/}
+BOOT=${CGV2VM_BOOT:-}
 while [ $# -gt 0 ]; do
   case "$1" in
     --share) SHARES+=("$2"); shift 2 ;;
@@ -86,6 +96,8 @@ while [ $# -gt 0 ]; do
     --merge-stderr) MERGE_STDERR=1; shift ;;
     --kernel-cmdline) APPEND_EXTRA=$2; shift 2 ;;
     --prepare) PREPARE_ONLY=1; shift ;;
+    --root) ROOT=$2; shift 2 ;;
+    --boot-systemd) BOOT=systemd; shift ;;
     --kernel-suite) export CGV2VM_KERNEL_SUITE=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     --) shift; break ;;
@@ -311,7 +323,12 @@ sane_path() { case "$1" in /*) ;; *) return 1 ;; esac; [[ "$1" != *[[:space:]\'\
   echo "TRACE=${CGV2VM_TRACE:-}"
   echo "OVERLAY=${CGV2VM_OVERLAY:-1}"
   echo "ROOTCACHE=${CGV2VM_ROOT_CACHE:-loose}"
+  echo "BOOT=$BOOT"
 } > "$CTL/config"
+if [ "$BOOT" = systemd ]; then
+  [ -x "$ROOT/lib/systemd/systemd" ] || die "--boot-systemd: $ROOT/lib/systemd/systemd is missing"
+  APPEND_EXTRA="systemd.show_status=0 systemd.log_level=warning systemd.firstboot=0 $APPEND_EXTRA"
+fi
 
 # The guest's TSC ticks at the host's TSC rate under TCG. Telling the kernel that
 # rate (tsc_early_khz) avoids PIT calibration, which fails when the host is busy
@@ -361,7 +378,7 @@ QEMU_ARGS=(
   -chardev stdio,id=out,signal=on -device virtconsole,chardev=out,name=out
 )
 virtfs "$CTL" cgv2ctl
-virtfs / cgv2root readonly=on,multidevs=remap
+virtfs "$ROOT" cgv2root readonly=on,multidevs=remap
 virtfs "$KDIR/lib/modules/$KVER" cgv2mod readonly=on
 # stderr gets its own virtio console port. A tty is reopened by name; a pipe or
 # file (write-only) is handed over as an fd so that QEMU writes through the very
@@ -421,6 +438,46 @@ R=/newroot
 mark root-mounted
 mount -t proc proc $R/proc || fail "proc"
 mount -t sysfs sysfs $R/sys || fail "sysfs"
+if [ "$BOOT" = systemd ]; then
+  # systemd mounts the rest (cgroup2, /run, /dev/shm, ...) itself. The control share, a busybox
+  # for modprobe and poweroff, and a oneshot unit that runs the command go where /run and /tmp
+  # cannot hide them.
+  mount -t devtmpfs devtmpfs $R/dev || fail "devtmpfs"
+  # the static nodes that kmod and udev would make (a minbase tree has neither)
+  mkdir -p $R/dev/net $R/dev/mapper
+  { mknod $R/dev/net/tun c 10 200; mknod $R/dev/fuse c 10 229; mknod $R/dev/loop-control c 10 237
+    mknod $R/dev/mapper/control c 10 236; } 2>/dev/null
+  mkdir -p $R/.cgv2vm/ctl $R/.cgv2vm/bin && mount -o bind /ctl $R/.cgv2vm/ctl || fail "bind ctl"
+  cp /bin/busybox $R/.cgv2vm/bin/busybox
+  for a in sh modprobe poweroff sync cat; do ln -s busybox $R/.cgv2vm/bin/$a; done
+  mkdir -p $R/lib/modules/$KVER 2>/dev/null && mount -o bind /lib/modules/$KVER $R/lib/modules/$KVER 2>/dev/null
+  echo /.cgv2vm/bin/modprobe > /proc/sys/kernel/modprobe
+  i=0
+  while [ $i -lt $NSHARES ]; do
+    eval "s=\$SHARE$i"
+    mkdir -p "$R$s" 2>/dev/null
+    mount -t 9p -o "$P9,cache=mmap" cgv2s$i "$R$s" || fail "mount share $s"
+    i=$((i + 1))
+  done
+  U=$R/etc/systemd/system
+  mkdir -p $U/multi-user.target.wants
+  cat > $U/cgv2vm-command.service <<UNIT
+[Unit]
+Description=the command of run-in-cgv2-vm.sh
+After=multi-user.target
+[Service]
+Type=oneshot
+ExecStart=/.cgv2vm/bin/sh /.cgv2vm/ctl/systemd-stage.sh
+[Install]
+WantedBy=multi-user.target
+UNIT
+  ln -s ../cgv2vm-command.service $U/multi-user.target.wants/cgv2vm-command.service
+  echo cgv2vm > $R/etc/hostname
+  mark systemd
+  cd $R || fail "cd newroot"
+  mount --move . / || fail "move root"
+  exec chroot . /lib/systemd/systemd
+fi
 mount -t cgroup2 -o nsdelegate cgroup2 $R/sys/fs/cgroup || fail "cgroup2"
 mount -t bpf bpf $R/sys/fs/bpf 2>/dev/null
 mount -t devtmpfs devtmpfs $R/dev || fail "devtmpfs"
@@ -493,12 +550,21 @@ EOF
 }
 write_stage1 > "$CTL/stage1.sh"
 write_stage2 > "$CTL/stage2.sh"
+# --boot-systemd: what the oneshot unit runs. The exit status is written last (rc is what the
+# host waits for), then the guest powers off at once.
+cat > "$CTL/systemd-stage.sh" <<'EOF'
+/bin/bash /.cgv2vm/ctl/cmd.sh > /.cgv2vm/ctl/output 2>&1 < /dev/null
+echo $? > /.cgv2vm/ctl/rc
+/.cgv2vm/bin/sync
+/.cgv2vm/bin/poweroff -f
+EOF
 
 note "booting ($ACCEL, $SMP cpu, $MEM) kernel $KVER"
 set +e
 timeout -k 10 "$TIMEOUT" qemu-system-x86_64 "${QEMU_ARGS[@]}" </dev/null
 qrc=$?
 set -e
+[ "$BOOT" != systemd ] || [ ! -f "$CTL/output" ] || cat "$CTL/output"
 if [ -n "$CONSOLE" ] || [ ! -f "$CTL/rc" ]; then
   echo "----- guest console -----" >&2; cat "$CTL/console.log" >&2 2>/dev/null; echo "-------------------------" >&2
 fi

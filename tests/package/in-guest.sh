@@ -1,0 +1,103 @@
+#!/bin/bash
+# in-guest.sh DEB - run by run-package-test.sh inside the guest: a clean Debian 12 booted with
+# systemd (PID 1) and cgroup v2, with the package's dependencies and nothing of corral. Each step
+# is what an operator does, checked from outside corrald.
+set -euo pipefail
+DEB=$1
+step() { echo; echo "== $*"; }
+fail() {
+  echo "FAILED: $*"
+  echo "--- journalctl -u corrald (last 40 lines)"
+  journalctl -u corrald --no-pager -o cat 2>/dev/null | tail -40 || true
+  exit 1
+}
+trap 'fail "line $LINENO: $BASH_COMMAND"' ERR
+expect_eq() { [ "$1" = "$2" ] || fail "$3: '$1', expected '$2'"; }
+
+step "a clean host: no corral yet"
+! command -v corral >/dev/null || fail "corral is already installed"
+! getent group corral >/dev/null || fail "the corral group already exists"
+[ ! -e /var/lib/corral ] || fail "/var/lib/corral already exists"
+echo "systemd $(systemctl --version | head -1 | cut -d' ' -f2), $(stat -f -c %T /sys/fs/cgroup) at /sys/fs/cgroup"
+
+step "dpkg -i $(basename "$DEB")"
+dpkg -i "$DEB"
+for f in /usr/bin/corrald /usr/bin/corral /usr/libexec/corral/corral-init /usr/libexec/corral/corral-mcp; do
+  [ -x "$f" ] || fail "$f is not installed"
+done
+[ -f /lib/systemd/system/corrald.service ] || fail "no unit"
+[ -f /etc/corral/corrald.toml ] || fail "no config"
+[ -f /usr/share/corral/web/index.html ] || fail "no web page"
+grep -qx /etc/corral/corrald.toml /var/lib/dpkg/info/corral.conffiles || fail "corrald.toml is not a conffile"
+getent group corral >/dev/null || fail "the corral group was not created"
+expect_eq "$(stat -c '%a %U:%G' /var/lib/corral)" "700 root:root" "/var/lib/corral"
+expect_eq "$(systemctl is-enabled corrald || true)" disabled "corrald after install"
+expect_eq "$(systemctl is-active corrald || true)" inactive "corrald after install"
+
+step "corral doctor"
+corral doctor || fail "doctor found a FAIL on a clean Debian 12"
+
+step "systemctl enable --now corrald"
+systemctl enable --now corrald
+expect_eq "$(systemctl is-active corrald)" active "corrald"
+expect_eq "$(stat -c '%a %U:%G' /run/corral/admin.sock)" "660 root:corral" "the admin socket"
+
+step "a first sandbox"
+SECRET=$(corral admin issuer add acme)
+[ ${#SECRET} -ge 32 ] || fail "issuer add printed '$SECRET'"
+export CORRAL_URL=http://127.0.0.1:7878
+CORRAL_TOKEN=$(corral token mint --issuer acme --user alice)
+export CORRAL_TOKEN
+SB=$(corral sandbox create)
+echo "sandbox $SB"
+out=$(corral exec "$SB" -- sh -c 'echo kept > ~/kept.txt && echo hello from $(id -un)')
+echo "$out"
+[[ "$out" == "hello from "* ]] || fail "exec printed '$out'"
+corral sandbox ls
+echo "its cgroup: $(find /sys/fs/cgroup -maxdepth 4 -type d -name "$SB")"
+
+step "systemctl reload corrald (SIGHUP): still serving, the sandbox still there"
+systemctl reload corrald
+sleep 1
+expect_eq "$(systemctl is-active corrald)" active "corrald after reload"
+expect_eq "$(corral exec "$SB" -- cat kept.txt)" kept "the workspace after reload"
+
+step "the journal has corrald's fields"
+journalctl -u corrald -o json --no-pager > /tmp/journal.json
+grep -q '"COMPONENT"' /tmp/journal.json || fail "no COMPONENT field in corrald's journal entries"
+grep -q '"SANDBOX":"'"$SB"'"' /tmp/journal.json || fail "no entry carries SANDBOX=$SB"
+grep '"COMPONENT":"corrald"' /tmp/journal.json | grep '"MESSAGE":"listening address=' | grep -q '"PRIORITY":"6"' \
+  || fail "no listening entry of corrald at PRIORITY 6 (info)"
+grep '"COMPONENT":"doctor"' /tmp/journal.json | grep -q '"PRIORITY":"4"' || fail "no doctor WARN at PRIORITY 4"
+journalctl -u corrald -p warning --no-pager -o cat | grep -q 'claude not found' || fail "journalctl -p warning misses the doctor's WARN"
+echo "$(grep -c '"COMPONENT"' /tmp/journal.json) entries with COMPONENT; e.g.:"
+journalctl -u corrald --no-pager -o cat SANDBOX="$SB" | head -3
+# No secret in the journal: the issuer's, nor the token's signature.
+! grep -qF "$SECRET" /tmp/journal.json || fail "the issuer secret is in the journal"
+! grep -qF "${CORRAL_TOKEN##*.}" /tmp/journal.json || fail "a token signature is in the journal"
+
+step "dpkg -r corral: corrald and the sandbox stop, the state stays"
+dpkg -r corral
+expect_eq "$(systemctl is-active corrald || true)" inactive "corrald after remove"
+[ ! -e /usr/bin/corrald ] || fail "corrald is still installed"
+[ -f /var/lib/corral/corrald.db ] || fail "remove lost the store"
+[ -f /etc/corral/corrald.toml ] || fail "remove lost the config"
+left=$(find /sys/fs/cgroup -path '*corral*' -name cgroup.procs -exec cat {} + 2>/dev/null | wc -l)
+expect_eq "$left" 0 "processes left in corral's cgroups after remove"
+
+step "dpkg -i again: the sandbox and its workspace are back"
+dpkg -i "$DEB"
+systemctl start corrald
+corral sandbox start "$SB" > /dev/null
+expect_eq "$(corral exec "$SB" -- cat kept.txt)" kept "the workspace after reinstall"
+
+step "dpkg -P corral: nothing left"
+dpkg -P corral
+for p in /var/lib/corral /etc/corral /run/corral /usr/bin/corral /lib/systemd/system/corrald.service; do
+  [ ! -e "$p" ] || fail "$p is still there after purge"
+done
+! grep -qE ' /(var/lib|run)/corral[/ ]' /proc/self/mountinfo || fail "mounts left: $(grep -E ' /(var/lib|run)/corral' /proc/self/mountinfo)"
+! find /sys/fs/cgroup -name '*corral*' | grep -q . || fail "cgroups left: $(find /sys/fs/cgroup -name '*corral*')"
+! ls /etc/systemd/system/*/corrald.service >/dev/null 2>&1 || fail "the unit is still enabled"
+echo
+echo "PASS"

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# run-package-test.sh BUILD_DIR - the Debian package on a clean Debian 12, in a QEMU guest that
+# boots systemd.
+#
+# CTest entry point of test `package_install` (tests/CMakeLists.txt):
+#   1. builds the package from BUILD_DIR (cpack; BUILD_DIR/package/corral_*.deb);
+#   2. makes a clean Debian 12 (debootstrap --variant=minbase, with systemd) and installs into it,
+#      through apt, what the package's Depends names, and nothing else. The tree is cached under
+#      $CORRAL_PKGVM_CACHE (default /var/cache/corral/pkgvm), keyed by that list; the guest sees
+#      it read-only under a tmpfs overlay, so every run starts from the same clean tree;
+#   3. boots it (tests/cgv2/run-in-cgv2-vm.sh --root --boot-systemd: Debian's kernel, systemd as
+#      PID 1, cgroup v2 as systemd sets it up) and runs in-guest.sh there: dpkg -i, systemctl
+#      enable --now, a first sandbox, reload, journald fields, dpkg -r (state kept), reinstall
+#      (the workspace is still there), dpkg -P (nothing left).
+#
+# Exit status: 0 passed, 1 failed, 77 skipped (QEMU, debootstrap or the Debian mirror missing;
+# the reason on stderr).
+set -uo pipefail
+
+ME=package_install
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
+SRC=$(cd "$HERE/../.." && pwd -P)
+RUNNER=$SRC/tests/cgv2/run-in-cgv2-vm.sh
+CACHE=${CORRAL_PKGVM_CACHE:-/var/cache/corral/pkgvm}
+
+skip() { echo "$ME: SKIPPED: $*" >&2; exit 77; }
+fail() { echo "$ME: FAILED: $*" >&2; exit 1; }
+
+[ $# -eq 1 ] || fail "usage: $0 BUILD_DIR"
+BUILD=$(cd "$1" && pwd -P) || fail "BUILD_DIR $1 is not a directory"
+[ "$(uname -m)" = x86_64 ] || skip "host is $(uname -m); the guest needs an x86_64 host"
+[ "$(id -u)" = 0 ] || skip "not root (debootstrap and the guest runner need root)"
+command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 is not installed (dist/install-deps.sh)"
+command -v debootstrap >/dev/null || skip "debootstrap is not installed (dist/install-deps.sh)"
+command -v cpack >/dev/null || fail "cpack is missing"
+
+t0=$(date +%s)
+# --- 1. the package
+rm -rf "$BUILD/package"
+( cd "$BUILD" && cpack -G DEB ) > "$BUILD/cpack.log" 2>&1 || { cat "$BUILD/cpack.log" >&2; fail "cpack failed"; }
+DEB=$(ls "$BUILD"/package/corral_*_amd64.deb 2>/dev/null | head -1)
+[ -n "$DEB" ] || fail "cpack made no corral_*_amd64.deb"
+echo "$ME: $(basename "$DEB"), $(du -k "$DEB" | cut -f1) KiB"
+
+# --- 2. a clean Debian 12 with the package's dependencies
+deps=$(dpkg-deb -f "$DEB" Depends | sed 's/([^)]*)//g; s/,/ /g')
+key=$(echo "bookworm minbase systemd $deps" | md5sum | cut -c1-12)
+ROOTFS=$CACHE/rootfs-$key
+mkdir -p "$CACHE"
+exec 9>"$CACHE/.lock"; flock 9
+if [ ! -f "$ROOTFS/.corral-ready" ]; then
+  mirror=$(apt-get indextargets --format '$(REPO_URI) $(RELEASE)' 2>/dev/null | awk '$2 == "bookworm" {print $1; exit}')
+  [ -n "$mirror" ] || skip "no Debian bookworm mirror in the apt configuration"
+  rm -rf "$ROOTFS.tmp"
+  echo "$ME: debootstrap bookworm (minbase, systemd) from $mirror"
+  if ! debootstrap --variant=minbase --include=systemd,systemd-sysv bookworm "$ROOTFS.tmp" "$mirror" \
+       > "$CACHE/debootstrap.log" 2>&1; then
+    tail -5 "$CACHE/debootstrap.log" >&2; rm -rf "$ROOTFS.tmp"
+    skip "debootstrap failed (is the Debian mirror reachable?); log: $CACHE/debootstrap.log"
+  fi
+  echo "$ME: apt-get install in the tree: $deps"
+  # In a private mount namespace: its /proc and /dev mounts go when it ends. No service starts.
+  printf '#!/bin/sh\nexit 101\n' > "$ROOTFS.tmp/usr/sbin/policy-rc.d"; chmod 755 "$ROOTFS.tmp/usr/sbin/policy-rc.d"
+  if ! unshare -m --propagation private sh -c '
+        mount -t proc proc "$1/proc" && mount --rbind /dev "$1/dev" &&
+        DEBIAN_FRONTEND=noninteractive chroot "$1" apt-get install -y -q --no-install-recommends $2' \
+        sh "$ROOTFS.tmp" "$deps" > "$CACHE/apt.log" 2>&1; then
+    tail -20 "$CACHE/apt.log" >&2; rm -rf "$ROOTFS.tmp"
+    fail "the package's Depends cannot be installed on Debian 12 (apt-get in the tree; log: $CACHE/apt.log)"
+  fi
+  rm -f "$ROOTFS.tmp/usr/sbin/policy-rc.d"
+  chroot "$ROOTFS.tmp" apt-get clean
+  touch "$ROOTFS.tmp/.corral-ready"
+  rm -rf "$ROOTFS"; mv "$ROOTFS.tmp" "$ROOTFS"
+fi
+flock -u 9; exec 9>&-
+echo "$ME: clean tree $ROOTFS ready after $(( $(date +%s) - t0 )) s"
+
+# --- 3. boot it and run the test
+if ! prep=$("$RUNNER" --prepare 2>&1); then
+  skip "cannot prepare the guest kernel: $(printf '%s\n' "$prep" | tail -1)"
+fi
+WORK=$(mktemp -d /var/tmp/corral-package-test.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+cp "$DEB" "$HERE/in-guest.sh" "$WORK/"
+env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
+  CGV2VM_CACHE="${CGV2VM_CACHE:-/var/cache/corral/cgv2vm}" CGV2VM_CONSOLE="${CGV2VM_CONSOLE:-}" \
+  "$RUNNER" --root "$ROOTFS" --boot-systemd --share "$WORK" --cwd "$WORK" --mem 2G \
+  --timeout "${CORRAL_PKGVM_TIMEOUT:-600}" -- /bin/bash "$WORK/in-guest.sh" "$WORK/$(basename "$DEB")"
+rc=$?
+el=$(( $(date +%s) - t0 ))
+case $rc in
+  0)   echo "$ME: passed (${el} s)"; exit 0 ;;
+  124) fail "the guest timed out (${el} s)" ;;
+  125) fail "the VM or its setup failed (${el} s; CGV2VM_CONSOLE=1 shows the guest console)" ;;
+  *)   fail "the test in the guest failed (rc $rc, ${el} s; its output is above)" ;;
+esac
