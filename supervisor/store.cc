@@ -20,7 +20,9 @@
 #include <utility>
 #include <variant>
 
+#include "common/log.h"
 #include "common/unique_fd.h"
+#include "supervisor/store_backup.h"
 
 namespace corral::supervisor {
 namespace {
@@ -636,6 +638,31 @@ Status MigrateOneStep(sqlite3* db) {
   return ExecScript(db, set_version.c_str(), what);
 }
 
+// Before a store of an older schema is migrated: a copy of it as it was, beside it
+// (<path>.schema-<N>.before-migration-<UTC time>, 0600), so that going back to the previous
+// corrald stays possible. No copy, no migration.
+Status CopyBeforeMigrating(sqlite3* db, const std::string& path) {
+  ASSIGN_OR_RETURN(int64_t version, UserVersion(db));
+  RETURN_IF_ERROR(CheckNotNewer(version));
+  if (version == 0 || version >= kLatestSchemaVersion) return Status();  // new, or nothing to do
+  const time_t now = time(nullptr);
+  struct tm tm;
+  gmtime_r(&now, &tm);
+  char stamp[32];
+  strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
+  const std::string copy = path + ".schema-" + std::to_string(version) + ".before-migration-" + stamp;
+  auto made = BackupStore(path, copy);
+  if (!made.ok()) {
+    return Status::Error("store: no copy of schema " + std::to_string(version) + " before migrating it to " +
+                             std::to_string(kLatestSchemaVersion) + ", so it was not migrated: " +
+                             made.status().message(),
+                         made.status().error_number());
+  }
+  LogInfo("store", "copied the store before migrating it",
+          {{"from", std::to_string(version)}, {"to", std::to_string(kLatestSchemaVersion)}, {"copy", copy}});
+  return Status();
+}
+
 // Each migration in its own transaction, so a failure leaves the last good version.
 Status Migrate(sqlite3* db) {
   ASSIGN_OR_RETURN(int64_t version, UserVersion(db));
@@ -675,6 +702,7 @@ StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path, Synchronou
   sqlite3_extended_result_codes(raw, 1);
   sqlite3_busy_timeout(raw, 5000);
   RETURN_IF_ERROR(Configure(raw, synchronous));
+  RETURN_IF_ERROR(CopyBeforeMigrating(raw, path));
   RETURN_IF_ERROR(Migrate(raw));
 
   std::unique_ptr<Store> store(new Store());

@@ -169,7 +169,9 @@ enum class Synchronous { kNormal, kFull };
 
 class Store {
  public:
-  // Opens (creating if needed, mode 0600) and migrates to the latest schema.
+  // Opens (creating if needed, mode 0600) and migrates to the latest schema. A store of an older
+  // schema is first copied to <path>.schema-<N>.before-migration-<time> (SQLite's backup API,
+  // 0600); when the copy fails, nothing is migrated and Open fails.
   static StatusOr<std::unique_ptr<Store>> Open(const std::string& path,
                                                Synchronous synchronous = Synchronous::kNormal);
   ~Store();

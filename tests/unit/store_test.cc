@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
+#include <filesystem>
 #include <memory>
 #include <set>
 #include <string>
@@ -275,6 +276,7 @@ TEST_F(StoreTest, MigratesSchemaOneSnapshots) {
   {
     RawDb raw(old_path);
     raw.Exec(
+        "CREATE TABLE issuers (name TEXT NOT NULL PRIMARY KEY, secret TEXT NOT NULL, created_at INTEGER NOT NULL) STRICT;"
         "CREATE TABLE sandboxes (id TEXT NOT NULL PRIMARY KEY, iss TEXT NOT NULL, sub TEXT NOT NULL) STRICT;"
         "INSERT INTO sandboxes VALUES ('sb_1', 'corp', 'alice');"
         "CREATE TABLE snapshots (id TEXT NOT NULL PRIMARY KEY, sandbox_id TEXT NOT NULL, iss TEXT NOT NULL,"
@@ -302,6 +304,66 @@ TEST_F(StoreTest, MigratesSchemaOneSnapshots) {
   ASSERT_TRUE(command->has_value());
   EXPECT_EQ((*command)->init_seq, 1);
   EXPECT_EQ((*command)->seq_reserved, 0);
+
+  // The store as it was before the migration is beside it: schema 1, its rows, 0600.
+  auto list = [](const std::string& dir) {
+    std::vector<std::string> names;
+    for (const auto& entry : std::filesystem::directory_iterator(dir)) names.push_back(entry.path().filename());
+    return names;
+  };
+  const std::vector<std::string> copies = list(dir_.path());
+  std::vector<std::string> made;
+  for (const auto& name : copies) {
+    if (name.rfind("v1.db.schema-1.before-migration-", 0) == 0) made.push_back(name);
+  }
+  ASSERT_EQ(made.size(), 1u) << testing::PrintToString(copies);
+  const std::string copy = dir_.path() + "/" + made[0];
+  struct stat st;
+  ASSERT_EQ(stat(copy.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  {
+    RawDb raw(copy);
+    EXPECT_EQ(raw.Exec("PRAGMA user_version"), "1");
+    EXPECT_EQ(raw.Exec("SELECT id FROM snapshots"), "snap_old");
+  }
+  // Control: opening it again (now at the latest schema) copies nothing more, nor does a new store.
+  opened->reset();
+  auto again = Store::Open(old_path);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  const std::vector<std::string> after = list(dir_.path());
+  size_t copies_after = 0;
+  for (const auto& name : after) copies_after += name.find(".before-migration-") != std::string::npos;
+  EXPECT_EQ(copies_after, 1u) << testing::PrintToString(after);
+}
+
+// No copy, no migration: a store that cannot be copied (its directory is full) stays at its schema.
+TEST_F(StoreTest, AStoreThatCannotBeCopiedIsNotMigrated) {
+  store_.reset();
+  const std::string old_path = dir_.path() + "/old.db";
+  {
+    RawDb raw(old_path);
+    raw.Exec("CREATE TABLE issuers (name TEXT NOT NULL PRIMARY KEY, secret TEXT NOT NULL, created_at INTEGER NOT NULL) STRICT;"
+             "CREATE TABLE sandboxes (id TEXT NOT NULL PRIMARY KEY, iss TEXT NOT NULL, sub TEXT NOT NULL) STRICT;"
+             "PRAGMA user_version=1;");
+  }
+  // The copy's name is taken by a directory the backup cannot replace: the copy fails.
+  const std::string blocker_prefix = old_path + ".schema-1.before-migration-";
+  const time_t now = time(nullptr);
+  for (time_t t = now; t <= now + 2; ++t) {  // the second Open may fall in the next second or two
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    char stamp[32];
+    strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
+    ASSERT_EQ(mkdir((blocker_prefix + stamp).c_str(), 0700), 0);
+  }
+  auto refused = Store::Open(old_path);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("no copy of schema 1 before migrating it"), std::string::npos)
+      << refused.status().ToString();
+  {
+    RawDb raw(old_path);
+    EXPECT_EQ(raw.Exec("PRAGMA user_version"), "1");
+  }
 }
 
 TEST_F(StoreTest, RefusesFileThatIsNotADatabase) {
