@@ -142,6 +142,7 @@ class Daemon:
         self.log_path = os.path.join(self.tmp, "corrald.log")
         self.port = None
         self.proc = None
+        self.corrald = CORRALD      # another build's corrald (test_upgrade: the previous release)
         self.extra_config = ""      # more [sandbox] keys
         self.extra_daemon_config = ""  # more [daemon] keys
         self.extra_api_config = ""  # more [api] keys
@@ -171,7 +172,7 @@ stop_grace = 2
         self.write_config(port if port is not None else (self.port or 0))
         offset = len(self.log())
         log = open(self.log_path, "a")
-        self.proc = subprocess.Popen([CORRALD, "--config", self.config_path, "--foreground"],
+        self.proc = subprocess.Popen([self.corrald, "--config", self.config_path, "--foreground"],
                                      stdout=log, stderr=log, start_new_session=True)
         log.close()
         deadline = time.time() + 30
