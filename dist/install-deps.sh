@@ -18,6 +18,9 @@ packages=(
   nftables libnftables-dev
   # tests
   libgtest-dev libgmock-dev python3 iproute2 procps util-linux curl
+  # the compatibility suite (tests/compat): CPython's own regression tests, run on the host and
+  # in a sandbox
+  libpython3.11-testsuite
   # systemd-analyze, to verify dist/corrald.service (tests/dist). It works without systemd as PID 1,
   # and this package does not make systemd the init system (systemd-sysv does)
   systemd
