@@ -81,7 +81,7 @@ SIDE_TIMEOUT_S = 1200    # one side's whole run
 SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 HOST_USER = "nobody"
 SANDBOX_RUNNER = "/opt/corral-compat/regrtest_ids.py"
-SANDBOX_MEMORY, SANDBOX_PIDS = "1G", 512
+SANDBOX_MEMORY, SANDBOX_PIDS, SANDBOX_CPUS = "1G", 512, "1"
 # The sandbox's /tmp (corral run's default --disk): its size and inodes, copied on the host.
 TMP_SIZE, TMP_INODES = "1g", 65536
 RESULTS = ("passed", "failed", "skipped", "absent")
@@ -154,6 +154,7 @@ class SandboxSide(Side):
         # corral sets HOME, USER, LOGNAME, PATH (the same PATH) and HOSTNAME itself. The limits
         # are what corrald gives a sandbox by default (dist/corrald.toml).
         return [self.corral, "run", "--memory", SANDBOX_MEMORY, "--pids", str(SANDBOX_PIDS),
+                "--cpus", SANDBOX_CPUS,
                 "--bind", f"{HERE}:{os.path.dirname(SANDBOX_RUNNER)}:ro",
                 "--env", f"TMPDIR={self.tmpdir}", "--env", "LANG=C.UTF-8", "--cwd", self.home,
                 "--wall-time", str(SIDE_TIMEOUT_S), "--", "/bin/sh", "-c", script]
