@@ -26,9 +26,6 @@ inline constexpr int kProtocolVersion = 1;
 // The API error for a supervisor Status (by its errno; see sandbox_manager.h).
 ErrorCode ErrorCodeFor(const Status& status);
 
-// Verifies tokens against the issuers in the store.
-Authenticator MakeAuthenticator(supervisor::Store& store, const supervisor::DaemonConfig& config);
-
 // Counts commands, their outcomes and the bytes streamed for /metrics.
 class ApiMetrics : public supervisor::CommandObserver {
  public:

@@ -388,6 +388,8 @@ const std::vector<KeySpec>& Keys() {
       {"api", "web_dir", AbsolutePathKey(&DaemonConfig::web_dir, /*empty_ok=*/true)},
       {"api", "max_message", SizeKey(&DaemonConfig::max_message_bytes)},
       {"api", "max_body", SizeKey(&DaemonConfig::max_body_bytes)},
+      {"api", "max_body_memory", SizeKey(&DaemonConfig::max_body_memory_bytes)},
+      {"api", "body_min_rate", SizeKey(&DaemonConfig::body_min_rate_bytes)},
       {"api", "max_connections", CountKey(&DaemonConfig::max_connections)},
       {"api", "max_connections_per_user", CountKey(&DaemonConfig::max_connections_per_user)},
       {"api", "handshake_timeout", SecondsKey(&DaemonConfig::handshake_timeout_s)},
@@ -501,6 +503,10 @@ Status Validate(const DaemonConfig& c, const std::string& origin, const Lines& l
   Checker check(origin, lines);
   RETURN_IF_ERROR(check.Positive("api.max_message", c.max_message_bytes));
   RETURN_IF_ERROR(check.Positive("api.max_body", c.max_body_bytes));
+  RETURN_IF_ERROR(check.Positive("api.max_body_memory", c.max_body_memory_bytes));
+  // One upload of the largest size must fit in the bodies' budget, or it could never succeed.
+  RETURN_IF_ERROR(check.AtMost("api.max_body", c.max_body_bytes, "api.max_body_memory", c.max_body_memory_bytes));
+  RETURN_IF_ERROR(check.AtMost("streams.max_file", c.max_file_bytes, "api.max_body_memory", c.max_body_memory_bytes));
   RETURN_IF_ERROR(check.Positive("api.max_connections", c.max_connections));
   RETURN_IF_ERROR(check.Positive("api.max_connections_per_user", c.max_connections_per_user));
   RETURN_IF_ERROR(check.Positive("api.handshake_timeout", c.handshake_timeout_s));
@@ -640,7 +646,9 @@ std::vector<std::string> ApplyReload(DaemonConfig& live, const DaemonConfig& fre
   differs("api.listen", live.listen_address != fresh.listen_address || live.listen_port != fresh.listen_port);
   differs("api.web", live.web != fresh.web || live.web_dir != fresh.web_dir);
   differs("api.max_message", live.max_message_bytes != fresh.max_message_bytes);
-  differs("api.max_body", live.max_body_bytes != fresh.max_body_bytes);
+  differs("api.max_body", live.max_body_bytes != fresh.max_body_bytes ||
+                             live.max_body_memory_bytes != fresh.max_body_memory_bytes ||
+                             live.body_min_rate_bytes != fresh.body_min_rate_bytes);
   differs("api.max_connections", live.max_connections != fresh.max_connections ||
                                      live.max_connections_per_user != fresh.max_connections_per_user);
   differs("api timeouts", live.handshake_timeout_s != fresh.handshake_timeout_s ||

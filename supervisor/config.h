@@ -38,6 +38,8 @@ struct DaemonConfig {
   std::string web_dir;                            // its files; "" = web/ beside corrald, then /usr/share/corral/web
   uint64_t max_message_bytes = 1024 * 1024;
   uint64_t max_body_bytes = 64ull << 20;
+  uint64_t max_body_memory_bytes = 256ull << 20;  // request bodies being read at once, all together
+  uint64_t body_min_rate_bytes = 16 << 10;        // per second, after a grace of handshake_timeout; 0: none
   uint64_t max_connections = 4096;
   uint64_t max_connections_per_user = 64;
   uint64_t handshake_timeout_s = 10;

@@ -192,7 +192,7 @@ TEST(ConfigTest, SizesTakeIntegersAndSuffixes) {
                {"\"1.5G\"", 3ull << 29},
                {"\"64MiB\"", 64ull << 20}};
   for (const auto& c : cases) {
-    auto parsed = ParseConfig(std::string("[streams]\nmax_file = ") + c.value + "\n");
+    auto parsed = ParseConfig(std::string("[api]\nmax_body_memory = \"2T\"\n[streams]\nmax_file = ") + c.value + "\n");
     ASSERT_TRUE(parsed.ok()) << c.value << ": " << parsed.status().ToString();
     EXPECT_EQ(parsed->max_file_bytes, c.bytes) << c.value;
   }
@@ -286,6 +286,17 @@ TEST(ConfigTest, WrongTypeNamesKeyAndLine) {
   EXPECT_FALSE(ok->store_synchronous_full);
 }
 
+TEST(ConfigTest, TheBodiesBudgetHoldsTheLargestUpload) {
+  EXPECT_EQ(ErrorOf("[api]\nmax_body_memory = \"32M\"\n"),
+            "corrald.toml:2: api.max_body (67108864) is above api.max_body_memory (33554432)");
+  EXPECT_EQ(ErrorOf("[api]\nmax_body_memory = \"64M\"\n"),
+            "corrald.toml:2: streams.max_file (104857600) is above api.max_body_memory (67108864)");
+  // The control: room for one upload of each largest size.
+  auto fits = ParseConfig("[api]\nmax_body_memory = \"100M\"\n", "corrald.toml");
+  ASSERT_TRUE(fits.ok()) << fits.status().ToString();
+  EXPECT_EQ(fits->max_body_memory_bytes, 100u << 20);
+}
+
 TEST(ConfigTest, SyntaxErrorNamesLine) {
   std::string error = ErrorOf("[api]\nlisten = \n");
   EXPECT_EQ(error.rfind("corrald.toml:2: ", 0), 0u) << error;
@@ -341,7 +352,7 @@ TEST(ConfigTest, DistConfigDocumentsEveryKeyWithItsDefault) {
       uncommented += line + "\n";
     }
   }
-  EXPECT_EQ(keys, 71);  // every field of DaemonConfig but the prices; listen sets two
+  EXPECT_EQ(keys, 73);  // every field of DaemonConfig but the prices; listen sets two
   auto parsed = ParseConfig(uncommented, "uncommented");
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   EXPECT_EQ(Dump(*parsed), Dump(DaemonConfig{}));
