@@ -26,6 +26,7 @@
 #include "rootfs/disk_image.h"
 #include "rootfs/mount_plan.h"
 #include "tools/corral/gc.h"
+#include "tools/corral/lent_stdio.h"
 #include "tools/corral/outcome.h"
 #include "tools/corral/uid_slots.h"
 
@@ -412,6 +413,8 @@ int RunSandbox(const RunOptions& options, const RunEnvironment& env) {
   if (backend.version() == cgroups::CgroupVersion::kV1) {
     attach = [&](pid_t pid) { return backend.Attach(run.cgroup, pid); };
   }
+  // The command may reopen its stdio pipes by path, for the run (lent_stdio.h).
+  LentStdio lent = LentStdio::Lend(run.plan.host_uid_base + run.plan.uid, run.plan.host_gid_base + run.plan.gid);
   auto launched = isolation::Launch(run.plan, attach);
   status_write.reset();
   // The sandbox's mount holds the workspace's loop device now; it detaches when that goes.
