@@ -900,6 +900,10 @@ StatusOr<std::shared_ptr<Command>> SandboxManager::Exec(const Caller& caller, co
   request.rows = spec.rows;
   request.cols = spec.cols;
   request.stdin_open = spec.stdin_open || spec.pty;
+  if (!spec.private_stdio) {
+    request.stdio_owner = ExecRequest::HostIds{static_cast<uid_t>(row.uid_base + request.uid),
+                                               static_cast<gid_t>(row.uid_base + request.gid)};
+  }
 
   CommandRow command_row;
   command_row.id = NewId("cmd");

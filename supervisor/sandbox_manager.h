@@ -90,6 +90,11 @@ struct ExecSpec {
   bool pty = false;
   uint16_t rows = 24;
   uint16_t cols = 80;
+  // The command's stdio pipes stay the daemon's: nothing inside, the command included, can
+  // open them by path. For a stream the daemon trusts, an agent session's events: its tool
+  // calls run as the same user, and could otherwise write into it through /proc/<pid>/fd/1.
+  // Otherwise the pipes belong to the command's user, who may reopen them (/dev/stdout).
+  bool private_stdio = false;
 };
 
 // The effective limits of a sandbox, as stored (limits_json) and shown by the API.
