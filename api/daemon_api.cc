@@ -1001,7 +1001,7 @@ class WsApi : public WsHandler, public std::enable_shared_from_this<WsApi> {
     return json{{"command", command->id()},
                 {"channel", channel},
                 {"first_seq", command->stream().first_seq()},
-                {"state", command->finished() ? "exited" : "running"}};
+                {"state", command->ended() ? "exited" : "running"}};
   }
 
   static StatusOr<bool> OutputMode(const json& request) {

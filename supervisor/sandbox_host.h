@@ -88,7 +88,8 @@ class SandboxHost {
   std::string SandboxCgroup(const std::string& id) const;
   std::string CommandCgroup(const std::string& id, uint64_t seq) const;
   Status CreateCommandCgroup(const std::string& id, uint64_t seq);
-  // Kills what is left of the command's tree, returns its figures, removes the cgroup.
+  // Kills what is left of the command's tree, returns its figures, removes the cgroup (a cgroup
+  // that cannot be removed is logged and left for the sandbox's stop: the figures still count).
   StatusOr<cgroups::CgroupStats> FinishCommandCgroup(const std::string& id, uint64_t seq);
   // The two halves of the usual case, where nothing is left: its figures (quick reads), and the
   // removal of the empty cgroup, which can wait until the outcome is out.

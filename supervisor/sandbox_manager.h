@@ -231,6 +231,19 @@ class SandboxManager {
   // it is spent.
   Status CheckCompute(const std::string& iss, const std::string& sub, const Budget& budget);
   void Meter(Live& live);
+  // Debits what `stats` counted above the sandbox's last debit.
+  void Meter(Live& live, const cgroups::CgroupStats& stats);
+  // What a stop reads from the kernel before the cgroups go (on the worker pool): everything in
+  // the sandbox is killed first, so the figures are final.
+  struct StopFigures {
+    StatusOr<cgroups::CgroupStats> sandbox = Status::Error("not read", ENOENT);
+    std::vector<StatusOr<cgroups::CgroupStats>> commands;  // one per seq asked for
+    uint64_t killed_us = 0;                                // MonotonicMicros() after the kill
+  };
+  StopFigures KillAndRead(const std::string& id, const std::vector<uint64_t>& seqs);
+  // Stores a command's outcome `lost` (the daemon could not learn its end), with the figures its
+  // cgroup still held when they could be read.
+  void StoreLost(CommandRow& row, const StatusOr<cgroups::CgroupStats>& figures);
   void ComputeExhausted(const std::string& id, int64_t spent_ms, int64_t budget_ms);
   void OnStarted(SandboxRow row, SandboxProcess process, std::vector<UniqueFd> listeners);
   void WatchControl(const std::shared_ptr<Live>& live);
