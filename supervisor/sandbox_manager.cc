@@ -1220,6 +1220,28 @@ void SandboxManager::Meter(Live& live, const cgroups::CgroupStats& stats) {
     return;
   }
   live.cpu_billed_usec = billed;
+  compute_debited_ms_ += ms;
+}
+
+int64_t SandboxManager::UnmeteredMs(const Live& live) {
+  auto usage = host_.backend().CpuUsageUsec(host_.SandboxCgroup(live.id));
+  if (!usage.ok()) return 0;
+  return std::max<int64_t>(static_cast<int64_t>(*usage) - live.cpu_billed_usec, 0) / 1000;
+}
+
+std::map<std::string, int64_t> SandboxManager::UnmeteredCompute(const std::string& iss, const std::string& sub) {
+  std::map<std::string, int64_t> by_sandbox;
+  for (const auto& [id, live] : live_) {
+    if (live->iss != iss || live->sub != sub) continue;
+    if (const int64_t ms = UnmeteredMs(*live); ms > 0) by_sandbox[id] = ms;
+  }
+  return by_sandbox;
+}
+
+int64_t SandboxManager::ComputeCountedMs() {
+  int64_t total = compute_debited_ms_;
+  for (const auto& [id, live] : live_) total += UnmeteredMs(*live);
+  return total;
 }
 
 SandboxManager::StopFigures SandboxManager::KillAndRead(const std::string& id, const std::vector<uint64_t>& seqs) {

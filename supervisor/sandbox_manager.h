@@ -186,6 +186,14 @@ class SandboxManager {
   // Debits the CPU time of every running sandbox used since the last reading, and stops those
   // whose user's compute budget is spent (also run by the timers; public for tests).
   void MeterCompute();
+  // Compute the ledger does not hold yet: for each running sandbox of the user, the whole CPU
+  // milliseconds its cgroup counted since its last debit (what the meter debits next). Usage
+  // reports add it to the ledger's sums, so they show CPU time up to the moment asked; once the
+  // meter debits it, it is here no more (no time is counted twice).
+  std::map<std::string, int64_t> UnmeteredCompute(const std::string& iss, const std::string& sub);
+  // CPU milliseconds this daemon debited since it started, plus every running sandbox's
+  // UnmeteredCompute: the compute counter of /metrics.
+  int64_t ComputeCountedMs();
 
   // For metrics.
   std::map<std::string, int64_t> CountByState();
@@ -233,6 +241,8 @@ class SandboxManager {
   void Meter(Live& live);
   // Debits what `stats` counted above the sandbox's last debit.
   void Meter(Live& live, const cgroups::CgroupStats& stats);
+  // Whole CPU milliseconds of a running sandbox not debited yet.
+  int64_t UnmeteredMs(const Live& live);
   // What a stop reads from the kernel before the cgroups go (on the worker pool): everything in
   // the sandbox is killed first, so the figures are final.
   struct StopFigures {
@@ -272,6 +282,7 @@ class SandboxManager {
   std::map<std::string, std::shared_ptr<Command>> recent_;    // ended, kept for late attaches
   std::deque<std::string> recent_order_;
   boost::asio::steady_timer idle_timer_;
+  int64_t compute_debited_ms_ = 0;  // since this daemon started (ComputeCountedMs)
   bool detached_ = false;
 };
 

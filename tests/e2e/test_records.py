@@ -6,16 +6,20 @@
   lifetime, not the time its output took to reach a slow client;
 - a command's CPU and memory figures are read before its cgroup goes, on every path that ends
   it (the compute budget, a stop after the grace period, a destroy, its sandbox's init dying, a
-  daemon restart that finds it gone), not only when it exits by itself.
+  daemon restart that finds it gone), not only when it exits by itself;
+- GET /v1/usage, `corral usage` and /metrics count CPU time up to the moment asked, not only
+  what the meter (every 5 s) has debited, and never count it twice.
 """
 import asyncio
 import json
 import os
+import re
 import signal
+import subprocess
 import threading
 import time
 
-from corral_e2e import (CGROUP_ROOT, DaemonTestCase, UnixHTTPConnection, WsClient, init_pids, process_gone,
+from corral_e2e import (CGROUP_ROOT, CORRAL, DaemonTestCase, UnixHTTPConnection, WsClient, init_pids, process_gone,
                         sandbox_cgroups, wait_until)
 
 # Prints as fast as it can: a client that stops reading stalls it within a fraction of a second.
@@ -373,6 +377,69 @@ class CommandRecords(DaemonTestCase):
         for outcome in (killed, stopped):
             self.assertGreater(cpu_s(outcome), MIN_CPU_S, outcome)
             self.assertGreater(outcome["peak_memory_bytes"], 0, outcome)
+
+    # ---- usage up to the moment asked ----
+
+    def test_usage_and_metrics_count_cpu_time_up_to_the_moment_asked_and_never_twice(self):
+        token = self.token("live-usage", budget={"compute_s": 3600, "window": "day"})
+        counted_before = self.daemon.metrics().get("corral_compute_cpu_seconds_total")
+        sandbox = self.sandbox(token)
+
+        def bracket():
+            """(the sandbox cgroup's CPU ms before, the report's, the metric's, the cgroup's after)."""
+            before = sandbox_cpu_ms(self.daemon, sandbox)
+            status, usage = self.daemon.http("GET", "/v1/usage", token)
+            self.assertEqual(status, 200, usage)
+            counted = self.daemon.metrics().get("corral_compute_cpu_seconds_total")
+            return before, round(usage["compute"]["spent_s"] * 1000), counted, sandbox_cpu_ms(self.daemon, sandbox)
+
+        async def go():
+            c = await WsClient.connect(self.daemon.ws_url(), token)
+            reply = await c.request("exec", sandbox=sandbox, argv=SPIN)  # spins on while we look
+            self.assertTrue(reply["ok"], reply)
+            await asyncio.sleep(0.5)
+            # Every answer holds what the cgroup counted up to the moment asked: not less (the meter
+            # debits every 5 s), not more (nothing twice), across two of the meter's debits.
+            samples = []
+            deadline = time.monotonic() + METER_INTERVAL_S * 2 + 1
+            while time.monotonic() < deadline:
+                samples.append(bracket())
+                await asyncio.sleep(0.2)
+            for before, spent, counted, after in samples:
+                self.assertGreaterEqual(spent, before - 1, samples)  # whole milliseconds
+                self.assertLessEqual(spent, after, samples)
+                self.assertGreaterEqual(counted - counted_before + 0.002, before / 1000, samples)
+            for earlier, later in zip(samples, samples[1:]):
+                self.assertGreaterEqual(later[1], earlier[1], samples)
+                self.assertGreaterEqual(later[2], earlier[2], "the counter went down")
+            self.assertGreater(samples[-1][0], 1000, "the spinner barely ran")
+            # The CLI's report too.
+            env = {k: v for k, v in os.environ.items() if not k.startswith("CORRAL_")}
+            env.update(CORRAL_URL=f"http://127.0.0.1:{self.daemon.port}", CORRAL_TOKEN=token)
+            low = sandbox_cpu_ms(self.daemon, sandbox)
+            proc = subprocess.run([CORRAL, "usage"], env=env, capture_output=True, text=True, timeout=60)
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            shown = float(re.search(r"compute\s+([0-9.]+) CPU-s", proc.stdout).group(1))
+            self.assertGreaterEqual(shown * 1000, low - 1, proc.stdout)
+            # The ledger itself is debited every interval meanwhile (the operator's export).
+            self.assertGreater(self.ledger_ms("live-usage"), 0)
+            self.assertLessEqual(self.ledger_ms("live-usage"), sandbox_cpu_ms(self.daemon, sandbox))
+            await c.close()
+            return samples
+
+        samples = self.run_async(go())
+        # Stopped, nothing is left undebited: the report is the ledger, exactly, and nothing was
+        # lost on the way (the counter did not go down either).
+        status, body = self.daemon.http("POST", f"/v1/sandboxes/{sandbox}/stop", token)
+        self.assertEqual(status, 200, body)
+        status, usage = self.daemon.http("GET", "/v1/usage", token)
+        spent = round(usage["compute"]["spent_s"] * 1000)
+        self.assertEqual(spent, self.ledger_ms("live-usage"))
+        self.assertGreaterEqual(spent, samples[-1][1])
+        self.assertGreaterEqual(self.daemon.metrics().get("corral_compute_cpu_seconds_total"), samples[-1][2])
+        # Another user's report holds none of it.
+        status, other = self.daemon.http("GET", "/v1/usage", self.token("live-usage-bystander"))
+        self.assertEqual((other["compute"]["spent_s"], other["sandboxes"]), (0, []))
 
     def ledger_ms(self, sub):
         """The user's compute debits in the ledger (the operator's export), in milliseconds."""
