@@ -28,9 +28,9 @@ SPIN = ["sh", "-c", "while :; do :; done"]
 # Spins and ignores SIGTERM: a stop has to wait out its grace period (2 s here), then kill it.
 STUBBORN = ["sh", "-c", "trap '' TERM; while :; do :; done"]
 METER_INTERVAL_S = 5
-# A second or more of spinning, on a 2-core host shared with builds: at least this much CPU time
-# (a figure lost with its cgroup reads 0).
-MIN_CPU_S = 0.2
+# A second or more of spinning, on a 2-core host shared with builds (one run saw 0.1 s): at least
+# this much CPU time. A figure lost with its cgroup reads exactly 0.
+MIN_CPU_S = 0.02
 
 
 def cpu_s(outcome):
@@ -270,8 +270,9 @@ class CommandRecords(DaemonTestCase):
         sandbox = self.sandbox(token)
         outcome, command = self.exec_once(token, sandbox, SPIN, timeout=60)
         self.assertEqual(outcome["outcome"], "budget_exhausted", outcome)
-        # It spent at least the budget before the meter saw it.
-        self.assertGreaterEqual(cpu_s(outcome), 0.9, outcome)
+        # It spent the budget (1 s of the cgroup's exact CPU time) before the meter stopped it; the
+        # user/system split is sampled by the kernel, so allow it to read lower.
+        self.assertGreaterEqual(cpu_s(outcome), 0.5, outcome)
         self.assertGreater(outcome["peak_memory_bytes"], 0, outcome)
         self.assertEqual(self.record(token, sandbox, command)["outcome"], outcome)
 
