@@ -276,30 +276,39 @@ class CommandRecords(DaemonTestCase):
         self.assertGreater(outcome["peak_memory_bytes"], 0, outcome)
         self.assertEqual(self.record(token, sandbox, command)["outcome"], outcome)
 
+    def end_while_running(self, token, sandbox, argv, end, after=1.0):
+        """Runs `argv`, lets it work `after` seconds, calls `end(command)` (from a thread: it may
+        block on the daemon), and returns the command's id and the outcome of its exit event."""
+        async def go():
+            c = await WsClient.connect(self.daemon.ws_url(), token)
+            try:
+                reply = await c.request("exec", sandbox=sandbox, argv=argv)
+                self.assertTrue(reply["ok"], reply)
+                command = reply["result"]["command"]
+                await asyncio.sleep(after)
+                await asyncio.get_running_loop().run_in_executor(None, end, command)
+                while (event := await c.next_event(timeout=30)).get("event") != "exit":
+                    pass
+                return command, event["outcome"]
+            finally:
+                await c.close()
+        return self.run_async(go())
+
+    def assert_figures(self, outcome):
+        self.assertGreater(cpu_s(outcome), MIN_CPU_S, outcome)
+        self.assertGreater(outcome["peak_memory_bytes"], 0, outcome)
+
+    def stop(self, token, sandbox):
+        status, body = self.daemon.http("POST", f"/v1/sandboxes/{sandbox}/stop", token)
+        self.assertEqual(status, 200, body)
+
     def test_a_command_killed_after_the_stop_grace_keeps_its_figures(self):
         token = self.token("grace-figures")
         sandbox = self.sandbox(token)
-
-        async def go():
-            c = await WsClient.connect(self.daemon.ws_url(), token)
-            reply = await c.request("exec", sandbox=sandbox, argv=STUBBORN)
-            self.assertTrue(reply["ok"], reply)
-            await asyncio.sleep(1)
-            status, body = await asyncio.get_running_loop().run_in_executor(
-                None, lambda: self.daemon.http("POST", f"/v1/sandboxes/{sandbox}/stop", token))
-            self.assertEqual(status, 200, body)
-            while True:
-                event = await c.next_event(timeout=30)
-                if event.get("event") == "exit":
-                    await c.close()
-                    return event["outcome"], reply["result"]["command"]
-
-        outcome, command = self.run_async(go())
+        command, outcome = self.end_while_running(token, sandbox, STUBBORN, lambda _: self.stop(token, sandbox))
         self.assertEqual((outcome["outcome"], outcome.get("signal")), ("killed_by_request", 9), outcome)
-        # A second of work, then the 2 s grace it spent spinning too (on a host that may be
-        # shared: at least some of it).
-        self.assertGreater(cpu_s(outcome), MIN_CPU_S, outcome)
-        self.assertGreater(outcome["peak_memory_bytes"], 0, outcome)
+        # A second of work, then the 2 s grace it spent spinning too.
+        self.assert_figures(outcome)
         self.assertGreaterEqual(outcome["wall_s"], 2.5, outcome)
         self.assertEqual(self.record(token, sandbox, command)["outcome"], outcome)
 
@@ -307,46 +316,25 @@ class CommandRecords(DaemonTestCase):
         token = self.token("destroy-figures")
         sandbox = self.create_sandbox(token)["id"]
 
-        async def go():
-            c = await WsClient.connect(self.daemon.ws_url(), token)
-            reply = await c.request("exec", sandbox=sandbox, argv=STUBBORN)
-            self.assertTrue(reply["ok"], reply)
-            await asyncio.sleep(1)
-            status, body = await asyncio.get_running_loop().run_in_executor(
-                None, lambda: self.daemon.http("DELETE", f"/v1/sandboxes/{sandbox}", token))
+        def destroy(_):
+            status, body = self.daemon.http("DELETE", f"/v1/sandboxes/{sandbox}", token)
             self.assertIn(status, (200, 204), body)
-            while True:
-                event = await c.next_event(timeout=30)
-                if event.get("event") == "exit":
-                    await c.close()
-                    return event["outcome"]
 
-        outcome = self.run_async(go())
+        _, outcome = self.end_while_running(token, sandbox, STUBBORN, destroy)
         self.assertEqual(outcome["outcome"], "killed_by_request", outcome)
-        self.assertGreater(cpu_s(outcome), MIN_CPU_S, outcome)
-        self.assertGreater(outcome["peak_memory_bytes"], 0, outcome)
+        self.assert_figures(outcome)
 
     def test_a_command_whose_init_dies_keeps_its_figures(self):
         token = self.token("init-figures")
         sandbox = self.sandbox(token)
 
-        async def go():
-            c = await WsClient.connect(self.daemon.ws_url(), token)
-            reply = await c.request("exec", sandbox=sandbox, argv=SPIN)
-            self.assertTrue(reply["ok"], reply)
-            await asyncio.sleep(1.5)
+        def kill_init(_):
             (pid,) = init_pids(self.daemon, sandbox)
             os.kill(pid, signal.SIGKILL)  # from the host: the whole sandbox goes with it
-            while True:
-                event = await c.next_event(timeout=30)
-                if event.get("event") == "exit":
-                    await c.close()
-                    return event["outcome"], reply["result"]["command"]
 
-        outcome, command = self.run_async(go())
+        command, outcome = self.end_while_running(token, sandbox, SPIN, kill_init, after=1.5)
         self.assertEqual((outcome["outcome"], outcome.get("signal")), ("signaled", 9), outcome)
-        self.assertGreater(cpu_s(outcome), MIN_CPU_S, outcome)
-        self.assertGreater(outcome["peak_memory_bytes"], 0, outcome)
+        self.assert_figures(outcome)
         self.assertEqual(self.record(token, sandbox, command)["outcome"], outcome)
 
     def test_control_commands_that_end_by_a_signal_keep_their_figures(self):
@@ -354,30 +342,18 @@ class CommandRecords(DaemonTestCase):
         token = self.token("signal-figures")
         sandbox = self.sandbox(token)
 
-        async def go():
+        async def kill(command):
             c = await WsClient.connect(self.daemon.ws_url(), token)
-            reply = await c.request("exec", sandbox=sandbox, argv=SPIN)
-            await asyncio.sleep(1)
-            self.assertTrue((await c.request("signal", command=reply["result"]["command"], signal="KILL"))["ok"])
-            while (event := await c.next_event()).get("event") != "exit":
-                pass
-            killed = event["outcome"]
-            reply = await c.request("exec", sandbox=sandbox, argv=SPIN)
-            await asyncio.sleep(1)
-            status, body = await asyncio.get_running_loop().run_in_executor(
-                None, lambda: self.daemon.http("POST", f"/v1/sandboxes/{sandbox}/stop", token))
-            self.assertEqual(status, 200, body)
-            while (event := await c.next_event()).get("event") != "exit":
-                pass
+            self.assertTrue((await c.request("attach", command=command, after_seq=10**12))["ok"])
+            self.assertTrue((await c.request("signal", command=command, signal="KILL"))["ok"])
             await c.close()
-            return killed, event["outcome"]
 
-        killed, stopped = self.run_async(go())
+        _, killed = self.end_while_running(token, sandbox, SPIN, lambda command: asyncio.run(kill(command)))
+        _, stopped = self.end_while_running(token, sandbox, SPIN, lambda _: self.stop(token, sandbox))
         self.assertEqual((killed["outcome"], killed["signal"]), ("killed_by_request", 9), killed)
         self.assertEqual((stopped["outcome"], stopped["signal"]), ("killed_by_request", 15), stopped)
-        for outcome in (killed, stopped):
-            self.assertGreater(cpu_s(outcome), MIN_CPU_S, outcome)
-            self.assertGreater(outcome["peak_memory_bytes"], 0, outcome)
+        self.assert_figures(killed)
+        self.assert_figures(stopped)
 
     # ---- usage up to the moment asked ----
 
@@ -431,8 +407,7 @@ class CommandRecords(DaemonTestCase):
         samples = self.run_async(go())
         # Stopped, nothing is left undebited: the report is the ledger, exactly, and nothing was
         # lost on the way (the counter did not go down either).
-        status, body = self.daemon.http("POST", f"/v1/sandboxes/{sandbox}/stop", token)
-        self.assertEqual(status, 200, body)
+        self.stop(token, sandbox)
         status, usage = self.daemon.http("GET", "/v1/usage", token)
         spent = round(usage["compute"]["spent_s"] * 1000)
         self.assertEqual(spent, self.ledger_ms("live-usage"))
