@@ -965,7 +965,7 @@ class WsApi : public WsHandler, public std::enable_shared_from_this<WsApi> {
     return json{{"command", command->id()},
                 {"channel", channel},
                 {"first_seq", command->stream().first_seq()},
-                {"state", command->finished() ? "exited" : "running"}};
+                {"state", command->ended() ? "exited" : "running"}};
   }
 
   static StatusOr<bool> OutputMode(const json& request) {
@@ -1100,6 +1100,18 @@ ApiMetrics::ApiMetrics(Metrics& metrics, supervisor::SandboxManager* manager)
     values.push_back({{}, manager_ ? static_cast<double>(manager_->running_commands()) : 0.0});
     return values;
   });
+  // Up to the moment of the scrape: what the meter debited plus what running sandboxes counted
+  // since. The highest value shown is kept: a stop's last few milliseconds, between the sandbox
+  // leaving the running ones and its last debit, must not look like a counter reset.
+  metrics.AddCounterCallback(
+      "corral_compute_cpu_seconds_total",
+      "CPU-seconds of the sandboxes' cgroups, debited to their users' compute or counted since the last debit",
+      {}, [this] {
+        if (manager_ != nullptr) compute_shown_ms_ = std::max(compute_shown_ms_, manager_->ComputeCountedMs());
+        std::vector<std::pair<std::vector<std::string>, double>> values;
+        values.push_back({{}, static_cast<double>(compute_shown_ms_) / 1000.0});
+        return values;
+      });
 }
 
 void ApiMetrics::OnCommandFinished(const supervisor::Outcome& outcome) {
@@ -1138,13 +1150,14 @@ std::function<void(uint64_t)> RegisterApi(Server& server, boost::asio::io_contex
   });
 
   // Usage: the caller's current window; the operator's export of the ledger.
-  server.Route("GET", "/v1/usage", Auth::kRequired, [&store](HttpRequest request, Responder respond) {
+  server.Route("GET", "/v1/usage", Auth::kRequired, [&store, &manager](HttpRequest request, Responder respond) {
     if (request.auth.admin) {
       return respond(ErrorResponse(
           Status::Error("the admin socket has no budget of its own: GET /v1/admin/usage exports the ledger", EINVAL)));
     }
     auto report = supervisor::UsageReport(store, request.auth.iss, request.auth.sub, BudgetOf(request.auth),
-                                          static_cast<int64_t>(time(nullptr)));
+                                          static_cast<int64_t>(time(nullptr)),
+                                          manager.UnmeteredCompute(request.auth.iss, request.auth.sub));
     if (!report.ok()) return respond(ErrorResponse(report.status()));
     respond(JsonResponse(200, *report));
   });

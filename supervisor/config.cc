@@ -395,6 +395,7 @@ const std::vector<KeySpec>& Keys() {
       {"api", "handshake_timeout", SecondsKey(&DaemonConfig::handshake_timeout_s)},
       {"api", "idle_timeout", SecondsKey(&DaemonConfig::idle_timeout_s)},
       {"api", "requests_per_minute", CountKey(&DaemonConfig::requests_per_minute)},
+      {"api", "ws_queue_hard_limit", SizeKey(&DaemonConfig::ws_queue_hard_limit)},
       {"auth", "max_clock_skew", SecondsKey(&DaemonConfig::max_clock_skew_s)},
       {"auth", "max_token_lifetime", SecondsKey(&DaemonConfig::max_token_lifetime_s)},
       {"sandbox", "default_memory", SizeKey(&DaemonConfig::default_memory_bytes)},
@@ -511,6 +512,11 @@ Status Validate(const DaemonConfig& c, const std::string& origin, const Lines& l
   RETURN_IF_ERROR(check.Positive("api.max_connections_per_user", c.max_connections_per_user));
   RETURN_IF_ERROR(check.Positive("api.handshake_timeout", c.handshake_timeout_s));
   RETURN_IF_ERROR(check.Positive("api.idle_timeout", c.idle_timeout_s));
+  if (c.ws_queue_hard_limit <= kWsQueueHighWater) {
+    return Status::Error(check.Where({"api.ws_queue_hard_limit"}) +
+                         "api.ws_queue_hard_limit: must be above 1M (where a connection's queue is full and the "
+                         "daemon stops reading the output it carries)");
+  }
   RETURN_IF_ERROR(check.Positive("auth.max_token_lifetime", c.max_token_lifetime_s));
   RETURN_IF_ERROR(check.Positive("sandbox.default_memory", c.default_memory_bytes));
   RETURN_IF_ERROR(check.Positive("sandbox.default_cpu_millicores", c.default_cpu_millicores));
@@ -649,6 +655,7 @@ std::vector<std::string> ApplyReload(DaemonConfig& live, const DaemonConfig& fre
   differs("api.max_body", live.max_body_bytes != fresh.max_body_bytes ||
                              live.max_body_memory_bytes != fresh.max_body_memory_bytes ||
                              live.body_min_rate_bytes != fresh.body_min_rate_bytes);
+  differs("api.ws_queue_hard_limit", live.ws_queue_hard_limit != fresh.ws_queue_hard_limit);
   differs("api.max_connections", live.max_connections != fresh.max_connections ||
                                      live.max_connections_per_user != fresh.max_connections_per_user);
   differs("api timeouts", live.handshake_timeout_s != fresh.handshake_timeout_s ||

@@ -18,6 +18,10 @@
 
 namespace corral::supervisor {
 
+// A WebSocket connection whose write queue holds more than this is full: the daemon stops
+// reading the output it carries until it drains (api::ServerLimits::ws_queue_high_water).
+inline constexpr uint64_t kWsQueueHighWater = 1 << 20;
+
 struct DaemonConfig {
   // [daemon]
   std::string state_dir = "/var/lib/corral";      // store, sandboxes' layers, snapshots
@@ -45,6 +49,7 @@ struct DaemonConfig {
   uint64_t handshake_timeout_s = 10;
   uint64_t idle_timeout_s = 300;
   uint64_t requests_per_minute = 600;             // per user: HTTP requests and WebSocket ops; 0 = no limit
+  uint64_t ws_queue_hard_limit = 64ull << 20;     // a WebSocket this far behind (bytes queued) is closed with 1008
 
   // [auth]
   uint64_t max_clock_skew_s = 60;

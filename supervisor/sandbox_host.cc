@@ -390,7 +390,11 @@ StatusOr<cgroups::CgroupStats> SandboxHost::FinishCommandCgroup(const std::strin
     RETURN_IF_ERROR(backend_.Kill(cgroup));
     ASSIGN_OR_RETURN(stats, backend_.Stats(cgroup));
   }
-  RETURN_IF_ERROR(RemoveCommandCgroup(id, seq));
+  // The figures are read: a cgroup that cannot be removed now goes with the sandbox's.
+  Status removed = RemoveCommandCgroup(id, seq);
+  if (!removed.ok()) {
+    LogWarn("sandbox", "cannot remove a command's cgroup", {{"cgroup", cgroup}, {"error", removed.ToString()}});
+  }
   return stats;
 }
 

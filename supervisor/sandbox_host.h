@@ -92,7 +92,8 @@ class SandboxHost {
   // Makes <sandbox>/cmd-<seq> with the sandbox's limits repeated in it (the sandbox's own still
   // bound the whole; the copy is what a program reading its own cgroup's files finds).
   Status CreateCommandCgroup(const std::string& id, uint64_t seq);
-  // Kills what is left of the command's tree, returns its figures, removes the cgroup.
+  // Kills what is left of the command's tree, returns its figures, removes the cgroup (a cgroup
+  // that cannot be removed is logged and left for the sandbox's stop: the figures still count).
   StatusOr<cgroups::CgroupStats> FinishCommandCgroup(const std::string& id, uint64_t seq);
   // The two halves of the usual case, where nothing is left: its figures (quick reads), and the
   // removal of the empty cgroup, which can wait until the outcome is out.

@@ -371,6 +371,8 @@ int Run(int argc, char** argv) {
   limits.max_ws_connections_per_user = config->max_connections_per_user;
   limits.handshake_timeout = std::chrono::seconds(config->handshake_timeout_s);
   limits.idle_timeout = std::chrono::seconds(config->idle_timeout_s);
+  limits.ws_queue_high_water = supervisor::kWsQueueHighWater;
+  limits.ws_queue_hard_limit = config->ws_queue_hard_limit;
   limits.allowed_origins = config->allowed_origins;
   api::Server server(io, limits, api::MakeAuthenticator(**issuers, *config), metrics);
   api::RegisterAuthAdmin(server, **issuers, *config);
