@@ -14,6 +14,7 @@
 #include <boost/asio/post.hpp>
 #include <nlohmann/json.hpp>
 
+#include "api/api_json.h"
 #include "api/auth_mapping.h"
 #include "api/ws_frames.h"
 #include "common/log.h"
@@ -34,27 +35,6 @@ using supervisor::SnapshotRow;
 
 
 // ---- JSON helpers ----
-
-std::string ErrorJson(ErrorCode code, const std::string& message) {
-  return json{{"error", {{"code", ErrorCodeName(code)}, {"message", message}}}}.dump();
-}
-
-HttpResponse JsonResponse(int status, const json& body) {
-  HttpResponse response;
-  response.status = status;
-  response.body = body.dump();
-  return response;
-}
-
-HttpResponse ErrorResponse(const Status& status) {
-  ErrorCode code = ErrorCodeFor(status);
-  HttpResponse response;
-  response.status = HttpStatusFor(code);
-  // Internal errors keep their details in the log; the client gets the request id to quote.
-  response.body = ErrorJson(code, code == ErrorCode::kInternal ? "internal error" : status.message());
-  if (code == ErrorCode::kInternal) LogError("api", "internal error", {{"error", status.ToString()}});
-  return response;
-}
 
 // A sandbox's egress rules as stored; one made before there were rules has none.
 json EgressJson(const SandboxRow& row) {
@@ -135,18 +115,6 @@ json SessionJson(const supervisor::SessionRow& row) {
   return j;
 }
 
-// A field the daemon does not know is an error, not something silently left at its default (a
-// misplaced {"cpus": 2} used to give a sandbox one CPU without a word).
-Status RefuseUnknownFields(const json& body, std::initializer_list<std::string_view> known,
-                           const char* where = nullptr) {
-  for (const auto& [key, value] : body.items()) {
-    if (std::find(known.begin(), known.end(), key) == known.end()) {
-      return Status::Error((where != nullptr ? std::string(where) + ": " : std::string()) + "unknown field \"" + key + "\"",
-                           EINVAL);
-    }
-  }
-  return Status();
-}
 
 StatusOr<supervisor::NewSession> ParseNewSession(const json& body) {
   supervisor::NewSession request;
@@ -215,22 +183,7 @@ json SnapshotJson(const SnapshotRow& row, bool with_owner) {
   return j;
 }
 
-// Reads an optional unsigned integer field; a wrong type is an error naming the field.
-Status OptionalUint(const json& body, const char* key, std::optional<uint64_t>& out) {
-  if (!body.contains(key) || body[key].is_null()) return Status();
-  if (!body[key].is_number_unsigned() && !(body[key].is_number_integer() && body[key].get<int64_t>() >= 0)) {
-    return Status::Error(std::string(key) + ": expected a non-negative integer", EINVAL);
-  }
-  out = body[key].get<uint64_t>();
-  return Status();
-}
 
-StatusOr<json> ParseBody(const std::string& body) {
-  if (body.empty()) return json::object();
-  json j = json::parse(body, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return Status::Error("the body must be a JSON object", EINVAL);
-  return j;
-}
 
 StatusOr<supervisor::CreateRequest> ParseCreate(const json& body) {
   supervisor::CreateRequest request;
@@ -356,8 +309,11 @@ void FileOp(boost::asio::io_context& io, boost::asio::thread_pool& pool, supervi
 void RegisterFiles(Server& server, boost::asio::io_context& io, boost::asio::thread_pool& pool,
                    supervisor::SandboxManager& manager, const supervisor::DaemonConfig& config) {
   using Op = std::function<HttpResponse(const supervisor::SandboxFiles&, HttpRequest&)>;
+  // Uploads (PUT) may be as large as a file may be.
   auto route = [&](const char* method, const char* op_name, Op op) {
-    server.Route(method, std::string("/v1/sandboxes/{id}/fs/") + op_name, Auth::kRequired,
+    RouteOptions options;
+    if (std::string_view(method) == "PUT") options.max_body_bytes = std::max(config.max_body_bytes, config.max_file_bytes);
+    server.Route(method, std::string("/v1/sandboxes/{id}/fs/") + op_name, Auth::kRequired, options,
                  [&io, &pool, &manager, &config, op](HttpRequest request, Responder respond) {
                    FileOp(io, pool, manager, config, std::move(request), std::move(respond), op);
                  });
@@ -739,6 +695,14 @@ class WsApi : public WsHandler, public std::enable_shared_from_this<WsApi> {
     const AuthContext& auth = connection->auth();
     Session& session = *sessions_[connection->id()];
     if (op == "ping") return json::object();
+    if (op == "auth") {
+      // A fresh token for this connection (same user): it stays open past the old one's expiry.
+      if (!request.contains("token") || !request["token"].is_string()) {
+        return Status::Error("token: expected a string", EINVAL);
+      }
+      ASSIGN_OR_RETURN(int64_t exp, connection->Renew(request["token"].get<std::string>()));
+      return json{{"exp", exp}};
+    }
     if (op == "exec") return Exec(connection, session, auth, request);
     if (op == "attach") return Attach(connection, session, auth, request);
     if (op.rfind("session.", 0) == 0) return AgentOp(connection, session, auth, op, request);
@@ -1001,7 +965,7 @@ class WsApi : public WsHandler, public std::enable_shared_from_this<WsApi> {
     return json{{"command", command->id()},
                 {"channel", channel},
                 {"first_seq", command->stream().first_seq()},
-                {"state", command->finished() ? "exited" : "running"}};
+                {"state", command->ended() ? "exited" : "running"}};
   }
 
   static StatusOr<bool> OutputMode(const json& request) {
@@ -1098,6 +1062,7 @@ ErrorCode ErrorCodeFor(const Status& status) {
     case EEXIST: return ErrorCode::kConflict;
     case EDQUOT: return ErrorCode::kLimitExceeded;
     case EKEYEXPIRED: return ErrorCode::kBudgetExhausted;
+    case EKEYREJECTED: return ErrorCode::kUnauthorized;
     case EUSERS: return ErrorCode::kRateLimited;
     case ERANGE: return ErrorCode::kStreamGap;
     case EAGAIN: return ErrorCode::kUnavailable;
@@ -1115,26 +1080,6 @@ ErrorCode ErrorCodeFor(const Status& status) {
     case ENAMETOOLONG: return ErrorCode::kBadRequest;
     default: return ErrorCode::kInternal;
   }
-}
-
-Authenticator MakeAuthenticator(supervisor::Store& store, const supervisor::DaemonConfig& config) {
-  return [&store, &config](std::string_view token) -> StatusOr<AuthContext> {
-    VerifyPolicy policy;
-    policy.now = static_cast<int64_t>(time(nullptr));
-    policy.max_clock_skew_s = static_cast<int64_t>(config.max_clock_skew_s);
-    policy.max_lifetime_s = static_cast<int64_t>(config.max_token_lifetime_s);
-    auto lookup = [&store](std::string_view issuer) -> std::optional<std::string> {
-      auto row = store.GetIssuer(std::string(issuer));
-      if (!row.ok() || !row->has_value()) return std::nullopt;
-      return (*row)->secret;
-    };
-    ASSIGN_OR_RETURN(Claims claims, VerifyToken(token, lookup, policy));
-    AuthContext auth;
-    auth.iss = claims.iss;
-    auth.sub = claims.sub;
-    auth.claims = std::move(claims);
-    return auth;
-  };
 }
 
 ApiMetrics::ApiMetrics(Metrics& metrics, supervisor::SandboxManager* manager)
@@ -1155,6 +1100,18 @@ ApiMetrics::ApiMetrics(Metrics& metrics, supervisor::SandboxManager* manager)
     values.push_back({{}, manager_ ? static_cast<double>(manager_->running_commands()) : 0.0});
     return values;
   });
+  // Up to the moment of the scrape: what the meter debited plus what running sandboxes counted
+  // since. The highest value shown is kept: a stop's last few milliseconds, between the sandbox
+  // leaving the running ones and its last debit, must not look like a counter reset.
+  metrics.AddCounterCallback(
+      "corral_compute_cpu_seconds_total",
+      "CPU-seconds of the sandboxes' cgroups, debited to their users' compute or counted since the last debit",
+      {}, [this] {
+        if (manager_ != nullptr) compute_shown_ms_ = std::max(compute_shown_ms_, manager_->ComputeCountedMs());
+        std::vector<std::pair<std::vector<std::string>, double>> values;
+        values.push_back({{}, static_cast<double>(compute_shown_ms_) / 1000.0});
+        return values;
+      });
 }
 
 void ApiMetrics::OnCommandFinished(const supervisor::Outcome& outcome) {
@@ -1193,13 +1150,14 @@ std::function<void(uint64_t)> RegisterApi(Server& server, boost::asio::io_contex
   });
 
   // Usage: the caller's current window; the operator's export of the ledger.
-  server.Route("GET", "/v1/usage", Auth::kRequired, [&store](HttpRequest request, Responder respond) {
+  server.Route("GET", "/v1/usage", Auth::kRequired, [&store, &manager](HttpRequest request, Responder respond) {
     if (request.auth.admin) {
       return respond(ErrorResponse(
           Status::Error("the admin socket has no budget of its own: GET /v1/admin/usage exports the ledger", EINVAL)));
     }
     auto report = supervisor::UsageReport(store, request.auth.iss, request.auth.sub, BudgetOf(request.auth),
-                                          static_cast<int64_t>(time(nullptr)));
+                                          static_cast<int64_t>(time(nullptr)),
+                                          manager.UnmeteredCompute(request.auth.iss, request.auth.sub));
     if (!report.ok()) return respond(ErrorResponse(report.status()));
     respond(JsonResponse(200, *report));
   });
@@ -1397,89 +1355,6 @@ std::function<void(uint64_t)> RegisterApi(Server& server, boost::asio::io_contex
       }
       boost::asio::post(io, [respond, response = std::move(response)]() mutable { respond(std::move(response)); });
     });
-  });
-  server.Route("GET", "/v1/admin/issuers", Auth::kAdminOnly, [&store](HttpRequest, Responder respond) {
-    auto rows = store.ListIssuers();
-    if (!rows.ok()) return respond(ErrorResponse(rows.status()));
-    json list = json::array();
-    for (const auto& row : *rows) list.push_back({{"name", row.name}, {"created_at", row.created_at}});
-    respond(JsonResponse(200, {{"issuers", list}}));
-  });
-  server.Route("POST", "/v1/admin/issuers", Auth::kAdminOnly, [&store](HttpRequest request, Responder respond) {
-    auto body = ParseBody(request.body);
-    if (!body.ok()) return respond(ErrorResponse(body.status()));
-    Status fields = RefuseUnknownFields(*body, {"name"});
-    if (!fields.ok()) return respond(ErrorResponse(fields));
-    const std::string name = body->contains("name") && (*body)["name"].is_string() ? (*body)["name"].get<std::string>() : "";
-    static const std::regex kName("[A-Za-z0-9._-]{1,64}");
-    if (!std::regex_match(name, kName)) {
-      return respond(ErrorResponse(Status::Error("name: 1 to 64 characters of A-Z a-z 0-9 . _ -", EINVAL)));
-    }
-    supervisor::IssuerRow row{name, GenerateSecret(), static_cast<int64_t>(time(nullptr))};
-    Status added = store.AddIssuer(row);
-    if (!added.ok()) {
-      if (added.error_number() == EEXIST) {
-        return respond(ErrorResponse(Status::Error("issuer " + name + " exists", EEXIST)));
-      }
-      return respond(ErrorResponse(added));
-    }
-    LogInfo("admin", "issuer added", {{"issuer", name}});
-    respond(JsonResponse(201, {{"name", row.name}, {"secret", row.secret}, {"created_at", row.created_at}}));
-  });
-  server.Route("DELETE", "/v1/admin/issuers/{name}", Auth::kAdminOnly,
-               [&store](HttpRequest request, Responder respond) {
-                 Status removed = store.RemoveIssuer(request.params["name"]);
-                 if (!removed.ok()) {
-                   if (removed.error_number() == ENOENT) {
-                     return respond(ErrorResponse(Status::Error("no issuer " + request.params["name"], ENOENT)));
-                   }
-                   return respond(ErrorResponse(removed));
-                 }
-                 LogInfo("admin", "issuer removed", {{"issuer", request.params["name"]}});
-                 respond(JsonResponse(200, {{"name", request.params["name"]}}));
-               });
-  server.Route("POST", "/v1/admin/tokens", Auth::kAdminOnly, [&store, &config](HttpRequest request, Responder respond) {
-    auto body = ParseBody(request.body);
-    if (!body.ok()) return respond(ErrorResponse(body.status()));
-    Status fields = RefuseUnknownFields(*body, {"issuer", "sub", "ttl_s", "scope", "limits", "budget"});
-    if (!fields.ok()) return respond(ErrorResponse(fields));
-    auto text = [&](const char* key) {
-      return body->contains(key) && (*body)[key].is_string() ? (*body)[key].get<std::string>() : std::string();
-    };
-    const std::string issuer = text("issuer");
-    const std::string sub = text("sub");
-    if (sub.empty()) return respond(ErrorResponse(Status::Error("sub: required (a string)", EINVAL)));
-    std::optional<uint64_t> ttl;
-    Status ttl_ok = OptionalUint(*body, "ttl_s", ttl);
-    if (!ttl_ok.ok()) return respond(ErrorResponse(ttl_ok));
-    if (ttl.value_or(3600) > config.max_token_lifetime_s) {
-      return respond(ErrorResponse(Status::Error("ttl_s: above auth.max_token_lifetime_s (" +
-                                                     std::to_string(config.max_token_lifetime_s) + ")",
-                                                 EINVAL)));
-    }
-    auto row = store.GetIssuer(issuer);
-    if (!row.ok()) return respond(ErrorResponse(row.status()));
-    if (!row->has_value()) return respond(ErrorResponse(Status::Error("no issuer " + issuer, ENOENT)));
-    const int64_t now = static_cast<int64_t>(time(nullptr));
-    const int64_t exp = now + static_cast<int64_t>(ttl.value_or(3600));
-    json claims = {{"iss", issuer}, {"sub", sub}, {"iat", now}, {"exp", exp}};
-    for (const char* key : {"scope", "limits", "budget"}) {
-      if (body->contains(key)) claims[key] = (*body)[key];
-    }
-    auto token = MintToken(claims, (*row)->secret);
-    if (!token.ok()) return respond(ErrorResponse(token.status()));
-    // A token the daemon would refuse is not handed out: its claims are checked as they will be.
-    VerifyPolicy policy;
-    policy.now = now;
-    policy.max_clock_skew_s = static_cast<int64_t>(config.max_clock_skew_s);
-    policy.max_lifetime_s = static_cast<int64_t>(config.max_token_lifetime_s);
-    const std::string secret = (*row)->secret;
-    auto verified = VerifyToken(*token, [&](std::string_view) { return std::optional<std::string>(secret); }, policy);
-    if (!verified.ok()) {
-      return respond(ErrorResponse(Status::Error("the token would be refused: " + std::string(verified.status().message()),
-                                                 EINVAL)));
-    }
-    respond(JsonResponse(200, {{"token", *token}, {"exp", exp}}));
   });
   server.Route("GET", "/v1/admin/sandboxes", Auth::kAdminOnly, [&manager](HttpRequest request, Responder respond) {
     auto rows = manager.List(CallerOf(request.auth));

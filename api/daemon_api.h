@@ -26,10 +26,7 @@ inline constexpr int kProtocolVersion = 1;
 // The API error for a supervisor Status (by its errno; see sandbox_manager.h).
 ErrorCode ErrorCodeFor(const Status& status);
 
-// Verifies tokens against the issuers in the store.
-Authenticator MakeAuthenticator(supervisor::Store& store, const supervisor::DaemonConfig& config);
-
-// Counts commands, their outcomes and the bytes streamed for /metrics.
+// Counts commands, their outcomes, the bytes streamed and the compute counted for /metrics.
 class ApiMetrics : public supervisor::CommandObserver {
  public:
   ApiMetrics(Metrics& metrics, supervisor::SandboxManager* manager);
@@ -42,6 +39,7 @@ class ApiMetrics : public supervisor::CommandObserver {
   Family<Counter>& commands_;
   Family<Counter>& bytes_;
   supervisor::SandboxManager* manager_;
+  int64_t compute_shown_ms_ = 0;  // corral_compute_cpu_seconds_total never goes down
 };
 
 // Registers every route and the WebSocket endpoint.

@@ -258,6 +258,12 @@ void Metrics::AddGaugeCallback(const std::string& name, const std::string& help,
       std::make_unique<Entry>(Entry{name, help, "gauge", std::move(label_names), std::move(read)}));
 }
 
+void Metrics::AddCounterCallback(const std::string& name, const std::string& help,
+                                 std::vector<std::string> label_names, GaugeReader read) {
+  entries_.push_back(
+      std::make_unique<Entry>(Entry{name, help, "counter", std::move(label_names), std::move(read)}));
+}
+
 std::string Metrics::Render() const {
   std::string out;
   for (const auto& entry : entries_) entry->Render(out);

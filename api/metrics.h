@@ -103,6 +103,11 @@ class Metrics {
   void AddGaugeCallback(const std::string& name, const std::string& help,
                         std::vector<std::string> label_names,
                         std::function<std::vector<std::pair<std::vector<std::string>, double>>()> read);
+  // The same for a counter whose value is computed at render time (the callback keeps it from
+  // going down).
+  void AddCounterCallback(const std::string& name, const std::string& help,
+                          std::vector<std::string> label_names,
+                          std::function<std::vector<std::pair<std::vector<std::string>, double>>()> read);
 
   std::string Render() const;
 

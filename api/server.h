@@ -27,6 +27,13 @@
 // handshake timeout (a client that connects and sends nothing is dropped), idle timeout
 // (WebSocket pings keep a live client's connection open; a dead one is dropped), malformed
 // frames (close 1002) and invalid UTF-8 in text frames (close 1007). The daemon stays up.
+// A request is judged on its headers before any of its body is read (http_session.h): a
+// stranger makes the daemon hold headers only, and the bodies being read at once share one
+// memory budget. Every request has a deadline for its headers and a minimum rate for its body.
+//
+// A connection is bound to its token: once the token expires (its `exp` plus the allowed skew)
+// or stops verifying (Reauthenticate), a WebSocket is closed with 1008 and an idle keep-alive
+// connection is closed; WebSocket clients renew with WsConnection::Renew (the `auth` op).
 #pragma once
 
 #include <sys/types.h>
@@ -51,11 +58,19 @@ namespace corral::api {
 
 struct ServerLimits {
   size_t max_header_bytes = 16 * 1024;
-  size_t max_body_bytes = 64 * 1024 * 1024;
+  size_t max_body_bytes = 64 * 1024 * 1024;  // a route may allow more (RouteOptions)
+  // What the request bodies being read at once may hold in all (503 with Retry-After above it).
+  size_t max_body_memory = 256 * 1024 * 1024;
+  // A body (and a response) must move at least this many bytes a second, after a grace of the
+  // handshake timeout (408 otherwise). 0: no minimum.
+  size_t body_min_rate = 16 * 1024;
   size_t max_ws_message_bytes = 1024 * 1024;
   size_t max_connections = 4096;            // TCP + unix, in total
   size_t max_ws_connections_per_user = 64;
+  // A new connection's first request, every later request's headers (from its first byte), a
+  // body's silence, and a WebSocket's opening or closing handshake.
   std::chrono::seconds handshake_timeout{10};
+  // A keep-alive connection between requests; a WebSocket without traffic (pings keep it up).
   std::chrono::seconds idle_timeout{300};
   // A WebSocket connection's write queue: above high water it is "full" (see WsConnection);
   // above hard_limit the client is too slow and the connection is closed (1008 "too slow").
@@ -64,7 +79,9 @@ struct ServerLimits {
   std::vector<std::string> allowed_origins;  // exact "scheme://host[:port]"; empty: no browser
 };
 
-// Verifies a bearer token. The error's message is the reason, for the log only.
+// Verifies a bearer token. The error's message is the reason, for the log only. On success the
+// context's `expires_at` says until when (unix seconds, inclusive) the token verifies: the server
+// ends a connection bound to it then (0: it does not expire).
 using Authenticator = std::function<StatusOr<AuthContext>(std::string_view token)>;
 
 struct HttpRequest {
@@ -133,6 +150,16 @@ class WsConnection {
   // Sends a close frame with `code` (RFC 6455) once the queue is written, then closes.
   virtual void Close(uint16_t code, std::string reason) = 0;
   virtual bool closed() const = 0;
+  // Binds the connection to a fresh token of the same user (the `auth` op): auth() becomes the
+  // new token's, and its expiry the connection's. Returns the token's `exp`. Errors: EKEYREJECTED
+  // when the token does not verify (the reason is logged), EPERM when it names another user,
+  // EINVAL on the admin socket. The connection keeps its old token on any error.
+  virtual StatusOr<int64_t> Renew(const std::string& token) = 0;
+};
+
+struct RouteOptions {
+  // The largest body this route takes, when not ServerLimits::max_body_bytes (e.g. file uploads).
+  size_t max_body_bytes = 0;
 };
 
 class Server {
@@ -143,7 +170,9 @@ class Server {
   Server& operator=(const Server&) = delete;
 
   // Routes: exact path segments or "{name}" for one segment. Registered before listening.
+  // Routes without a token (Auth::kNone) take no request body.
   void Route(std::string method, std::string pattern, Auth auth, HttpHandler handler);
+  void Route(std::string method, std::string pattern, Auth auth, RouteOptions options, HttpHandler handler);
   // The WebSocket endpoint ("/v1/ws"); the subprotocol `corral.v1` is selected when offered.
   void WebSocket(std::string path, std::shared_ptr<WsHandler> handler);
   // Registered before listening; not asked for the admin socket or routes without tokens.
@@ -159,6 +188,12 @@ class Server {
 
   // Stops accepting and closes every connection (WebSockets with 1001 "going away").
   void Stop();
+
+  // Verifies again the token of every open connection whose current token `which` selects
+  // (after an issuer is removed or its secret replaced, or a token revoked); those that no
+  // longer verify end: a WebSocket closes with 1008, an idle keep-alive connection closes, a
+  // request whose body is being read is answered 401. From any thread (posted to the loop).
+  void Reauthenticate(std::function<bool(const AuthContext&)> which);
 
   size_t connection_count() const;
 

@@ -45,6 +45,13 @@ struct CgroupStats {
   uint64_t pids_max_events = 0;    // fork/clone attempts refused by pids.max
 };
 
+// A host directory that shows one cgroup, and where it goes under /sys/fs/cgroup inside the
+// sandbox (rootfs/mount_plan.h binds it there, read-only).
+struct CgroupViewDir {
+  std::string host_dir;  // e.g. /sys/fs/cgroup/corral/sb_x or /sys/fs/cgroup/memory/corral/sb_x
+  std::string name;      // "" on v2 (the cgroup is /sys/fs/cgroup itself); v1: the controller
+};
+
 class CgroupBackend {
  public:
   virtual ~CgroupBackend() = default;
@@ -59,8 +66,23 @@ class CgroupBackend {
   // memory.memsw.limit_in_bytes when the kernel accounts swap, and memory.swappiness=0).
   virtual Status SetLimits(const std::string& name, const CgroupLimits& limits) = 0;
 
+  // The limits set on the cgroup, read back from the kernel in SetLimits' terms: an absent
+  // value is "no limit" (memory.max/pids.max "max", cpu.max "max ...", v1's unlimited values).
+  virtual StatusOr<CgroupLimits> ReadLimits(const std::string& name) = 0;
+
   // Moves `pid` into the cgroup (every v1 controller).
   virtual Status Attach(const std::string& name, pid_t pid) = 0;
+
+  // Makes `name`/`leaf` and moves `pid` there from `name`; then (v2) enables the controllers in
+  // `name` for its children. For a process cloned into `name` itself, so that the cgroup
+  // namespace it makes is rooted at `name`, which must leave `name` before `name` may have
+  // controlled children (v2's "no internal processes" rule). On v1: Create, then Attach.
+  virtual Status AttachToNewLeaf(const std::string& name, const std::string& leaf, pid_t pid) = 0;
+
+  // The host directories that show the cgroup: one on v2; on v1 one per hierarchy of the
+  // backend's controllers that is mounted (memory, cpu, cpuacct, pids, freezer; a co-mounted
+  // "cpu,cpuacct" appears under both names). Paths only: the cgroup need not exist yet.
+  virtual StatusOr<std::vector<CgroupViewDir>> ViewDirs(const std::string& name) = 0;
 
   // v2: an O_DIRECTORY|O_PATH fd of the cgroup for clone3's CLONE_INTO_CGROUP.
   // v1: an error (the caller attaches with Attach() instead).

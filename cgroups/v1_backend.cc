@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <cerrno>
 #include <utility>
 
@@ -168,6 +169,56 @@ Status V1Backend::SetLimits(const std::string& name, const CgroupLimits& limits)
     RETURN_IF_ERROR(WriteExistingFile(dir + "/pids.max", std::to_string(*limits.pids_max)));
   }
   return Status();
+}
+
+StatusOr<CgroupLimits> V1Backend::ReadLimits(const std::string& name) {
+  RETURN_IF_ERROR(ValidateCgroupName(name));
+  ASSIGN_OR_RETURN(Layout layout, ResolveLayout());
+  CgroupLimits limits;
+  if (layout.index[static_cast<size_t>(Controller::kMemory)] >= 0) {
+    ASSIGN_OR_RETURN(std::string dir, DirOf(layout, Controller::kMemory, name, "ReadLimits"));
+    ASSIGN_OR_RETURN(uint64_t bytes, ReadUintFile(dir + "/memory.limit_in_bytes"));
+    // "No limit" reads as PAGE_COUNTER_MAX pages: LONG_MAX rounded down to a page.
+    const long page = ::sysconf(_SC_PAGESIZE);
+    const uint64_t unlimited = static_cast<uint64_t>(LONG_MAX) & ~static_cast<uint64_t>(page > 0 ? page - 1 : 4095);
+    if (bytes < unlimited) limits.memory_max_bytes = bytes;
+  }
+  if (layout.index[static_cast<size_t>(Controller::kCpu)] >= 0) {
+    ASSIGN_OR_RETURN(std::string dir, DirOf(layout, Controller::kCpu, name, "ReadLimits"));
+    ASSIGN_OR_RETURN(std::string quota, ReadFileToString(dir + "/cpu.cfs_quota_us"));
+    ASSIGN_OR_RETURN(limits.cpu_period_us, ReadUintFile(dir + "/cpu.cfs_period_us"));
+    // -1: no quota.
+    if (quota.rfind("-1", 0) != 0) {
+      ASSIGN_OR_RETURN(limits.cpu_quota_us, ParseCgroupUint(quota));
+    }
+  }
+  if (layout.index[static_cast<size_t>(Controller::kPids)] >= 0) {
+    ASSIGN_OR_RETURN(std::string dir, DirOf(layout, Controller::kPids, name, "ReadLimits"));
+    ASSIGN_OR_RETURN(std::string max, ReadFileToString(dir + "/pids.max"));
+    if (max.rfind("max", 0) != 0) {
+      ASSIGN_OR_RETURN(limits.pids_max, ParseCgroupUint(max));
+    }
+  }
+  return limits;
+}
+
+Status V1Backend::AttachToNewLeaf(const std::string& name, const std::string& leaf, pid_t pid) {
+  if (leaf.find('/') != std::string::npos) return Status::Error("leaf " + leaf + ": one component", EINVAL);
+  RETURN_IF_ERROR(Create(name + "/" + leaf));
+  return Attach(name + "/" + leaf, pid);
+}
+
+StatusOr<std::vector<CgroupViewDir>> V1Backend::ViewDirs(const std::string& name) {
+  RETURN_IF_ERROR(ValidateCgroupName(name));
+  ASSIGN_OR_RETURN(Layout layout, ResolveLayout());
+  std::vector<CgroupViewDir> dirs;
+  for (Controller controller : kAllControllers) {
+    const int index = layout.index[static_cast<size_t>(controller)];
+    if (index < 0) continue;
+    dirs.push_back({layout.hierarchies[static_cast<size_t>(index)].path + "/" + name,
+                    std::string(ControllerName(controller))});
+  }
+  return dirs;
 }
 
 Status V1Backend::Attach(const std::string& name, pid_t pid) {

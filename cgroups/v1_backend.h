@@ -57,8 +57,15 @@ class V1Backend final : public CgroupBackend {
   // memsw >= limit at every step, so when raising the limit above the current memsw value the
   // first write fails with EINVAL and the pair is written in the other order.
   Status SetLimits(const std::string& name, const CgroupLimits& limits) override;
+  // memory.limit_in_bytes (the kernel's page-aligned LONG_MAX is no limit), cpu.cfs_quota_us
+  // (-1 is none) with cpu.cfs_period_us, pids.max ("max"); a missing hierarchy limits nothing.
+  StatusOr<CgroupLimits> ReadLimits(const std::string& name) override;
   // Writes `pid` to cgroup.procs in every hierarchy.
   Status Attach(const std::string& name, pid_t pid) override;
+  // Create(<name>/<leaf>), then Attach: v1 has no rule against processes in inner cgroups.
+  Status AttachToNewLeaf(const std::string& name, const std::string& leaf, pid_t pid) override;
+  // {<hierarchy>/<name>, controller} for each of our controllers that has a hierarchy.
+  StatusOr<std::vector<CgroupViewDir>> ViewDirs(const std::string& name) override;
   // Always an error (EOPNOTSUPP): CLONE_INTO_CGROUP is v2 only.
   StatusOr<UniqueFd> OpenForClone(const std::string& name) override;
   StatusOr<CgroupStats> Stats(const std::string& name) override;

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <optional>
 #include <string_view>
 #include <utility>
 
@@ -31,6 +32,22 @@ bool ListHasWord(std::string_view list, std::string_view word) {
     pos = end;
   }
   return false;
+}
+
+// The file's content, or nullopt when it does not exist.
+StatusOr<std::optional<std::string>> ReadIfPresent(const std::string& path) {
+  StatusOr<std::string> text = ReadFileToString(path);
+  if (!text.ok() && text.status().error_number() == ENOENT) return std::optional<std::string>();
+  if (!text.ok()) return text.status();
+  return std::optional<std::string>(std::move(*text));
+}
+
+// "max" (no limit) or a number, with surrounding whitespace.
+StatusOr<std::optional<uint64_t>> ParseMaxOrUint(std::string_view text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.remove_suffix(1);
+  if (text == "max") return std::optional<uint64_t>();
+  ASSIGN_OR_RETURN(uint64_t value, ParseCgroupUint(text));
+  return std::optional<uint64_t>(value);
 }
 
 }  // namespace
@@ -103,6 +120,48 @@ Status V2Backend::SetLimits(const std::string& name, const CgroupLimits& limits)
     RETURN_IF_ERROR(WriteExistingFile(dir + "/pids.max", std::to_string(*limits.pids_max)));
   }
   return Status();
+}
+
+StatusOr<CgroupLimits> V2Backend::ReadLimits(const std::string& name) {
+  RETURN_IF_ERROR(ValidateCgroupName(name));
+  const std::string dir = PathOf(name);
+  CgroupLimits limits;
+  // A controller that is not enabled here has no files: nothing limits that resource.
+  ASSIGN_OR_RETURN(std::optional<std::string> memory, ReadIfPresent(dir + "/memory.max"));
+  if (memory) {
+    ASSIGN_OR_RETURN(limits.memory_max_bytes, ParseMaxOrUint(*memory));
+  }
+  ASSIGN_OR_RETURN(std::optional<std::string> pids, ReadIfPresent(dir + "/pids.max"));
+  if (pids) {
+    ASSIGN_OR_RETURN(limits.pids_max, ParseMaxOrUint(*pids));
+  }
+  ASSIGN_OR_RETURN(std::optional<std::string> cpu, ReadIfPresent(dir + "/cpu.max"));
+  if (cpu) {
+    // "<quota|max> <period>\n"
+    const std::string_view text(*cpu);
+    const size_t space = text.find(' ');
+    if (space == std::string_view::npos) return Status::Error(dir + "/cpu.max: no period in \"" + *cpu + "\"");
+    ASSIGN_OR_RETURN(limits.cpu_quota_us, ParseMaxOrUint(text.substr(0, space)));
+    ASSIGN_OR_RETURN(limits.cpu_period_us, ParseCgroupUint(text.substr(space + 1)));
+  }
+  return limits;
+}
+
+Status V2Backend::AttachToNewLeaf(const std::string& name, const std::string& leaf, pid_t pid) {
+  RETURN_IF_ERROR(ValidateCgroupName(name));
+  RETURN_IF_ERROR(ValidateCgroupName(name + "/" + leaf));
+  if (leaf.find('/') != std::string::npos) return Status::Error("leaf " + leaf + ": one component", EINVAL);
+  const std::string dir = PathOf(name + "/" + leaf);
+  // Create() would enable the controllers in `name` first, which the kernel refuses (EBUSY)
+  // while `pid` is still in it.
+  if (::mkdir(dir.c_str(), 0755) != 0) return ErrnoError("mkdir " + dir);
+  RETURN_IF_ERROR(WriteExistingFile(dir + "/cgroup.procs", std::to_string(pid)));
+  return EnableControllers(PathOf(name));
+}
+
+StatusOr<std::vector<CgroupViewDir>> V2Backend::ViewDirs(const std::string& name) {
+  RETURN_IF_ERROR(ValidateCgroupName(name));
+  return std::vector<CgroupViewDir>{{PathOf(name), ""}};
 }
 
 Status V2Backend::Attach(const std::string& name, pid_t pid) {

@@ -35,7 +35,14 @@ class V2Backend final : public CgroupBackend {
 
   Status Create(const std::string& name) override;
   Status SetLimits(const std::string& name, const CgroupLimits& limits) override;
+  // memory.max, cpu.max and pids.max ("max" is no limit).
+  StatusOr<CgroupLimits> ReadLimits(const std::string& name) override;
   Status Attach(const std::string& name, pid_t pid) override;
+  // mkdir <name>/<leaf> (no controllers enabled on the way), pid into its cgroup.procs, then
+  // memory/cpu/pids into <name>/cgroup.subtree_control.
+  Status AttachToNewLeaf(const std::string& name, const std::string& leaf, pid_t pid) override;
+  // {<root>/<name>, ""}.
+  StatusOr<std::vector<CgroupViewDir>> ViewDirs(const std::string& name) override;
   // open(O_PATH|O_DIRECTORY|O_CLOEXEC): clone3 resolves CLONE_INTO_CGROUP's fd with
   // fdget_raw(), so an O_PATH descriptor is enough (checked on 6.1 and 6.18).
   StatusOr<UniqueFd> OpenForClone(const std::string& name) override;

@@ -63,6 +63,7 @@ enum class ChildStep : int32_t {
   kSeccomp,
   kExec,
   kListeners,  // index = which port
+  kCpuAffinity,
 };
 
 struct SyncMessage {
@@ -135,6 +136,11 @@ int BringLoopbackUp() {
 
   // Barrier 1: the parent has put us in our cgroup.
   if (!ChildWaitFor(sync_fd, SyncType::kGo)) _exit(125);
+  if (!plan.cpu_mask.empty() &&
+      syscall(SYS_sched_setaffinity, 0, plan.cpu_mask.size() * sizeof(unsigned long), plan.cpu_mask.data()) != 0) {
+    ChildFail(sync_fd, ChildStep::kCpuAffinity, errno);
+  }
+  // Rooted at the cgroup we are in: the sandbox's own, which rootfs shows at /sys/fs/cgroup.
   if (unshare(CLONE_NEWCGROUP) != 0) ChildFail(sync_fd, ChildStep::kCgroupNamespace, errno);
   if (setsid() < 0) ChildFail(sync_fd, ChildStep::kSession, errno);
 
@@ -303,6 +309,7 @@ std::string StepName(const LaunchPlan& plan, const SyncMessage& msg) {
         return "listen on 127.0.0.1:" + std::to_string(plan.loopback_ports[msg.index]);
       }
       return "loopback listeners";
+    case ChildStep::kCpuAffinity: return "CPU affinity";
   }
   return "setup";
 }
@@ -360,7 +367,8 @@ StatusOr<UniqueFd> LoadSealedExecutable(const std::string& path) {
   return memfd;
 }
 
-StatusOr<LaunchedSandbox> Launch(const LaunchPlan& plan, const AttachFn& attach) {
+StatusOr<LaunchedSandbox> Launch(const LaunchPlan& plan, const AttachFn& attach,
+                                 const AttachFn& after_cgroup_namespace) {
   if (plan.init_fd < 0) return Status::Error("launch: no init program");
   if (plan.argv.empty()) return Status::Error("launch: empty argv");
   int pair[2];
@@ -441,6 +449,11 @@ StatusOr<LaunchedSandbox> Launch(const LaunchPlan& plan, const AttachFn& attach)
     if (n != sizeof(msg)) return abort_child(Status::Error("sync with child: short message"));
     if (msg.type == SyncType::kSetupError) return child_error(msg);
     if (msg.type != SyncType::kUserNsReady) return abort_child(Status::Error("sync with child: unexpected message"));
+    // The child made its cgroup namespace before its mounts, long before this message.
+    if (after_cgroup_namespace) {
+      Status settled = after_cgroup_namespace(pid);
+      if (!settled.ok()) return abort_child(settled.WithContext("after the cgroup namespace"));
+    }
     Status maps = WriteIdMaps(pid, plan);
     if (!maps.ok()) return abort_child(maps.WithContext("write id maps"));
     SyncMessage maps_go = {SyncType::kMapsGo, 0, 0, 0, 0};

@@ -8,10 +8,12 @@
 // Order of the recipe (parent <-> child over a SOCK_SEQPACKET pair):
 //   parent: clone3(NEWPID|NEWNS|NEWUTS|NEWIPC|NEWNET, CLONE_PIDFD, CLONE_INTO_CGROUP on v2)
 //   parent: attach the child to its cgroup (v1), send kGo            -- barrier 1
-//   child:  cgroup namespace, new session, mounts + pivot_root, hostname, lo up
+//   child:  CPU affinity, cgroup namespace (rooted at that cgroup), new session, mounts +
+//           pivot_root, hostname, lo up
 //   child:  drop supplementary groups, unshare(CLONE_NEWUSER), send kUserNsReady
-//   parent: write uid_map/gid_map (inside 0..65535 -> host base..base+65535), send kMapsGo
-//                                                                     -- barrier 2
+//   parent: the after_cgroup_namespace hook (the daemon moves its init into a leaf below the
+//           namespace's root), write uid_map/gid_map (inside 0..65535 -> host
+//           base..base+65535), send kMapsGo                          -- barrier 2
 //   child:  setresgid/setresuid inside, securebits, bounding set cleared, capabilities dropped,
 //           rlimits, cwd, no_new_privs, parent-death signal, seccomp (last), execveat(init memfd)
 //   parent: EOF on the sync socket (it is close-on-exec) means the exec happened.
@@ -69,6 +71,9 @@ struct LaunchPlan {
   // proxy, tool bridge). The listening sockets become fds 4, 5, ... of corral-init, which hands
   // them to the daemon (init_protocol.h, kListeners). At most kMaxLoopbackListeners.
   std::vector<uint16_t> loopback_ports;
+  // sched_setaffinity's mask for PID 1, and so for everything inside (isolation/cpu_affinity.h);
+  // empty: the launcher's own.
+  std::vector<unsigned long> cpu_mask;
 };
 
 inline constexpr size_t kMaxLoopbackListeners = 8;
@@ -78,13 +83,18 @@ struct LaunchedSandbox {
   UniqueFd pidfd;
 };
 
-// Called after clone, before the child is released: the v1 backend attaches the pid here.
+// Called with the child's host pid while the child waits.
 using AttachFn = std::function<Status(pid_t)>;
 
-// Starts the sandbox. On a failed setup step in the child the Status carries the step's name as
-// its message ("mount proc on /proc", "seccomp", ...) and the step's errno; the child has been
-// reaped. Other errors are the parent's own (clone3, writing the id maps).
-StatusOr<LaunchedSandbox> Launch(const LaunchPlan& plan, const AttachFn& attach);
+// Starts the sandbox. `attach` runs after clone, before the child is released: the v1 backend
+// attaches the pid here (the child's cgroup namespace is then rooted where it put it).
+// `after_cgroup_namespace`, when set, runs once the child has made its cgroup namespace, before
+// it has run anything of the sandbox's. On a failed setup step in the child the Status carries
+// the step's name as its message ("mount proc on /proc", "seccomp", ...) and the step's errno;
+// the child has been reaped. Other errors are the parent's own (clone3, the hooks, writing the
+// id maps).
+StatusOr<LaunchedSandbox> Launch(const LaunchPlan& plan, const AttachFn& attach,
+                                 const AttachFn& after_cgroup_namespace = nullptr);
 
 // Reads a program into a sealed, close-on-exec memfd suitable for LaunchPlan::init_fd.
 StatusOr<UniqueFd> LoadSealedExecutable(const std::string& path);

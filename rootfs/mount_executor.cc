@@ -175,6 +175,7 @@ int ApplyMount(int root_fd, const MountOp& op) {
       break;
     case MountOp::Kind::kSymlink:
     case MountOp::Kind::kDevice:
+    case MountOp::Kind::kSetAttr:
       break;
   }
   close(target_fd);

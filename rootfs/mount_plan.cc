@@ -56,6 +56,50 @@ std::string Join(const std::string& dir, const std::string& name) {
   return dir.back() == '/' ? dir + name : dir + "/" + name;
 }
 
+// What a program reads to learn its own limits: the sandbox's cgroup at /sys/fs/cgroup (read-
+// only, its own subtree only) and the CPUs it is pinned to at /sys/devices/system/cpu/online.
+Status PlanSandboxView(const MountPlanInput& in, MountPlan& plan) {
+  const bool single = in.cgroup_dirs.size() == 1 && in.cgroup_dirs[0].name.empty();
+  if (!single) {
+    for (const MountPlanCgroupDir& dir : in.cgroup_dirs) {
+      if (dir.name.empty() || dir.name.find('/') != std::string::npos || dir.name == "." || dir.name == "..") {
+        return Status::Error("mount plan: cgroup directory name '" + dir.name + "' (v2: one unnamed, v1: controllers)");
+      }
+    }
+  }
+  for (const MountPlanCgroupDir& dir : in.cgroup_dirs) {
+    if (dir.source.empty() || dir.source[0] != '/') {
+      return Status::Error("mount plan: cgroup directory must be absolute: " + dir.source);
+    }
+  }
+  constexpr uint64_t kViewAttrs = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
+  if (single) {
+    MountOp cgroup = Bind(in.cgroup_dirs[0].source, "sys/fs/cgroup", /*read_only=*/true, MountOp::Create::kNone);
+    cgroup.attr_set = kViewAttrs;
+    plan.mounts.push_back(cgroup);
+  } else if (!in.cgroup_dirs.empty()) {
+    // Room for the controllers' mountpoints, made read-only once they are in place.
+    plan.mounts.push_back(Fs("tmpfs", "cgroup", "sys/fs/cgroup", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                             "mode=0755,size=65536,nr_inodes=64"));
+    for (const MountPlanCgroupDir& dir : in.cgroup_dirs) {
+      MountOp controller = Bind(dir.source, "sys/fs/cgroup/" + dir.name, /*read_only=*/true, MountOp::Create::kDir);
+      controller.attr_set = kViewAttrs;
+      plan.mounts.push_back(controller);
+    }
+    MountOp read_only = Simple(MountOp::Kind::kSetAttr, "sys/fs/cgroup", "make read-only");
+    read_only.attr_set = MOUNT_ATTR_RDONLY;
+    plan.mounts.push_back(read_only);
+  }
+  if (!in.cpus_online.empty()) {
+    const std::string online = Join(in.scratch_dir, "cpus-online");
+    plan.skeleton.push_back({FileOp::Kind::kFile, online, in.cpus_online, 0444, in.host_uid_base, in.host_gid_base});
+    MountOp bind = Bind(online, "sys/devices/system/cpu/online", /*read_only=*/true, MountOp::Create::kNone);
+    bind.attr_set = kViewAttrs;
+    plan.mounts.push_back(bind);
+  }
+  return Status();
+}
+
 }  // namespace
 
 const std::vector<std::string>& MaskedPaths() {
@@ -243,6 +287,7 @@ StatusOr<MountPlan> BuildMountPlan(const MountPlanInput& in) {
   for (const std::string& path : ReadOnlyPaths()) {
     plan.mounts.push_back(Simple(MountOp::Kind::kReadOnly, path, "read-only"));
   }
+  RETURN_IF_ERROR(PlanSandboxView(in, plan));
   // /tmp and /run live in the scratch tmpfs: bounded by the same cap as the writable layer.
   plan.mounts.push_back(Bind(Join(in.scratch_dir, "tmp"), "tmp", false, MountOp::Create::kNone));
   plan.mounts.push_back(Bind(Join(in.scratch_dir, "run"), "run", false, MountOp::Create::kNone));

@@ -46,6 +46,7 @@ struct MountOp {
     kReadOnly,  // make the mount at target read-only (bind onto itself); skipped when missing
     kSymlink,   // create a symlink at target pointing to `source`
     kDevice,    // mknod a character device `device` at target (mode 0666)
+    kSetAttr,   // apply attr_set to the mount already at target (no new mount)
   };
   enum class Create { kNone, kDir, kFile };
 
@@ -88,6 +89,13 @@ struct MountPlanBind {
   bool is_dir = true;
 };
 
+// A host directory of the sandbox's own cgroup, shown read-only at /sys/fs/cgroup/<name>
+// ("" : /sys/fs/cgroup itself, the v2 case; v1: one per controller, "memory", "cpu", ...).
+struct MountPlanCgroupDir {
+  std::string source;  // absolute host path
+  std::string name;
+};
+
 struct MountPlanInput {
   std::string scratch_dir;               // e.g. /run/corral/mnt
   uint64_t scratch_bytes = 1ull << 30;   // tmpfs size: the cap on writes without a workspace
@@ -103,6 +111,14 @@ struct MountPlanInput {
   gid_t host_gid_base = 0;
   uid_t agent_uid = 1000;
   std::vector<MountPlanBind> binds;
+  // The sandbox's own cgroup at /sys/fs/cgroup, read-only; empty: /sys/fs/cgroup stays
+  // sysfs's empty directory. Either one directory named "" (v2), or named ones (v1), which sit
+  // in a small read-only tmpfs there, as runc lays out a v1 host.
+  std::vector<MountPlanCgroupDir> cgroup_dirs;
+  // What /sys/devices/system/cpu/online reads inside ("0-1\n"): the CPUs the sandbox is pinned
+  // to, so that sysconf(_SC_NPROCESSORS_ONLN) (glibc reads this file; Python's os.cpu_count())
+  // counts them. Empty: the host's.
+  std::string cpus_online;
   std::string host_root = "/";           // where host trees (/usr, /etc/...) are read from
 };
 

@@ -23,18 +23,18 @@ namespace {
 namespace asio = boost::asio;
 using initproto::MsgType;
 
-uint64_t MonotonicMicros() {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000 + static_cast<uint64_t>(ts.tv_nsec) / 1000;
-}
-
 std::unique_ptr<asio::posix::stream_descriptor> Wrap(asio::io_context& io, UniqueFd fd) {
   if (!fd) return nullptr;
   return std::make_unique<asio::posix::stream_descriptor>(io, fd.release());
 }
 
 }  // namespace
+
+uint64_t MonotonicMicros() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000 + static_cast<uint64_t>(ts.tv_nsec) / 1000;
+}
 
 Command::Command(Context context, CommandRow row, int control, CommandFds fds,
                  std::function<void(Command&)> on_finished)
@@ -82,6 +82,10 @@ Command::Command(Context context, CommandRow row, int control,
     in_ = Wrap(*ctx_.io, take(initproto::kKeptStdin));
   }
   if (!state.running) wait_status_ = state.wait_status;
+  // Its wall time counts from its exec, by a previous daemon (whole seconds: the store's clock).
+  const int64_t age_s = static_cast<int64_t>(time(nullptr)) - row_.created_at;
+  const uint64_t age_us = age_s > 0 ? static_cast<uint64_t>(age_s) * 1000000 : 0;
+  if (age_us < start_us_) start_us_ -= age_us;
 }
 
 Command::~Command() = default;
@@ -306,7 +310,7 @@ void Command::WriteNextStdin() {
 }
 
 Status Command::Signal(int signal) {
-  if (finished_ || wait_status_) return Status::Error("the command has exited", ESRCH);
+  if (ended_ || wait_status_ || aborted_) return Status::Error("the command has exited", ESRCH);
   if (signal == SIGKILL) killed_by_request_ = true;
   return SendSignal(control_, seq(), signal);
 }
@@ -320,7 +324,7 @@ Status Command::Resize(uint16_t rows, uint16_t cols) {
 }
 
 void Command::OnExited(int wait_status) {
-  if (finished_) return;
+  if (ended_ || aborted_) return;
   wait_status_ = wait_status;
   CollectStats();
 }
@@ -332,8 +336,7 @@ void Command::CollectStats() {
   // done here so the outcome goes out at once; the empty cgroup is removed after it.
   auto quick = ctx_.host->CommandCgroupStats(row_.sandbox_id, seq());
   if (quick.ok() && quick->pids_current == 0) {
-    stats_ = *quick;
-    MaybeFinish();
+    SetFigures(*quick, MonotonicMicros());
     asio::post(*ctx_.pool, [self] {
       Status removed = self->ctx_.host->RemoveCommandCgroup(self->row_.sandbox_id, self->seq());
       if (!removed.ok()) {
@@ -347,38 +350,51 @@ void Command::CollectStats() {
   // Killing the rest of the tree may wait for it to die: off the event loop.
   asio::post(*ctx_.pool, [self] {
     auto stats = self->ctx_.host->FinishCommandCgroup(self->row_.sandbox_id, self->seq());
-    asio::post(*self->ctx_.io, [self, stats = std::move(stats)] {
+    const uint64_t ended_us = MonotonicMicros();
+    asio::post(*self->ctx_.io, [self, stats = std::move(stats), ended_us] {
       self->stats_pending_ = false;
-      if (stats.ok()) {
-        self->stats_ = *stats;
-      } else {
-        LogWarn("command", "cannot read the command's cgroup", {{"command", self->row_.id},
-                                                                {"error", stats.status().ToString()}});
-        self->stats_ = cgroups::CgroupStats{};
-      }
-      self->MaybeFinish();
+      if (self->stats_) return;  // a stop read them first
+      if (stats.ok()) return self->SetFigures(*stats, ended_us);
+      // A stop under way took the cgroup: its own reading (OnStopped) gives the figures.
+      if (self->aborted_) return;
+      LogWarn("command", "cannot read the command's cgroup", {{"command", self->row_.id},
+                                                              {"error", stats.status().ToString()}});
+      self->SetFigures(cgroups::CgroupStats{}, ended_us);
     });
   });
 }
 
+void Command::SetFigures(const cgroups::CgroupStats& stats, uint64_t ended_us) {
+  if (stats_) return;
+  stats_ = stats;
+  end_us_ = ended_us;
+  MaybeEnd();
+}
+
 void Command::Abort(bool by_request) {
-  if (finished_) return;
+  // The control connection goes with the sandbox: nothing more may be sent on its fd number.
+  control_ = -1;
+  sync_watch_.reset();
+  if (aborted_ || ended_) {
+    aborted_ = true;
+    return;  // ended already: its output drains to EOF (its writers are gone), then the exit event
+  }
   aborted_ = true;
   if (by_request) killed_by_request_ = true;
   if (!wait_status_) wait_status_ = SIGKILL;  // a raw "killed by SIGKILL" wait status
-  if (!stats_) stats_ = cgroups::CgroupStats{};
-  stats_pending_ = false;
-  // The sandbox's processes are gone or going: the pipes reach EOF; a wedged one is closed.
-  sync_watch_.reset();
-  MaybeFinish();
 }
 
-void Command::MaybeFinish() {
-  if (finished_ || !wait_status_ || !stats_ || stats_pending_) return;
-  if (out_open_[0] || out_open_[1]) {
-    if (!aborted_) return;
-    // Aborted: do not wait for output that may never end (a daemon restart lost the pipes).
+void Command::OnStopped(StatusOr<cgroups::CgroupStats> figures, uint64_t ended_us) {
+  if (ended_) return;
+  if (!figures.ok()) {
+    LogWarn("command", "cannot read the command's cgroup before the stop removed it",
+            {{"command", row_.id}, {"error", figures.status().ToString()}});
   }
+  SetFigures(figures.ok() ? *figures : cgroups::CgroupStats{}, ended_us);
+}
+
+void Command::MaybeEnd() {
+  if (ended_ || !wait_status_ || !stats_) return;
   OutcomeEvidence evidence;
   if (failed_step_ != 0) {
     evidence.setup_failed = true;
@@ -390,11 +406,24 @@ void Command::MaybeFinish() {
   evidence.killed_by_request = killed_by_request_;
   evidence.killed_for_budget = killed_for_budget_;
   evidence.stats = *stats_;
-  evidence.wall_us = MonotonicMicros() - start_us_;
-  Finish(evidence);
+  // Its own lifetime: from the exec to the kernel's end, not to the last byte a client took.
+  evidence.wall_us = end_us_ > start_us_ ? end_us_ - start_us_ : 0;
+  Outcome outcome = ClassifyOutcome(evidence);
+  ended_ = true;
+  row_.state = "exited";
+  row_.outcome_json = OutcomeToJson(outcome).dump();
+  row_.ended_at = time(nullptr);
+  StoreState();
+  if (ctx_.observer) ctx_.observer->OnCommandFinished(outcome);
+  MaybeFinish();
 }
 
-void Command::Finish(const OutcomeEvidence& evidence) {
+void Command::MaybeFinish() {
+  if (finished_ || !ended_ || out_open_[0] || out_open_[1]) return;
+  Finish();
+}
+
+void Command::Finish() {
   finished_ = true;
   for (auto& out : out_) out.reset();
   in_.reset();
@@ -402,16 +431,12 @@ void Command::Finish(const OutcomeEvidence& evidence) {
   in_queued_bytes_ = 0;
   StdinDrained();
   sync_watch_.reset();
-  Outcome outcome = ClassifyOutcome(evidence);
-  row_.state = "exited";
-  row_.outcome_json = OutcomeToJson(outcome).dump();
-  row_.ended_at = time(nullptr);
   // The exit is the last event: its seq is the exact end of the numbering.
   row_.seq_reserved = std::max<int64_t>(row_.seq_reserved, static_cast<int64_t>(stream_.last_seq() + 1));
   StoreState();
   stream_.Append(StreamEvent::Kind::kExit, 0, row_.outcome_json);
+  // init keeps the command (and its fds, for a daemon that restarts) until it is told.
   if (!aborted_) (void)SendAck(control_, seq());
-  if (ctx_.observer) ctx_.observer->OnCommandFinished(outcome);
   if (on_finished_) {
     auto done = std::move(on_finished_);
     done(*this);

@@ -4,11 +4,16 @@
 //   starting   exec sent to init; waiting for the child's hello, moving it into its cgroup
 //   running    the program runs; its stdout/stderr (or PTY) are pumped into the EventStream,
 //              paused while a subscriber is full
-//   exited     init reported the exit, what was left of the tree was killed, every output
-//              fd reached EOF; the outcome is the stream's last event and in the store
+//   exited     the kernel says the tree ended: init reported the exit and what was left of the
+//              tree was killed (or the sandbox was stopped), and the cgroup's figures were read.
+//              The record and outcome are final in the store at once, whatever the attached
+//              clients do; wall_s is the command's own lifetime, up to that end.
+//   (stream)   the exit event goes out after the last of the output: once every output fd
+//              reached EOF (a slow client may still be taking it when the record is final).
 //
 // A command is its whole process tree: when its main process exits, whatever it left running
-// in its cgroup is killed, so its pipes reach EOF and its figures are final.
+// in its cgroup is killed, so its pipes reach EOF and its figures are final. Every path that
+// ends a command reads its cgroup's figures before the cgroup goes.
 #pragma once
 
 #include <sys/types.h>
@@ -41,6 +46,9 @@ inline constexpr size_t kStdinHardLimit = 16 << 20;
 // enlarged to kOutputPipeBytes.
 inline constexpr size_t kOutputChunkBytes = 256 << 10;
 inline constexpr int kOutputPipeBytes = 1 << 20;
+
+// CLOCK_MONOTONIC in microseconds: the clock of a command's wall time.
+uint64_t MonotonicMicros();
 
 // Counters the API turns into metrics; called on the event loop.
 class CommandObserver {
@@ -78,7 +86,9 @@ class Command : public std::enable_shared_from_this<Command> {
   const CommandRow& row() const { return row_; }
   const std::string& id() const { return row_.id; }
   uint64_t seq() const { return static_cast<uint64_t>(row_.init_seq); }
-  bool finished() const { return finished_; }
+  // Its end is known and stored (state exited, outcome, ended_at); the exit event may still
+  // wait for output a slow client has not taken yet.
+  bool ended() const { return ended_; }
   EventStream& stream() { return stream_; }
 
   // Client input. Write fails (EPIPE) once stdin is closed; EAGAIN past kStdinHardLimit bytes
@@ -97,8 +107,12 @@ class Command : public std::enable_shared_from_this<Command> {
 
   // From the sandbox: init reaped the main process.
   void OnExited(int wait_status);
-  // From the sandbox: it stopped or died; the command cannot report anything more.
+  // From the sandbox: it is being stopped (or died); init cannot report anything more and the
+  // control connection goes. A command that has not ended waits for OnStopped.
   void Abort(bool by_request);
+  // The stop killed the sandbox's tree and read this command's cgroup before removing it: its
+  // figures (an error when none could be read) and when the kill was done (MonotonicMicros).
+  void OnStopped(StatusOr<cgroups::CgroupStats> figures, uint64_t ended_us);
   // Marks the command as killed because a client asked (stop, destroy, KILL).
   void MarkKilledByRequest() { killed_by_request_ = true; }
   // The sandbox is being stopped because its user's compute budget is spent.
@@ -114,8 +128,13 @@ class Command : public std::enable_shared_from_this<Command> {
   void Pump(int index);
   void WriteNextStdin();
   void CollectStats();
+  // The kernel's end: the figures are final (read at `ended_us`).
+  void SetFigures(const cgroups::CgroupStats& stats, uint64_t ended_us);
+  // Stores the record once the wait status and the figures are known.
+  void MaybeEnd();
+  // Appends the exit event once the record is final and the output reached EOF.
   void MaybeFinish();
-  void Finish(const OutcomeEvidence& evidence);
+  void Finish();
   void StoreState();
   void ReserveSeq();
   void StdinDrained();
@@ -142,6 +161,7 @@ class Command : public std::enable_shared_from_this<Command> {
   bool in_close_after_ = false;
   std::vector<std::function<void()>> in_drained_;
 
+  uint64_t end_us_ = 0;  // the kernel's end (MonotonicMicros)
   pid_t host_pid_ = 0;
   int failed_step_ = 0;
   std::string failed_what_;  // overrides the step's name
@@ -152,8 +172,9 @@ class Command : public std::enable_shared_from_this<Command> {
   std::optional<cgroups::CgroupStats> stats_;
   bool killed_by_request_ = false;
   bool killed_for_budget_ = false;
-  bool aborted_ = false;
-  bool finished_ = false;
+  bool aborted_ = false;   // the sandbox is stopping: nothing more goes to init (control_ is -1)
+  bool ended_ = false;     // the record is final
+  bool finished_ = false;  // the exit event went out
 };
 
 }  // namespace corral::supervisor

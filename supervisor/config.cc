@@ -388,11 +388,14 @@ const std::vector<KeySpec>& Keys() {
       {"api", "web_dir", AbsolutePathKey(&DaemonConfig::web_dir, /*empty_ok=*/true)},
       {"api", "max_message", SizeKey(&DaemonConfig::max_message_bytes)},
       {"api", "max_body", SizeKey(&DaemonConfig::max_body_bytes)},
+      {"api", "max_body_memory", SizeKey(&DaemonConfig::max_body_memory_bytes)},
+      {"api", "body_min_rate", SizeKey(&DaemonConfig::body_min_rate_bytes)},
       {"api", "max_connections", CountKey(&DaemonConfig::max_connections)},
       {"api", "max_connections_per_user", CountKey(&DaemonConfig::max_connections_per_user)},
       {"api", "handshake_timeout", SecondsKey(&DaemonConfig::handshake_timeout_s)},
       {"api", "idle_timeout", SecondsKey(&DaemonConfig::idle_timeout_s)},
       {"api", "requests_per_minute", CountKey(&DaemonConfig::requests_per_minute)},
+      {"api", "ws_queue_hard_limit", SizeKey(&DaemonConfig::ws_queue_hard_limit)},
       {"auth", "max_clock_skew", SecondsKey(&DaemonConfig::max_clock_skew_s)},
       {"auth", "max_token_lifetime", SecondsKey(&DaemonConfig::max_token_lifetime_s)},
       {"sandbox", "default_memory", SizeKey(&DaemonConfig::default_memory_bytes)},
@@ -501,10 +504,19 @@ Status Validate(const DaemonConfig& c, const std::string& origin, const Lines& l
   Checker check(origin, lines);
   RETURN_IF_ERROR(check.Positive("api.max_message", c.max_message_bytes));
   RETURN_IF_ERROR(check.Positive("api.max_body", c.max_body_bytes));
+  RETURN_IF_ERROR(check.Positive("api.max_body_memory", c.max_body_memory_bytes));
+  // One upload of the largest size must fit in the bodies' budget, or it could never succeed.
+  RETURN_IF_ERROR(check.AtMost("api.max_body", c.max_body_bytes, "api.max_body_memory", c.max_body_memory_bytes));
+  RETURN_IF_ERROR(check.AtMost("streams.max_file", c.max_file_bytes, "api.max_body_memory", c.max_body_memory_bytes));
   RETURN_IF_ERROR(check.Positive("api.max_connections", c.max_connections));
   RETURN_IF_ERROR(check.Positive("api.max_connections_per_user", c.max_connections_per_user));
   RETURN_IF_ERROR(check.Positive("api.handshake_timeout", c.handshake_timeout_s));
   RETURN_IF_ERROR(check.Positive("api.idle_timeout", c.idle_timeout_s));
+  if (c.ws_queue_hard_limit <= kWsQueueHighWater) {
+    return Status::Error(check.Where({"api.ws_queue_hard_limit"}) +
+                         "api.ws_queue_hard_limit: must be above 1M (where a connection's queue is full and the "
+                         "daemon stops reading the output it carries)");
+  }
   RETURN_IF_ERROR(check.Positive("auth.max_token_lifetime", c.max_token_lifetime_s));
   RETURN_IF_ERROR(check.Positive("sandbox.default_memory", c.default_memory_bytes));
   RETURN_IF_ERROR(check.Positive("sandbox.default_cpu_millicores", c.default_cpu_millicores));
@@ -640,7 +652,10 @@ std::vector<std::string> ApplyReload(DaemonConfig& live, const DaemonConfig& fre
   differs("api.listen", live.listen_address != fresh.listen_address || live.listen_port != fresh.listen_port);
   differs("api.web", live.web != fresh.web || live.web_dir != fresh.web_dir);
   differs("api.max_message", live.max_message_bytes != fresh.max_message_bytes);
-  differs("api.max_body", live.max_body_bytes != fresh.max_body_bytes);
+  differs("api.max_body", live.max_body_bytes != fresh.max_body_bytes ||
+                             live.max_body_memory_bytes != fresh.max_body_memory_bytes ||
+                             live.body_min_rate_bytes != fresh.body_min_rate_bytes);
+  differs("api.ws_queue_hard_limit", live.ws_queue_hard_limit != fresh.ws_queue_hard_limit);
   differs("api.max_connections", live.max_connections != fresh.max_connections ||
                                      live.max_connections_per_user != fresh.max_connections_per_user);
   differs("api timeouts", live.handshake_timeout_s != fresh.handshake_timeout_s ||

@@ -18,6 +18,10 @@
 
 namespace corral::supervisor {
 
+// A WebSocket connection whose write queue holds more than this is full: the daemon stops
+// reading the output it carries until it drains (api::ServerLimits::ws_queue_high_water).
+inline constexpr uint64_t kWsQueueHighWater = 1 << 20;
+
 struct DaemonConfig {
   // [daemon]
   std::string state_dir = "/var/lib/corral";      // store, sandboxes' layers, snapshots
@@ -38,11 +42,14 @@ struct DaemonConfig {
   std::string web_dir;                            // its files; "" = web/ beside corrald, then /usr/share/corral/web
   uint64_t max_message_bytes = 1024 * 1024;
   uint64_t max_body_bytes = 64ull << 20;
+  uint64_t max_body_memory_bytes = 256ull << 20;  // request bodies being read at once, all together
+  uint64_t body_min_rate_bytes = 16 << 10;        // per second, after a grace of handshake_timeout; 0: none
   uint64_t max_connections = 4096;
   uint64_t max_connections_per_user = 64;
   uint64_t handshake_timeout_s = 10;
   uint64_t idle_timeout_s = 300;
   uint64_t requests_per_minute = 600;             // per user: HTTP requests and WebSocket ops; 0 = no limit
+  uint64_t ws_queue_hard_limit = 64ull << 20;     // a WebSocket this far behind (bytes queued) is closed with 1008
 
   // [auth]
   uint64_t max_clock_skew_s = 60;

@@ -83,6 +83,15 @@ StatusOr<CommandFds> SendExec(int control, const ExecRequest& request) {
     }
     RETURN_IF_ERROR(MakePipe(mine.stdout_r, child_stdout));
     RETURN_IF_ERROR(MakePipe(mine.stderr_r, child_stderr));
+    if (request.stdio_owner) {
+      // A pipe's inode is made owned by whoever made it (root here), mode 0600: the command could
+      // not open it by path. /dev/null (a closed stdin) is the host's, 0666: left alone.
+      for (const UniqueFd* fd : {&mine.stdin_w, &child_stdout, &child_stderr}) {
+        if (*fd && fchown(fd->get(), request.stdio_owner->uid, request.stdio_owner->gid) != 0) {
+          return ErrnoError("chown the command's stdio");
+        }
+      }
+    }
     fds.insert(fds.end(), {child_stdin.get(), child_stdout.get(), child_stderr.get(),
                            mine.stdout_r.get(), mine.stderr_r.get()});
     if (mine.stdin_w) fds.push_back(mine.stdin_w.get());

@@ -33,6 +33,17 @@ struct ExecRequest {
   std::vector<std::string> argv;
   std::vector<std::string> env;  // KEY=VALUE
   bool stdin_open = true;         // false: the command's stdin is /dev/null
+  // Host ids that get the command's stdio pipes: the command's own (its sandbox's uid base plus
+  // uid and gid inside), so that it can reopen them by path (/dev/stdout, /dev/fd/1,
+  // /proc/self/fd/1) as a program in a container can. The pipes keep their mode 0600 and
+  // reopening goes through /proc/<pid>/fd, which needs ptrace access to a process holding them:
+  // the command's own user in its own sandbox, no one else (see SendExec). Unset: they stay
+  // root's on the host, which nothing inside can open by path.
+  struct HostIds {
+    uid_t uid;
+    gid_t gid;
+  };
+  std::optional<HostIds> stdio_owner;
 };
 
 // The daemon's ends of a command's stdio (non-blocking, close-on-exec).
@@ -43,8 +54,10 @@ struct CommandFds {
   UniqueFd stderr_r;
 };
 
-// Makes the pipes (or, for a PTY, only the sync pair), sends kExec with the child's ends and
-// the daemon's ends for init to keep, and returns the daemon's ends.
+// Makes the pipes (or, for a PTY, only the sync pair), gives them to `stdio_owner` when it is
+// set (fchown: a pipe is one inode for both ends), sends kExec with the child's ends and the
+// daemon's ends for init to keep, and returns the daemon's ends. A PTY needs nothing of the
+// kind: the command opens it itself, as its own user.
 StatusOr<CommandFds> SendExec(int control, const ExecRequest& request);
 Status SendSignal(int control, uint64_t seq, int signal);
 Status SendAck(int control, uint64_t seq);

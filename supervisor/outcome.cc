@@ -33,14 +33,13 @@ Outcome ClassifyOutcome(const OutcomeEvidence& e) {
     out.setup_errno = e.setup_errno;
     return out;
   }
-  if (e.lost) {
-    out.kind = OutcomeKind::kLost;
-    return out;
-  }
+  if (e.lost) out.kind = OutcomeKind::kLost;
+  if (e.lost && !e.lost_with_stats) return out;
   out.have_usage = true;
   out.cpu_user_s = static_cast<double>(e.stats.cpu_user_usec) / 1e6;
   out.cpu_sys_s = static_cast<double>(e.stats.cpu_system_usec) / 1e6;
   out.peak_memory_bytes = e.stats.memory_peak_bytes;
+  if (e.lost) return out;
 
   // The command's own status when init reported it; otherwise init's (killed by the launcher,
   // or by the OOM killer, before the command ended).

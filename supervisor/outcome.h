@@ -7,7 +7,8 @@
 // fork), cpu_time_limit and wall_timeout (the launcher killed it), killed_by_request (the
 // daemon killed it because a client asked: stop, destroy, a KILL signal), then signaled or
 // exited. `lost` is the daemon's word for a command whose end it could not learn (it was
-// gone, with its sandbox, when a restarted daemon looked).
+// gone, with its sandbox, when a restarted daemon looked); it carries the CPU and memory figures
+// when its cgroup could still be read.
 //
 // The same taxonomy is used by `corral run`, the daemon's API and its store.
 #pragma once
@@ -63,6 +64,7 @@ struct OutcomeEvidence {
   bool killed_by_request = false;
   bool killed_for_budget = false;
   bool lost = false;
+  bool lost_with_stats = false;  // lost, but its cgroup could still be read: `stats` are its figures
   cgroups::CgroupStats stats;
   uint64_t wall_us = 0;
 };

@@ -20,6 +20,7 @@
 
 #include "common/file_util.h"
 #include "common/log.h"
+#include "isolation/cpu_affinity.h"
 #include "isolation/launcher.h"
 #include "isolation/sandbox_spec.h"
 #include "isolation/seccomp_program.h"
@@ -144,8 +145,22 @@ StatusOr<SandboxProcess> SandboxHost::Start(const SandboxShape& shape) {
     input.binds.push_back({mcp_binary_, "/run/corral/bin/corral-mcp", /*read_only=*/true, /*is_dir=*/false});
   }
 
+  const std::string cgroup = SandboxCgroup(shape.id);
+  // What programs inside read to learn their limits: the sandbox's cgroup, and the CPUs a
+  // CPU limit pins it to (spread over the host by the sandbox's uid slot).
+  ASSIGN_OR_RETURN(std::vector<cgroups::CgroupViewDir> view, backend_.ViewDirs(cgroup));
+  for (const auto& dir : view) input.cgroup_dirs.push_back({dir.host_dir, dir.name});
+  std::vector<int> cpus;
+  if (shape.cpu_millicores > 0) {
+    ASSIGN_OR_RETURN(std::vector<int> allowed, isolation::AllowedCpus());
+    const uint64_t slot = static_cast<uint64_t>((shape.uid_base - kUidFirst) / kUidStep);
+    cpus = isolation::ChooseCpus(shape.cpu_millicores, allowed, slot);
+    input.cpus_online = isolation::CpuListText(cpus);
+  }
+
   isolation::LaunchPlan plan;
   ASSIGN_OR_RETURN(plan.mounts, rootfs::BuildMountPlan(input));
+  plan.cpu_mask = isolation::CpuMask(cpus);
   plan.seccomp = isolation::PrecompiledSeccompPolicy();
   plan.hostname = shape.hostname;
   plan.host_uid_base = base;
@@ -170,9 +185,11 @@ StatusOr<SandboxProcess> SandboxHost::Start(const SandboxShape& shape) {
   plan.init_capabilities = kInitCapabilities;
 
   // A cgroup left by a sandbox that died with the previous daemon goes first.
-  const std::string cgroup = SandboxCgroup(shape.id);
   RETURN_IF_ERROR(backend_.Destroy(cgroup));
-  RETURN_IF_ERROR(backend_.Create(cgroup + "/init"));
+  // The child starts in the sandbox's cgroup itself, so that the cgroup namespace it makes is
+  // rooted there (commands see "/cmd-N", and /sys/fs/cgroup is the whole sandbox); once it has
+  // made it, init moves to its own leaf, <cgroup>/init.
+  RETURN_IF_ERROR(backend_.Create(cgroup));
   cgroups::CgroupLimits limits;
   if (shape.memory_bytes > 0) limits.memory_max_bytes = shape.memory_bytes;
   if (shape.pids > 0) limits.pids_max = shape.pids;
@@ -185,7 +202,7 @@ StatusOr<SandboxProcess> SandboxHost::Start(const SandboxShape& shape) {
   if (!limited.ok()) return fail(limited);
   UniqueFd cgroup_fd;
   if (backend_.version() == cgroups::CgroupVersion::kV2) {
-    auto opened = backend_.OpenForClone(cgroup + "/init");
+    auto opened = backend_.OpenForClone(cgroup);
     if (!opened.ok()) return fail(opened.status());
     cgroup_fd = std::move(*opened);
   }
@@ -199,9 +216,10 @@ StatusOr<SandboxProcess> SandboxHost::Start(const SandboxShape& shape) {
   plan.cgroup_fd = cgroup_fd ? cgroup_fd.get() : -1;
   isolation::AttachFn attach;
   if (backend_.version() == cgroups::CgroupVersion::kV1) {
-    attach = [&](pid_t pid) { return backend_.Attach(cgroup + "/init", pid); };
+    attach = [&](pid_t pid) { return backend_.Attach(cgroup, pid); };
   }
-  auto launched = isolation::Launch(plan, attach);
+  auto to_leaf = [&](pid_t pid) { return backend_.AttachToNewLeaf(cgroup, "init", pid); };
+  auto launched = isolation::Launch(plan, attach, to_leaf);
   // The sandbox's mount holds the loop device now (autoclear); init holds the listener.
   disk.fd.reset();
   listener->reset();
@@ -339,10 +357,17 @@ Status SandboxHost::Thaw(const std::string& id) { return backend_.Thaw(SandboxCg
 Status SandboxHost::CreateCommandCgroup(const std::string& id, uint64_t seq) {
   const std::string cgroup = CommandCgroup(id, seq);
   Status made = backend_.Create(cgroup);
-  if (made.ok() || made.error_number() != EEXIST) return made;
-  // A leftover from a command that a crashed daemon never finished: it goes, with anything in it.
-  RETURN_IF_ERROR(backend_.Destroy(cgroup));
-  return backend_.Create(cgroup);
+  if (!made.ok() && made.error_number() == EEXIST) {
+    // A leftover from a command that a crashed daemon never finished: it goes, with anything in it.
+    RETURN_IF_ERROR(backend_.Destroy(cgroup));
+    made = backend_.Create(cgroup);
+  }
+  RETURN_IF_ERROR(made);
+  // The command's own cgroup repeats the sandbox's limits (which still bound the whole): a
+  // program that reads the limits of the cgroup /proc/self/cgroup names (libuv, the JVM) finds
+  // the sandbox's there, not "max".
+  ASSIGN_OR_RETURN(cgroups::CgroupLimits limits, backend_.ReadLimits(SandboxCgroup(id)));
+  return backend_.SetLimits(cgroup, limits);
 }
 
 StatusOr<cgroups::CgroupStats> SandboxHost::CommandCgroupStats(const std::string& id, uint64_t seq) {
@@ -365,7 +390,11 @@ StatusOr<cgroups::CgroupStats> SandboxHost::FinishCommandCgroup(const std::strin
     RETURN_IF_ERROR(backend_.Kill(cgroup));
     ASSIGN_OR_RETURN(stats, backend_.Stats(cgroup));
   }
-  RETURN_IF_ERROR(RemoveCommandCgroup(id, seq));
+  // The figures are read: a cgroup that cannot be removed now goes with the sandbox's.
+  Status removed = RemoveCommandCgroup(id, seq);
+  if (!removed.ok()) {
+    LogWarn("sandbox", "cannot remove a command's cgroup", {{"cgroup", cgroup}, {"error", removed.ToString()}});
+  }
   return stats;
 }
 

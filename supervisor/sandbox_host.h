@@ -5,9 +5,11 @@
 //   <state_dir>/sandboxes/sb_x/disk.img   its writable layer: a sparse ext4 image of the disk
 //                                         cap (the user's files: survives stop and start)
 //   <run_dir>/sandboxes/sb_x/ctl          corral-init's control socket (only while running)
-//   <cgroup>/corral/sb_x/                 limits for the whole sandbox
+//   <cgroup>/corral/sb_x/                 limits for the whole sandbox; the root of its cgroup
+//                                         namespace, shown read-only at /sys/fs/cgroup inside
 //            corral/sb_x/init             corral-init
-//            corral/sb_x/cmd-<seq>        one per command (its own CPU and memory figures)
+//            corral/sb_x/cmd-<seq>        one per command (its own CPU and memory figures, and a
+//                                         copy of the sandbox's limits for programs to read)
 // and, while it runs, a loop device (autoclear: it goes when the sandbox's mounts go) and the
 // sandbox's processes. Everything else (mounts, namespaces) lives and dies with its processes.
 //
@@ -87,8 +89,11 @@ class SandboxHost {
   // Per-command cgroups.
   std::string SandboxCgroup(const std::string& id) const;
   std::string CommandCgroup(const std::string& id, uint64_t seq) const;
+  // Makes <sandbox>/cmd-<seq> with the sandbox's limits repeated in it (the sandbox's own still
+  // bound the whole; the copy is what a program reading its own cgroup's files finds).
   Status CreateCommandCgroup(const std::string& id, uint64_t seq);
-  // Kills what is left of the command's tree, returns its figures, removes the cgroup.
+  // Kills what is left of the command's tree, returns its figures, removes the cgroup (a cgroup
+  // that cannot be removed is logged and left for the sandbox's stop: the figures still count).
   StatusOr<cgroups::CgroupStats> FinishCommandCgroup(const std::string& id, uint64_t seq);
   // The two halves of the usual case, where nothing is left: its figures (quick reads), and the
   // removal of the empty cgroup, which can wait until the outcome is out.

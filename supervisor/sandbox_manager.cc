@@ -742,14 +742,22 @@ void SandboxManager::DoStop(const std::string& id, bool by_request, std::functio
   std::shared_ptr<Live> live;
   if (auto it = live_.find(id); it != live_.end()) live = it->second;
   auto finish = [this, id, by_request, live, full_network, done = std::move(done)]() mutable {
+    // The commands that have not ended take their figures from the stop (below).
+    std::vector<uint64_t> seqs;
+    std::vector<std::shared_ptr<Command>> stopped_commands;
     if (live) {
-      Meter(*live);  // the last of its CPU time, before its cgroup goes
-      // Abort can finish a command at once, and a finished command leaves live->commands
-      // (OnCommandFinished): walking the map itself would step on a freed node (a SIGSEGV seen
-      // when a compute budget ran out). Take the commands out first.
+      Meter(*live);  // what it used so far (the rest once it is killed, below)
+      // A finished command leaves live->commands (OnCommandFinished): walking the map itself
+      // while commands finish would step on a freed node (a SIGSEGV seen when a compute budget
+      // ran out). Take the commands out first.
       auto commands = std::move(live->commands);
       live->commands.clear();
-      for (auto& [seq, command] : commands) command->Abort(by_request);
+      for (auto& [seq, command] : commands) {
+        command->Abort(by_request);
+        if (command->ended()) continue;
+        seqs.push_back(seq);
+        stopped_commands.push_back(command);
+      }
       live->control.reset();
       live->init_exit.reset();
       live_.erase(id);
@@ -762,7 +770,12 @@ void SandboxManager::DoStop(const std::string& id, bool by_request, std::functio
     }
     pid_t pid = process->pid;
     uint64_t start_time = process->start_time;
-    asio::post(pool_, [this, id, pid, start_time, process, full_network, done = std::move(done)]() mutable {
+    asio::post(pool_, [this, id, pid, start_time, process, full_network, live, seqs = std::move(seqs),
+                       stopped_commands = std::move(stopped_commands), done = std::move(done)]() mutable {
+      // The figures before the cgroups go: everything in the sandbox is killed first (init's
+      // SIGKILL in Stop would take it down too), so what is read next is final.
+      StopFigures figures;
+      if (live) figures = KillAndRead(id, seqs);
       if (pid > 0 && ProcessStartTime(pid) == start_time) {
         process->pidfd.reset(static_cast<int>(syscall(SYS_pidfd_open, pid, 0)));
       }
@@ -773,8 +786,13 @@ void SandboxManager::DoStop(const std::string& id, bool by_request, std::functio
         if (!detached.ok()) LogError("sandbox", "cannot remove its network", {{"sandbox", id}, {"error", detached.ToString()}});
         if (stopped.ok()) stopped = detached;
       }
-      asio::post(io_, [this, id, stopped, done = std::move(done)]() mutable {
+      asio::post(io_, [this, id, stopped, live, figures = std::move(figures),
+                       stopped_commands = std::move(stopped_commands), done = std::move(done)]() mutable {
         if (!stopped.ok()) LogError("sandbox", "stop failed", {{"sandbox", id}, {"error", stopped.ToString()}});
+        if (live && figures.sandbox.ok()) Meter(*live, *figures.sandbox);  // the last of its CPU time
+        for (size_t i = 0; i < stopped_commands.size() && i < figures.commands.size(); ++i) {
+          stopped_commands[i]->OnStopped(std::move(figures.commands[i]), figures.killed_us);
+        }
         auto current = store_.GetSandbox(id);
         if (current.ok() && current->has_value()) {
           (*current)->init_pid = 0;
@@ -808,8 +826,9 @@ void SandboxManager::DoStop(const std::string& id, bool by_request, std::functio
   auto poll_timer = std::make_shared<asio::steady_timer>(io_);
   *poll = [live, run_once, fired, poll, poll_timer]() {
     if (*fired) return;
+    // Ended: the kernel says so; output a slow client has not taken yet does not hold the stop.
     bool all_done = std::all_of(live->commands.begin(), live->commands.end(),
-                                [](const auto& entry) { return entry.second->finished(); });
+                                [](const auto& entry) { return entry.second->ended(); });
     if (all_done) return run_once();
     poll_timer->expires_after(std::chrono::milliseconds(20));
     poll_timer->async_wait([poll](boost::system::error_code ec) {
@@ -900,6 +919,10 @@ StatusOr<std::shared_ptr<Command>> SandboxManager::Exec(const Caller& caller, co
   request.rows = spec.rows;
   request.cols = spec.cols;
   request.stdin_open = spec.stdin_open || spec.pty;
+  if (!spec.private_stdio) {
+    request.stdio_owner = ExecRequest::HostIds{static_cast<uid_t>(row.uid_base + request.uid),
+                                               static_cast<gid_t>(row.uid_base + request.gid)};
+  }
 
   CommandRow command_row;
   command_row.id = NewId("cmd");
@@ -1060,19 +1083,25 @@ Status SandboxManager::Recover() {
     if (!process.ok()) {
       LogWarn("recovery", "cannot adopt; stopping it", {{"sandbox", row.id}, {"error", process.status().ToString()}});
     }
-    // Gone (or half started, or half stopped): finish the stop.
+    // Gone (or half started, or half stopped): finish the stop, with what its cgroups counted
+    // read before they go (its last CPU time to the ledger, its commands' figures).
     SandboxProcess leftover;
     if (process.ok() && process->has_value()) leftover = std::move(**process);
-    RETURN_IF_ERROR(host_.Stop(row.id, leftover.pidfd ? &leftover : nullptr));
     ASSIGN_OR_RETURN(auto commands, store_.ListCommands(row.id, /*active_only=*/true));
-    for (CommandRow& command : commands) {
-      OutcomeEvidence evidence;
-      evidence.lost = true;
-      command.state = "exited";
-      command.outcome_json = OutcomeToJson(ClassifyOutcome(evidence)).dump();
-      command.ended_at = Now();
-      (void)store_.UpdateCommand(command);
+    std::vector<uint64_t> seqs;
+    for (const CommandRow& command : commands) seqs.push_back(static_cast<uint64_t>(command.init_seq));
+    StopFigures figures = KillAndRead(row.id, seqs);
+    RETURN_IF_ERROR(host_.Stop(row.id, leftover.pidfd ? &leftover : nullptr));
+    if (figures.sandbox.ok()) {
+      Live gone;
+      gone.id = row.id;
+      gone.iss = row.iss;
+      gone.sub = row.sub;
+      gone.cpu_billed_usec = row.cpu_billed_usec;
+      Meter(gone, *figures.sandbox);
+      if (auto fresh = store_.GetSandbox(row.id); fresh.ok() && fresh->has_value()) row = **fresh;
     }
+    for (size_t i = 0; i < commands.size(); ++i) StoreLost(commands[i], figures.commands[i]);
     row.init_pid = 0;
     row.init_start_time = 0;
     SetState(row, "stopped");
@@ -1109,12 +1138,7 @@ void SandboxManager::AdoptCommands(const std::shared_ptr<Live>& live, std::map<u
   for (CommandRow& row : *rows) {
     auto it = held.find(static_cast<uint64_t>(row.init_seq));
     if (it == held.end()) {
-      OutcomeEvidence evidence;
-      evidence.lost = true;
-      row.state = "exited";
-      row.outcome_json = OutcomeToJson(ClassifyOutcome(evidence)).dump();
-      row.ended_at = Now();
-      (void)store_.UpdateCommand(row);
+      StoreLost(row, host_.CommandCgroupStats(live->id, static_cast<uint64_t>(row.init_seq)));
       continue;
     }
     row.state = "running";
@@ -1170,7 +1194,11 @@ void SandboxManager::SweepIdle() {
 void SandboxManager::Meter(Live& live) {
   auto stats = host_.backend().Stats(host_.SandboxCgroup(live.id));
   if (!stats.ok()) return;  // gone already: nothing more to read
-  const int64_t usage = static_cast<int64_t>(stats->cpu_usage_usec);
+  Meter(live, *stats);
+}
+
+void SandboxManager::Meter(Live& live, const cgroups::CgroupStats& stats) {
+  const int64_t usage = static_cast<int64_t>(stats.cpu_usage_usec);
   // Whole milliseconds; the rest waits for the next reading.
   const int64_t ms = (usage - live.cpu_billed_usec) / 1000;
   if (ms <= 0) return;
@@ -1196,6 +1224,55 @@ void SandboxManager::Meter(Live& live) {
     return;
   }
   live.cpu_billed_usec = billed;
+  compute_debited_ms_ += ms;
+}
+
+int64_t SandboxManager::UnmeteredMs(const Live& live) {
+  auto usage = host_.backend().CpuUsageUsec(host_.SandboxCgroup(live.id));
+  if (!usage.ok()) return 0;
+  return std::max<int64_t>(static_cast<int64_t>(*usage) - live.cpu_billed_usec, 0) / 1000;
+}
+
+std::map<std::string, int64_t> SandboxManager::UnmeteredCompute(const std::string& iss, const std::string& sub) {
+  std::map<std::string, int64_t> by_sandbox;
+  for (const auto& [id, live] : live_) {
+    if (live->iss != iss || live->sub != sub) continue;
+    if (const int64_t ms = UnmeteredMs(*live); ms > 0) by_sandbox[id] = ms;
+  }
+  return by_sandbox;
+}
+
+int64_t SandboxManager::ComputeCountedMs() {
+  int64_t total = compute_debited_ms_;
+  for (const auto& [id, live] : live_) total += UnmeteredMs(*live);
+  return total;
+}
+
+SandboxManager::StopFigures SandboxManager::KillAndRead(const std::string& id, const std::vector<uint64_t>& seqs) {
+  const std::string cgroup = host_.SandboxCgroup(id);
+  Status killed = host_.backend().Kill(cgroup);
+  if (!killed.ok() && killed.error_number() != ENOENT) {
+    LogWarn("sandbox", "cannot kill its processes before reading its figures",
+            {{"sandbox", id}, {"error", killed.ToString()}});
+  }
+  StopFigures figures;
+  figures.killed_us = MonotonicMicros();
+  figures.sandbox = host_.backend().Stats(cgroup);
+  for (uint64_t seq : seqs) figures.commands.push_back(host_.CommandCgroupStats(id, seq));
+  return figures;
+}
+
+void SandboxManager::StoreLost(CommandRow& row, const StatusOr<cgroups::CgroupStats>& figures) {
+  OutcomeEvidence evidence;
+  evidence.lost = true;
+  if (figures.ok()) {
+    evidence.lost_with_stats = true;
+    evidence.stats = *figures;
+  }
+  row.state = "exited";
+  row.outcome_json = OutcomeToJson(ClassifyOutcome(evidence)).dump();
+  row.ended_at = Now();
+  (void)store_.UpdateCommand(row);
 }
 
 void SandboxManager::MeterCompute() {
@@ -1282,6 +1359,8 @@ std::vector<std::shared_ptr<Command>> SandboxManager::LiveCommands(const std::st
   return out;
 }
 
-int64_t SandboxManager::running_commands() const { return static_cast<int64_t>(commands_.size()); }
+int64_t SandboxManager::running_commands() const {
+  return std::count_if(commands_.begin(), commands_.end(), [](const auto& entry) { return !entry.second->ended(); });
+}
 
 }  // namespace corral::supervisor

@@ -90,6 +90,11 @@ struct ExecSpec {
   bool pty = false;
   uint16_t rows = 24;
   uint16_t cols = 80;
+  // The command's stdio pipes stay the daemon's: nothing inside, the command included, can
+  // open them by path. For a stream the daemon trusts, an agent session's events: its tool
+  // calls run as the same user, and could otherwise write into it through /proc/<pid>/fd/1.
+  // Otherwise the pipes belong to the command's user, who may reopen them (/dev/stdout).
+  bool private_stdio = false;
 };
 
 // The effective limits of a sandbox, as stored (limits_json) and shown by the API.
@@ -186,6 +191,14 @@ class SandboxManager {
   // Debits the CPU time of every running sandbox used since the last reading, and stops those
   // whose user's compute budget is spent (also run by the timers; public for tests).
   void MeterCompute();
+  // Compute the ledger does not hold yet: for each running sandbox of the user, the whole CPU
+  // milliseconds its cgroup counted since its last debit (what the meter debits next). Usage
+  // reports add it to the ledger's sums, so they show CPU time up to the moment asked; once the
+  // meter debits it, it is here no more (no time is counted twice).
+  std::map<std::string, int64_t> UnmeteredCompute(const std::string& iss, const std::string& sub);
+  // CPU milliseconds this daemon debited since it started, plus every running sandbox's
+  // UnmeteredCompute: the compute counter of /metrics.
+  int64_t ComputeCountedMs();
 
   // For metrics.
   std::map<std::string, int64_t> CountByState();
@@ -231,6 +244,21 @@ class SandboxManager {
   // it is spent.
   Status CheckCompute(const std::string& iss, const std::string& sub, const Budget& budget);
   void Meter(Live& live);
+  // Debits what `stats` counted above the sandbox's last debit.
+  void Meter(Live& live, const cgroups::CgroupStats& stats);
+  // Whole CPU milliseconds of a running sandbox not debited yet.
+  int64_t UnmeteredMs(const Live& live);
+  // What a stop reads from the kernel before the cgroups go (on the worker pool): everything in
+  // the sandbox is killed first, so the figures are final.
+  struct StopFigures {
+    StatusOr<cgroups::CgroupStats> sandbox = Status::Error("not read", ENOENT);
+    std::vector<StatusOr<cgroups::CgroupStats>> commands;  // one per seq asked for
+    uint64_t killed_us = 0;                                // MonotonicMicros() after the kill
+  };
+  StopFigures KillAndRead(const std::string& id, const std::vector<uint64_t>& seqs);
+  // Stores a command's outcome `lost` (the daemon could not learn its end), with the figures its
+  // cgroup still held when they could be read.
+  void StoreLost(CommandRow& row, const StatusOr<cgroups::CgroupStats>& figures);
   void ComputeExhausted(const std::string& id, int64_t spent_ms, int64_t budget_ms);
   void OnStarted(SandboxRow row, SandboxProcess process, std::vector<UniqueFd> listeners);
   void WatchControl(const std::shared_ptr<Live>& live);
@@ -259,6 +287,7 @@ class SandboxManager {
   std::map<std::string, std::shared_ptr<Command>> recent_;    // ended, kept for late attaches
   std::deque<std::string> recent_order_;
   boost::asio::steady_timer idle_timer_;
+  int64_t compute_debited_ms_ = 0;  // since this daemon started (ComputeCountedMs)
   bool detached_ = false;
 };
 

@@ -353,6 +353,9 @@ StatusOr<std::shared_ptr<AgentSession>> SessionRunner::Create(const Caller& call
   ExecSpec spec;
   spec.sandbox = sandbox.id;
   spec.stdin_open = true;
+  // The agent's stdout is its event stream and its stdin the user's turns. Its tool calls run as
+  // `agent` too, so the pipes must not be the agent's: /proc/<claude>/fd/1 would open.
+  spec.private_stdio = true;
   spec.cwd = request.options.cwd;  // "" = the agent's home
   spec.argv = {"claude", "-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose",
                "--permission-mode", request.options.permission_mode};

@@ -213,6 +213,15 @@ ALTER TABLE sandboxes ADD COLUMN egress_json TEXT NOT NULL DEFAULT '';
     R"sql(
 ALTER TABLE sandboxes ADD COLUMN network TEXT NOT NULL DEFAULT 'loopback';
 )sql",
+    // 9 -> 10: revoked token ids (supervisor/issuers.h): iss '' revokes the id for every issuer.
+    R"sql(
+CREATE TABLE revocations (
+  iss         TEXT NOT NULL,
+  jti         TEXT NOT NULL,
+  revoked_at  INTEGER NOT NULL,
+  PRIMARY KEY (iss, jti)
+) STRICT;
+)sql",
 };
 constexpr int kLatestSchemaVersion = static_cast<int>(std::size(kMigrations));
 constexpr int kMinSqliteVersion = 3037000;  // STRICT tables.
@@ -220,6 +229,7 @@ constexpr int kMinSqliteVersion = 3037000;  // STRICT tables.
 // Column lists, in the order of the Fields() functions below. SQL text is only ever assembled
 // from these constants; values are always bound.
 constexpr std::string_view kIssuerColumns = "name, secret, created_at";
+constexpr std::string_view kRevocationColumns = "iss, jti, revoked_at";
 constexpr std::string_view kSandboxColumns =
     "id, iss, sub, name, image, state, limits_json, idle_timeout_s, uid_base, created_at, "
     "updated_at, last_active_at, init_pid, init_start_time, source, budget_json, cpu_billed_usec, egress_json, network";
@@ -440,6 +450,7 @@ template <typename R, typename Row>
 concept RowOf = std::same_as<std::remove_const_t<R>, Row>;
 
 auto Fields(RowOf<IssuerRow> auto& r) { return std::tie(r.name, r.secret, r.created_at); }
+auto Fields(RowOf<RevocationRow> auto& r) { return std::tie(r.iss, r.jti, r.revoked_at); }
 
 auto Fields(RowOf<SandboxRow> auto& r) {
   return std::tie(r.id, r.iss, r.sub, r.name, r.image, r.state, r.limits_json, r.idle_timeout_s,
@@ -758,6 +769,24 @@ Status Store::RemoveIssuer(const std::string& name) {
   std::lock_guard lock(mu_);
   return RunOnExistingRow(db_, "DELETE FROM issuers WHERE name = ?1", {name},
                           "remove issuer " + name);
+}
+
+Status Store::SetIssuerSecret(const std::string& name, const std::string& secret) {
+  std::lock_guard lock(mu_);
+  return RunOnExistingRow(db_, "UPDATE issuers SET secret = ?2 WHERE name = ?1", {name, secret},
+                          "replace the secret of issuer " + name);
+}
+
+Status Store::AddRevocation(const RevocationRow& revocation) {
+  std::lock_guard lock(mu_);
+  return Run(db_, Sql({"INSERT INTO revocations (", kRevocationColumns, ") VALUES (?1, ?2, ?3)"}),
+             Values(revocation), "revoke token " + revocation.jti);
+}
+
+StatusOr<std::vector<RevocationRow>> Store::ListRevocations() {
+  std::lock_guard lock(mu_);
+  return Query<RevocationRow>(db_, Sql({"SELECT ", kRevocationColumns, " FROM revocations ORDER BY revoked_at, jti"}),
+                              {}, "list revocations");
 }
 
 // Sandboxes ----------------------------------------------------------------------------------

@@ -34,6 +34,13 @@ struct IssuerRow {
   int64_t created_at = 0;  // unix seconds
 };
 
+// A revoked token id (supervisor/issuers.h); iss "" for every issuer's.
+struct RevocationRow {
+  std::string iss;
+  std::string jti;
+  int64_t revoked_at = 0;  // unix seconds
+};
+
 // Lifecycle of DESIGN.md §4: created -> starting -> running <-> frozen -> stopped -> destroyed.
 // A destroyed sandbox's row is deleted; "destroying" marks one whose teardown is under way (so
 // recovery can finish it after a crash).
@@ -186,6 +193,10 @@ class Store {
   StatusOr<std::optional<IssuerRow>> GetIssuer(const std::string& name);
   StatusOr<std::vector<IssuerRow>> ListIssuers();  // by name
   Status RemoveIssuer(const std::string& name);
+  Status SetIssuerSecret(const std::string& name, const std::string& secret);  // ENOENT when absent
+  // Revoked token ids. AddRevocation: EEXIST when that (iss, jti) is revoked already.
+  Status AddRevocation(const RevocationRow& revocation);
+  StatusOr<std::vector<RevocationRow>> ListRevocations();  // oldest first
 
   // Sandboxes. CreateSandbox picks the lowest free uid_base of
   // {uid_first + k * uid_step : 0 <= k < slots} and inserts the row in one transaction

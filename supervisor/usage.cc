@@ -25,7 +25,7 @@ std::string CsvField(const std::string& text) {
 }  // namespace
 
 StatusOr<json> UsageReport(Store& store, const std::string& iss, const std::string& sub, const Budget& budget,
-                           int64_t now) {
+                           int64_t now, const std::map<std::string, int64_t>& unmetered_ms) {
   const WindowRange window = CurrentWindow(budget, now);
   ASSIGN_OR_RETURN(std::vector<LedgerTotal> totals, store.LedgerTotals(iss, sub, window.start, window.end));
   int64_t ai = 0, calls = 0, compute = 0;
@@ -43,6 +43,10 @@ StatusOr<json> UsageReport(Store& store, const std::string& iss, const std::stri
       compute += total.amount;
       compute_by_sandbox[total.sandbox_id] += total.amount;
     }
+  }
+  for (const auto& [id, ms] : unmetered_ms) {
+    compute += ms;
+    compute_by_sandbox[id] += ms;
   }
   json sandboxes = json::array();
   for (const auto& [id, ms] : compute_by_sandbox) sandboxes.push_back({{"sandbox", id}, {"compute_s", Seconds(ms)}});

@@ -38,6 +38,10 @@ def run_node_tests(cwd, tests, extra_env=None, issuer="js-tests", api_config="")
     daemon.extra_config = relay_config(upstream.port, key_file, PRICE) + """
 [sessions]
 tool_call_timeout = 20
+
+[auth]
+# A token ends within a second of its exp: the SDK's and the page's renewal tests wait for it.
+max_clock_skew = 1
 """
     try:
         daemon.start()

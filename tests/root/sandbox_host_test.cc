@@ -16,6 +16,7 @@
 
 #include "cgroups/cgroup_backend.h"
 #include "common/file_util.h"
+#include "isolation/cpu_affinity.h"
 #include "supervisor/ids.h"
 #include "supervisor/init_client.h"
 #include "tests/root/init_test_util.h"
@@ -25,6 +26,7 @@ namespace corral::supervisor {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using initproto::MsgType;
 
 struct Finished {
@@ -447,6 +449,122 @@ TEST_F(SandboxHostTest, AdoptFindsALiveInitAndRefusesADeadOne) {
   auto wrong = host_->Adopt(shape_.id, running_->pid, running_->start_time + 1);
   ASSERT_TRUE(wrong.ok());
   EXPECT_FALSE(wrong->has_value());
+}
+
+// ---- What a command sees of itself (issue 16 §5) ----
+
+ExecRequest::HostIds OwnIds(const SandboxShape& shape, uid_t uid) {
+  return {static_cast<uid_t>(shape.uid_base + uid), static_cast<gid_t>(shape.uid_base + uid)};
+}
+
+// The daemon gives every command but an agent session its stdio pipes: the command reopens them
+// by path, as agent and as root inside.
+TEST_F(SandboxHostTest, ACommandReopensItsOwnStdioPipesByPath) {
+  StartSandbox();
+  for (uid_t uid : {1000u, 0u}) {
+    ExecRequest request = Sh("echo out >/dev/stdout && echo err >/dev/stderr && echo fd >/proc/self/fd/1 && "
+                             "echo fd2 >/dev/fd/2 && cat /dev/stdin && stat -L -c %u:%a /dev/stdout", uid);
+    request.stdio_owner = OwnIds(shape_, uid);
+    Finished result = Run(request);
+    EXPECT_EQ(result.wait_status, 0) << uid << ": " << result.err;
+    EXPECT_EQ(result.out, "out\nfd\n" + std::to_string(uid) + ":600\n") << uid;
+    EXPECT_EQ(result.err, "err\nfd2\n") << uid;
+  }
+  // Denial beside it: pipes the daemon keeps (an agent session's event stream) are root's on the
+  // host, unmapped inside: not even their own command opens them by path.
+  Finished kept = Run(Sh("echo out >/dev/stdout || echo refused; stat -L -c %u /dev/stdout", 1000));
+  EXPECT_EQ(kept.out, "refused\n65534\n");
+  EXPECT_THAT(kept.err, HasSubstr("Permission denied"));
+}
+
+// Reopening goes through /proc/<pid>/fd: ptrace access to a process holding the pipe (same user,
+// or CAP_SYS_PTRACE, which nothing inside has), then the inode's 0600. So another user of the
+// same sandbox cannot reach a command's stdio; the same user can, as in a container.
+TEST_F(SandboxHostTest, AnotherUserInsideCannotOpenACommandsStdio) {
+  StartSandbox();
+  ExecRequest request = Sh("exec sleep 60");
+  request.stdio_owner = OwnIds(shape_, 1000);
+  request.seq = ++seq_;
+  auto fds = SendExec(running_->control.get(), request);
+  ASSERT_TRUE(fds.ok());
+  auto hello = Expect(fds->sync.get(), MsgType::kChildHello);
+  ASSERT_TRUE(hello.has_value());
+  ASSERT_TRUE(host_->CreateCommandCgroup(shape_.id, request.seq).ok());
+  ASSERT_TRUE(host_->backend().Attach(host_->CommandCgroup(shape_.id, request.seq), hello->sender_pid).ok());
+  ASSERT_TRUE(SendChildGo(fds->sync.get()).ok());
+  ASSERT_TRUE(testing::WaitFor([&] {
+    auto comm = ReadFileToString("/proc/" + std::to_string(hello->sender_pid) + "/comm");
+    return comm.ok() && *comm == "sleep\n";
+  }, 10));
+  // From the host: the pipe is the agent's host uid's alone.
+  struct stat st;
+  ASSERT_EQ(stat(("/proc/" + std::to_string(hello->sender_pid) + "/fd/1").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, static_cast<uid_t>(shape_.uid_base + 1000));
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+
+  const std::string target = "/proc/$(pgrep -x sleep)/fd/1";
+  Finished root = Run(Sh("echo from-root > " + target + " && echo wrote || echo refused", 0));
+  EXPECT_EQ(root.out, "refused\n");
+  EXPECT_THAT(root.err, HasSubstr("Permission denied"));
+  Finished agent = Run(Sh("echo from-agent > " + target + " && echo wrote", 1000));
+  EXPECT_EQ(agent.out, "wrote\n") << agent.err;
+
+  ASSERT_TRUE(SendSignal(running_->control.get(), request.seq, SIGKILL).ok());
+  ASSERT_TRUE(Expect(running_->control.get(), MsgType::kExited).has_value());
+  EXPECT_EQ(Drain(fds->stdout_r.get()), "from-agent\n");
+  ASSERT_TRUE(host_->FinishCommandCgroup(shape_.id, request.seq).ok());
+  ASSERT_TRUE(SendAck(running_->control.get(), request.seq).ok());
+}
+
+// The cgroup namespace is rooted at the sandbox's cgroup, which /sys/fs/cgroup shows read-only;
+// the command's own cgroup repeats the sandbox's limits, so what a program finds at the path
+// /proc/self/cgroup names is the sandbox's limit.
+TEST_F(SandboxHostTest, ACommandSeesTheSandboxsLimitsAtItsOwnCgroupAndAtTheRoot) {
+  shape_.cpu_millicores = 500;
+  StartSandbox();
+  const bool v2 = host_->backend().version() == cgroups::CgroupVersion::kV2;
+  const std::string memory = v2 ? "memory.max" : "memory/memory.limit_in_bytes";
+  const std::string pids = v2 ? "pids.max" : "pids/pids.max";
+  const std::string own = v2 ? "cmd-1/memory.max" : "memory/cmd-1/memory.limit_in_bytes";
+  // The path of the command's cgroup, as the command reads it (v1: the memory hierarchy's).
+  const std::string path = v2 ? "sed -n 's/^0:://p'" : "sed -n 's/^[0-9]*:memory://p'";
+  Finished result = Run(Sh(path + " /proc/self/cgroup; cd /sys/fs/cgroup; cat " + memory + " " + pids + " " + own +
+                           "; find " + (v2 ? "." : "memory") + " -mindepth 1 -type d | sort"));
+  ASSERT_EQ(result.wait_status, 0) << result.err;
+  const std::string limit = std::to_string(shape_.memory_bytes) + "\n";
+  EXPECT_EQ(result.out, "/cmd-1\n" + limit + "64\n" + limit +
+                            (v2 ? "./cmd-1\n./init\n" : "memory/cmd-1\nmemory/init\n"));
+  EXPECT_THAT(result.out, Not(HasSubstr(shape_.id)));
+  // Read-only, for root inside too; control: the value is unchanged.
+  Finished write = Run(Sh("echo 1 > /sys/fs/cgroup/" + memory + " || echo refused; mkdir /sys/fs/cgroup/x || "
+                          "echo refused; cat /sys/fs/cgroup/" + memory, 0));
+  EXPECT_EQ(write.out, "refused\nrefused\n" + limit);
+  EXPECT_THAT(write.err, HasSubstr("Read-only file system"));
+  // The host side: the command's cgroup got the sandbox's limits; the sandbox's are unchanged.
+  auto sandbox = host_->backend().ReadLimits(host_->SandboxCgroup(shape_.id));
+  ASSERT_TRUE(sandbox.ok());
+  EXPECT_EQ(sandbox->memory_max_bytes, shape_.memory_bytes);
+  EXPECT_EQ(sandbox->cpu_quota_us, 50000u);
+}
+
+TEST_F(SandboxHostTest, NodeInACommandReportsTheSandboxsMemoryAndCpus) {
+  if (access("/usr/bin/node", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/node on this host";
+  auto allowed = isolation::AllowedCpus();
+  ASSERT_TRUE(allowed.ok());
+  shape_.cpu_millicores = 1000;
+  StartSandbox();
+  Finished result = Run(Sh("node -e \"console.log(process.constrainedMemory(), require('os').availableParallelism())\"; "
+                           "nproc; python3 -c 'import os; print(os.cpu_count())'"));
+  EXPECT_EQ(result.out, std::to_string(shape_.memory_bytes) + " 1\n1\n1\n") << result.err;
+  if (allowed->size() < 2) GTEST_SKIP() << "one CPU here: the control below would show nothing";
+  // Control: a sandbox without a CPU limit sees every CPU.
+  ASSERT_TRUE(host_->Stop(shape_.id, &*running_).ok());
+  running_.reset();
+  shape_.cpu_millicores = 0;
+  StartSandbox();
+  Finished free = Run(Sh("node -e \"console.log(require('os').availableParallelism())\"; nproc"));
+  const std::string all = std::to_string(allowed->size()) + "\n";
+  EXPECT_EQ(free.out, all + all) << free.err;
 }
 
 }  // namespace

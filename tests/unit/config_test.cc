@@ -23,6 +23,7 @@ std::string Dump(const DaemonConfig& c) {
   for (const auto& o : c.allowed_origins) out << o << ",";
   out << "\nweb=" << c.web << "\nweb_dir=" << c.web_dir;
   out << "\nmax_message_bytes=" << c.max_message_bytes << "\nmax_body_bytes=" << c.max_body_bytes
+      << "\nmax_body_memory_bytes=" << c.max_body_memory_bytes << "\nbody_min_rate_bytes=" << c.body_min_rate_bytes
       << "\nmax_connections=" << c.max_connections
       << "\nmax_connections_per_user=" << c.max_connections_per_user
       << "\nhandshake_timeout_s=" << c.handshake_timeout_s << "\nidle_timeout_s=" << c.idle_timeout_s
@@ -39,7 +40,7 @@ std::string Dump(const DaemonConfig& c) {
       << "\nmax_sandboxes_per_issuer=" << c.max_sandboxes_per_issuer
       << "\nmax_sessions_per_user=" << c.max_sessions_per_user
       << "\nmax_sessions_per_issuer=" << c.max_sessions_per_issuer
-      << "\nrequests_per_minute=" << c.requests_per_minute
+      << "\nrequests_per_minute=" << c.requests_per_minute << "\nws_queue_hard_limit=" << c.ws_queue_hard_limit
       << "\nrelay_requests_per_minute=" << c.relay_requests_per_minute
       << "\ntool_call_timeout_s=" << c.tool_call_timeout_s
       << "\nagent_silence_timeout_s=" << c.agent_silence_timeout_s
@@ -109,6 +110,7 @@ max_connections = 100
 max_connections_per_user = 5
 handshake_timeout = 3
 idle_timeout = 60
+ws_queue_hard_limit = "8M"
 
 [auth]
 max_clock_skew = 0
@@ -156,6 +158,7 @@ synchronous = "full"
   EXPECT_EQ(c.max_connections_per_user, 5u);
   EXPECT_EQ(c.handshake_timeout_s, 3u);
   EXPECT_EQ(c.idle_timeout_s, 60u);
+  EXPECT_EQ(c.ws_queue_hard_limit, 8u << 20);
   EXPECT_EQ(c.max_clock_skew_s, 0u);
   EXPECT_EQ(c.max_token_lifetime_s, 3600u);
   EXPECT_EQ(c.default_memory_bytes, 256u << 20);
@@ -192,7 +195,7 @@ TEST(ConfigTest, SizesTakeIntegersAndSuffixes) {
                {"\"1.5G\"", 3ull << 29},
                {"\"64MiB\"", 64ull << 20}};
   for (const auto& c : cases) {
-    auto parsed = ParseConfig(std::string("[streams]\nmax_file = ") + c.value + "\n");
+    auto parsed = ParseConfig(std::string("[api]\nmax_body_memory = \"2T\"\n[streams]\nmax_file = ") + c.value + "\n");
     ASSERT_TRUE(parsed.ok()) << c.value << ": " << parsed.status().ToString();
     EXPECT_EQ(parsed->max_file_bytes, c.bytes) << c.value;
   }
@@ -286,6 +289,17 @@ TEST(ConfigTest, WrongTypeNamesKeyAndLine) {
   EXPECT_FALSE(ok->store_synchronous_full);
 }
 
+TEST(ConfigTest, TheBodiesBudgetHoldsTheLargestUpload) {
+  EXPECT_EQ(ErrorOf("[api]\nmax_body_memory = \"32M\"\n"),
+            "corrald.toml:2: api.max_body (67108864) is above api.max_body_memory (33554432)");
+  EXPECT_EQ(ErrorOf("[api]\nmax_body_memory = \"64M\"\n"),
+            "corrald.toml:2: streams.max_file (104857600) is above api.max_body_memory (67108864)");
+  // The control: room for one upload of each largest size.
+  auto fits = ParseConfig("[api]\nmax_body_memory = \"100M\"\n", "corrald.toml");
+  ASSERT_TRUE(fits.ok()) << fits.status().ToString();
+  EXPECT_EQ(fits->max_body_memory_bytes, 100u << 20);
+}
+
 TEST(ConfigTest, SyntaxErrorNamesLine) {
   std::string error = ErrorOf("[api]\nlisten = \n");
   EXPECT_EQ(error.rfind("corrald.toml:2: ", 0), 0u) << error;
@@ -312,6 +326,11 @@ TEST(ConfigTest, ZeroWhereAPositiveValueIsNeeded) {
   EXPECT_EQ(ErrorOf("[api]\nmax_connections = 0\n"), "corrald.toml:2: api.max_connections: must be positive");
   EXPECT_EQ(ErrorOf("[api]\nidle_timeout = 0\n"), "corrald.toml:2: api.idle_timeout: must be positive");
   EXPECT_EQ(ErrorOf("[streams]\nmax_file = \"0\"\n"), "corrald.toml:2: streams.max_file: must be positive");
+  // A queue's hard limit at or below its high-water mark would drop a client that only reads slowly.
+  EXPECT_EQ(ErrorOf("[api]\nws_queue_hard_limit = \"1M\"\n"),
+            "corrald.toml:2: api.ws_queue_hard_limit: must be above 1M (where a connection's queue is full and "
+            "the daemon stops reading the output it carries)");
+  EXPECT_TRUE(ParseConfig("[api]\nws_queue_hard_limit = \"2M\"\n").ok());
   // Zero is meaningful for these.
   EXPECT_TRUE(ParseConfig("[sandbox]\nstop_grace = 0\n[auth]\nmax_clock_skew = 0\n").ok());
 }
@@ -341,7 +360,7 @@ TEST(ConfigTest, DistConfigDocumentsEveryKeyWithItsDefault) {
       uncommented += line + "\n";
     }
   }
-  EXPECT_EQ(keys, 71);  // every field of DaemonConfig but the prices; listen sets two
+  EXPECT_EQ(keys, 74);  // every field of DaemonConfig but the prices; listen sets two
   auto parsed = ParseConfig(uncommented, "uncommented");
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   EXPECT_EQ(Dump(*parsed), Dump(DaemonConfig{}));

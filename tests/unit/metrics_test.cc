@@ -144,6 +144,20 @@ TEST(MetricsTest, GaugeCallbackIsReadAtRenderTime) {
   EXPECT_EQ(calls, 1);
 }
 
+TEST(MetricsTest, CounterCallbackIsReadAtRenderTimeAsACounter) {
+  Metrics m;
+  double value = 1.5;
+  m.AddCounterCallback("corral_compute_cpu_seconds_total", "CPU-seconds", {}, [&value] {
+    return std::vector<std::pair<std::vector<std::string>, double>>{{{}, value}};
+  });
+  EXPECT_EQ(m.Render(),
+            "# HELP corral_compute_cpu_seconds_total CPU-seconds\n"
+            "# TYPE corral_compute_cpu_seconds_total counter\n"
+            "corral_compute_cpu_seconds_total 1.5\n");
+  value = 2.25;
+  EXPECT_NE(m.Render().find("corral_compute_cpu_seconds_total 2.25\n"), std::string::npos);
+}
+
 TEST(MetricsTest, ConcurrentIncrementsAreNotLost) {
   Metrics m;
   Counter& c = m.AddCounter("c_total", "c");

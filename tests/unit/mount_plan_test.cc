@@ -246,5 +246,80 @@ TEST(MountPlanTest, RejectsRelativeScratch) {
   EXPECT_FALSE(BuildMountPlan(in).ok());
 }
 
+// The sandbox's own cgroup at /sys/fs/cgroup, read-only, after /sys (which it covers).
+TEST(MountPlanTest, AV2CgroupIsBoundReadOnlyOnSysFsCgroup) {
+  MountPlanInput in = HostInput();
+  in.cgroup_dirs = {{"/sys/fs/cgroup/corral/sb_x", ""}};
+  auto plan = BuildMountPlan(in);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  const MountOp* cgroup = FindMount(*plan, "sys/fs/cgroup");
+  ASSERT_NE(cgroup, nullptr);
+  EXPECT_EQ(cgroup->kind, MountOp::Kind::kBind);
+  EXPECT_EQ(cgroup->source, "/sys/fs/cgroup/corral/sb_x");
+  for (uint64_t attr : {MOUNT_ATTR_RDONLY, MOUNT_ATTR_NOSUID, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOEXEC}) {
+    EXPECT_TRUE(cgroup->attr_set & attr) << attr;
+  }
+  EXPECT_EQ(cgroup->create, MountOp::Create::kNone);  // sysfs has the directory; /sys is read-only
+  EXPECT_GT(cgroup - plan->mounts.data(), FindMount(*plan, "sys") - plan->mounts.data());
+}
+
+TEST(MountPlanTest, V1ControllersSitInAReadOnlyTmpfsOnSysFsCgroup) {
+  MountPlanInput in = HostInput();
+  in.cgroup_dirs = {{"/sys/fs/cgroup/memory/corral/sb_x", "memory"}, {"/sys/fs/cgroup/cpu/corral/sb_x", "cpu"}};
+  auto plan = BuildMountPlan(in);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  std::vector<const MountOp*> ops;
+  for (const auto& op : plan->mounts) {
+    if (op.target.rfind("sys/fs/cgroup", 0) == 0) ops.push_back(&op);
+  }
+  ASSERT_EQ(ops.size(), 4u);
+  EXPECT_EQ(ops[0]->kind, MountOp::Kind::kFs);
+  EXPECT_EQ(ops[0]->fstype, "tmpfs");
+  EXPECT_EQ(ops[0]->target, "sys/fs/cgroup");
+  EXPECT_EQ(ops[1]->target, "sys/fs/cgroup/memory");
+  EXPECT_EQ(ops[1]->source, "/sys/fs/cgroup/memory/corral/sb_x");
+  EXPECT_EQ(ops[1]->create, MountOp::Create::kDir);
+  EXPECT_TRUE(ops[1]->attr_set & MOUNT_ATTR_RDONLY);
+  EXPECT_EQ(ops[2]->target, "sys/fs/cgroup/cpu");
+  // The tmpfs turns read-only once the controllers' mountpoints are made in it.
+  EXPECT_EQ(ops[3]->kind, MountOp::Kind::kSetAttr);
+  EXPECT_EQ(ops[3]->target, "sys/fs/cgroup");
+  EXPECT_EQ(ops[3]->attr_set, MOUNT_ATTR_RDONLY);
+}
+
+TEST(MountPlanTest, WithoutACgroupSysFsCgroupIsLeftAlone) {
+  auto plan = BuildMountPlan(HostInput());
+  ASSERT_TRUE(plan.ok());
+  for (const auto& op : plan->mounts) EXPECT_NE(op.target.rfind("sys/fs/cgroup", 0), 0u) << op.target;
+  EXPECT_EQ(FindMount(*plan, "sys/devices/system/cpu/online"), nullptr);
+}
+
+TEST(MountPlanTest, BadCgroupDirectoriesAreRejected) {
+  for (std::vector<MountPlanCgroupDir> dirs : std::vector<std::vector<MountPlanCgroupDir>>{
+           {{"/a", ""}, {"/b", "memory"}},  // v2 is one unnamed directory
+           {{"/a", "memory"}, {"/b", ".."}},
+           {{"/a", "memory/x"}},
+           {{"relative", ""}}}) {
+    MountPlanInput in = HostInput();
+    in.cgroup_dirs = dirs;
+    EXPECT_FALSE(BuildMountPlan(in).ok()) << dirs.back().source << " " << dirs.back().name;
+  }
+}
+
+TEST(MountPlanTest, PinnedCpusAreWhatSysDevicesSystemCpuOnlineReads) {
+  MountPlanInput in = HostInput();
+  in.cpus_online = "1\n";
+  auto plan = BuildMountPlan(in);
+  ASSERT_TRUE(plan.ok());
+  const FileOp* file = FindFile(*plan, "/run/corral/scratch/cpus-online");
+  ASSERT_NE(file, nullptr);
+  EXPECT_EQ(file->content, "1\n");
+  const MountOp* online = FindMount(*plan, "sys/devices/system/cpu/online");
+  ASSERT_NE(online, nullptr);
+  EXPECT_EQ(online->kind, MountOp::Kind::kBind);
+  EXPECT_EQ(online->source, "/run/corral/scratch/cpus-online");
+  EXPECT_TRUE(online->attr_set & MOUNT_ATTR_RDONLY);
+}
+
 }  // namespace
 }  // namespace corral::rootfs

@@ -127,5 +127,26 @@ TEST(OutcomeTest, SetupFailure) {
   EXPECT_FALSE(j.contains("cpu_user_s"));
 }
 
+TEST(OutcomeTest, LostCarriesTheFiguresOnlyWhenTheCgroupCouldBeRead) {
+  OutcomeEvidence e;
+  e.lost = true;
+  e.stats.cpu_user_usec = 2000000;
+  e.stats.memory_peak_bytes = 4096;
+  nlohmann::json j = OutcomeToJson(ClassifyOutcome(e));
+  EXPECT_EQ(j["outcome"], "lost");
+  EXPECT_FALSE(j.contains("cpu_user_s"));  // nothing was read: no figures, not zeros
+  EXPECT_FALSE(j.contains("exit_code"));
+  e.lost_with_stats = true;
+  Outcome read = ClassifyOutcome(e);
+  EXPECT_EQ(read.kind, OutcomeKind::kLost);
+  EXPECT_EQ(ExitCodeFor(read), 125);
+  j = OutcomeToJson(read);
+  EXPECT_EQ(j["outcome"], "lost");
+  EXPECT_DOUBLE_EQ(j["cpu_user_s"].get<double>(), 2.0);
+  EXPECT_EQ(j["peak_memory_bytes"], 4096);
+  EXPECT_FALSE(j.contains("exit_code"));
+  EXPECT_FALSE(j.contains("signal"));
+}
+
 }  // namespace
 }  // namespace corral::cli

@@ -128,6 +128,26 @@ int RunIssuerList(const Endpoint& endpoint, bool json) {
   return 0;
 }
 
+int RunRevocationList(const Endpoint& endpoint, bool json) {
+  auto listed = CallJson(endpoint, "GET", "/v1/admin/revocations");
+  if (!listed.ok()) {
+    PrintError(listed.status());
+    return kExitError;
+  }
+  if (json) {
+    fputs(Pretty(*listed).c_str(), stdout);
+    return 0;
+  }
+  std::vector<std::vector<std::string>> rows = {{"JTI", "ISSUER", "REVOKED"}};
+  const int64_t now = time(nullptr);
+  for (const auto& row : listed->value("revocations", nlohmann::json::array())) {
+    const std::string issuer = Text(row, "issuer");
+    rows.push_back({Text(row, "jti"), issuer.empty() ? "(all)" : issuer, FormatAge(now - Integer(row, "revoked_at"))});
+  }
+  fputs(FormatTable(rows).c_str(), stdout);
+  return 0;
+}
+
 }  // namespace
 
 nlohmann::json BuildCreateSandboxRequest(const SandboxOptions& options) {
@@ -314,6 +334,25 @@ int RunAdminCommand(const AdminOptions& options) {
                          /*json=*/false, "name");
     case AdminVerb::kIssuerList:
       return RunIssuerList(endpoint, options.json);
+    case AdminVerb::kIssuerRotate: {
+      auto rotated = CallJson(endpoint, "POST", "/v1/admin/issuers/" + PercentEncode(options.issuer) + "/secret",
+                              nlohmann::json::object());
+      int exit_code = PrintResult(rotated, options.json, "secret");
+      if (exit_code == 0) {
+        fprintf(stderr,
+                "corral: issuer '%s' has a new secret, shown this once; tokens signed with the old one no "
+                "longer work (open connections with them are closed).\n",
+                options.issuer.c_str());
+      }
+      return exit_code;
+    }
+    case AdminVerb::kTokenRevoke: {
+      nlohmann::json request = {{"jti", options.jti}};
+      if (!options.issuer.empty()) request["issuer"] = options.issuer;
+      return PrintResult(CallJson(endpoint, "POST", "/v1/admin/revocations", request), options.json, "jti");
+    }
+    case AdminVerb::kTokenRevocations:
+      return RunRevocationList(endpoint, options.json);
     case AdminVerb::kStopAll:
       return RunStopAll(endpoint, options.json);
     case AdminVerb::kTokenMint:

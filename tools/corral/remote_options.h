@@ -161,13 +161,23 @@ StatusOr<CpOptions> ParseCpOptions(const std::vector<std::string>& args, const E
 
 // ---- corral admin issuer ... / corral token mint ----
 
-enum class AdminVerb { kIssuerAdd, kIssuerRemove, kIssuerList, kTokenMint, kStopAll };
+enum class AdminVerb {
+  kIssuerAdd,
+  kIssuerRemove,
+  kIssuerList,
+  kIssuerRotate,      // a new secret: the issuer's tokens stop working
+  kTokenMint,
+  kTokenRevoke,       // admin token revoke JTI [--issuer NAME]
+  kTokenRevocations,  // admin token revocations
+  kStopAll,
+};
 
 struct AdminOptions {
   bool help = false;
   AdminVerb verb = AdminVerb::kIssuerList;
   AdminConfig admin;
-  std::string issuer;  // issuer add/rm: NAME; token mint: --issuer
+  std::string issuer;  // issuer add/rm/rotate: NAME; token mint, token revoke: --issuer
+  std::string jti;     // token revoke: the token id
   std::string user;    // token mint: --user (the token's sub)
   uint64_t ttl_s = 3600;
   std::optional<std::string> scope;  // token mint: "exec files" (space-separated)

@@ -20,11 +20,13 @@
 
 #include "cgroups/cgroup_backend.h"
 #include "common/file_util.h"
+#include "isolation/cpu_affinity.h"
 #include "isolation/launcher.h"
 #include "isolation/seccomp_program.h"
 #include "rootfs/disk_image.h"
 #include "rootfs/mount_plan.h"
 #include "tools/corral/gc.h"
+#include "tools/corral/lent_stdio.h"
 #include "tools/corral/outcome.h"
 #include "tools/corral/uid_slots.h"
 
@@ -92,7 +94,9 @@ struct PreparedRun {
 };
 
 StatusOr<rootfs::MountPlan> PlanMounts(const isolation::SandboxSpec& spec, const RunEnvironment& env,
-                                       uid_t base, const std::string& workspace_device) {
+                                       uid_t base, const std::string& workspace_device,
+                                       const std::vector<cgroups::CgroupViewDir>& cgroup_view,
+                                       const std::string& cpus_online) {
   rootfs::MountPlanInput input;
   input.scratch_dir = env.run_dir + "/scratch";
   input.scratch_bytes = spec.scratch_bytes();
@@ -108,6 +112,8 @@ StatusOr<rootfs::MountPlan> PlanMounts(const isolation::SandboxSpec& spec, const
   input.host_uid_base = base;
   input.host_gid_base = base;
   input.agent_uid = isolation::kAgentUid;
+  for (const auto& dir : cgroup_view) input.cgroup_dirs.push_back({dir.host_dir, dir.name});
+  input.cpus_online = cpus_online;
   for (const auto& bind : spec.binds()) {
     struct stat st;
     if (stat(bind.source.c_str(), &st) != 0) return ErrnoError("bind " + bind.source);
@@ -156,7 +162,17 @@ Status Prepare(const isolation::SandboxSpec& spec, const RunEnvironment& env,
   }
   ASSIGN_OR_RETURN(run.init_fd, isolation::LoadSealedExecutable(env.init_path));
   run.plan.seccomp = isolation::PrecompiledSeccompPolicy();
-  ASSIGN_OR_RETURN(run.plan.mounts, PlanMounts(spec, env, run.slot.base(), run.workspace_disk.path));
+  // What programs inside read to learn their limits: the run's cgroup (the root of the cgroup
+  // namespace the child makes in it) and the CPUs a CPU limit pins the run to.
+  ASSIGN_OR_RETURN(std::vector<cgroups::CgroupViewDir> cgroup_view, backend.ViewDirs(run.cgroup));
+  std::vector<int> cpus;
+  if (spec.limits().cpu_millicores) {
+    ASSIGN_OR_RETURN(std::vector<int> allowed, isolation::AllowedCpus());
+    cpus = isolation::ChooseCpus(*spec.limits().cpu_millicores, allowed, run.slot.base() / isolation::kIdRangeSize);
+  }
+  run.plan.cpu_mask = isolation::CpuMask(cpus);
+  ASSIGN_OR_RETURN(run.plan.mounts, PlanMounts(spec, env, run.slot.base(), run.workspace_disk.path, cgroup_view,
+                                               isolation::CpuListText(cpus)));
 
   RETURN_IF_ERROR(backend.Create(run.cgroup));
   cgroups::CgroupLimits limits;
@@ -397,6 +413,8 @@ int RunSandbox(const RunOptions& options, const RunEnvironment& env) {
   if (backend.version() == cgroups::CgroupVersion::kV1) {
     attach = [&](pid_t pid) { return backend.Attach(run.cgroup, pid); };
   }
+  // The command may reopen its stdio pipes by path, for the run (lent_stdio.h).
+  LentStdio lent = LentStdio::Lend(run.plan.host_uid_base + run.plan.uid, run.plan.host_gid_base + run.plan.gid);
   auto launched = isolation::Launch(run.plan, attach);
   status_write.reset();
   // The sandbox's mount holds the workspace's loop device now; it detaches when that goes.

@@ -26,6 +26,7 @@
 #include <functional>
 #include <string>
 
+#include "api/auth_api.h"
 #include "api/daemon_api.h"
 #include "api/execute_api.h"
 #include "api/metrics.h"
@@ -44,6 +45,7 @@
 #include "supervisor/tool_bridge.h"
 #include "supervisor/egress_proxy.h"
 #include "supervisor/full_network.h"
+#include "supervisor/issuers.h"
 #include "supervisor/sandbox_host.h"
 #include "supervisor/model_relay.h"
 #include "supervisor/relay_keys.h"
@@ -283,6 +285,8 @@ int Run(int argc, char** argv) {
                                        config->store_synchronous_full ? supervisor::Synchronous::kFull
                                                                       : supervisor::Synchronous::kNormal);
   if (!store.ok()) return Fail(store.status().ToString());
+  auto issuers = supervisor::Issuers::Load(**store);
+  if (!issuers.ok()) return Fail("issuers: " + issuers.status().ToString());
   auto backend = cgroups::DetectBackend(config->cgroup_mount);
   if (!backend.ok()) return Fail("cgroups: " + backend.status().ToString());
   const std::string init_path = InitPath(*config);
@@ -360,13 +364,18 @@ int Run(int argc, char** argv) {
 
   api::ServerLimits limits;
   limits.max_body_bytes = config->max_body_bytes;
+  limits.max_body_memory = config->max_body_memory_bytes;
+  limits.body_min_rate = config->body_min_rate_bytes;
   limits.max_ws_message_bytes = config->max_message_bytes;
   limits.max_connections = config->max_connections;
   limits.max_ws_connections_per_user = config->max_connections_per_user;
   limits.handshake_timeout = std::chrono::seconds(config->handshake_timeout_s);
   limits.idle_timeout = std::chrono::seconds(config->idle_timeout_s);
+  limits.ws_queue_high_water = supervisor::kWsQueueHighWater;
+  limits.ws_queue_hard_limit = config->ws_queue_hard_limit;
   limits.allowed_origins = config->allowed_origins;
-  api::Server server(io, limits, api::MakeAuthenticator(**store, *config), metrics);
+  api::Server server(io, limits, api::MakeAuthenticator(**issuers, *config), metrics);
+  api::RegisterAuthAdmin(server, **issuers, *config);
   auto reload_api = api::RegisterApi(server, io, pool, manager, sessions, **store, *config);
   api::RegisterExecute(server, executions, *config);
   server.Route("GET", "/metrics", api::Auth::kNone, [&metrics](api::HttpRequest, api::Responder respond) {

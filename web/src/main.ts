@@ -17,6 +17,10 @@ const TOKEN_KEY = "corral.token";
 
 let client: CorralClient | null = null;
 let current: Sandbox | null = null;
+// The token the client uses; a fresh one replaces it (renewal) without a new connection.
+let currentToken = "";
+// Below this many seconds left, the header offers to renew the token.
+const RENEW_OFFER_S = 300;
 
 // ---- sign in ----
 
@@ -33,25 +37,61 @@ function describe(error: unknown): string {
   return (error as Error)?.message ?? String(error);
 }
 
-function userOf(token: string): string {
+function claimsOf(token: string): { sub?: string; iss?: string; exp?: number } {
   try {
-    const claims = JSON.parse(atob(token.split(".")[1].replace(/-/g, "+").replace(/_/g, "/")));
-    return `${claims.sub} (${claims.iss})`;
+    return JSON.parse(atob(token.split(".")[1].replace(/-/g, "+").replace(/_/g, "/")));
   } catch {
-    return "";
+    return {};
   }
+}
+
+function userOf(token: string): string {
+  const claims = claimsOf(token);
+  return claims.sub === undefined ? "" : `${claims.sub} (${claims.iss})`;
 }
 
 async function signIn(token: string) {
   const candidate = new CorralClient({ url: "", token });
   await candidate.listSandboxes();  // verifies the token
-  client = candidate;
+  candidate.close();
+  currentToken = token;
+  // The client asks for the current token each time: a renewal swaps it in place.
+  client = new CorralClient({ url: "", getToken: () => currentToken });
   sessionStorage.setItem(TOKEN_KEY, token);
   $("who").textContent = userOf(token);
   $("sign-in").hidden = true;
   $("app").hidden = false;
   $("sign-out").hidden = false;
+  showExpiry();
   await refreshSandboxes();
+}
+
+// A fresh token for the signed-in user (pasted, or handed over as #token=... in the address):
+// the open connection takes it (op auth), the terminal and the session view stay as they are.
+async function renewToken(fresh: string) {
+  if (!client) return signIn(fresh);
+  const previous = currentToken;
+  currentToken = fresh;
+  try {
+    await client.renewToken();
+    await client.listSandboxes();  // and HTTP requests, which send it too
+  } catch (error) {
+    currentToken = previous;
+    throw error;
+  }
+  sessionStorage.setItem(TOKEN_KEY, fresh);
+  $("renew-error").textContent = "";
+  ($("renew-token") as HTMLInputElement).value = "";
+  showExpiry();
+}
+
+function showExpiry() {
+  const exp = claimsOf(currentToken).exp;
+  const left = exp === undefined ? Infinity : exp - Date.now() / 1000;
+  const offer = left < RENEW_OFFER_S;
+  $("renew-form").hidden = !offer;
+  $("token-expiry").textContent =
+    !offer ? "" : left > 0 ? `token ends in ${Math.ceil(left)} s` : "token expired: paste a fresh one";
 }
 
 function signOut() {
@@ -323,6 +363,16 @@ function wire() {
     signIn(token).catch((e) => ($("sign-in-error").textContent = describe(e)));
   };
   $("sign-out").onclick = signOut;
+  $("renew-form").onsubmit = (event) => {
+    event.preventDefault();
+    const fresh = ($("renew-token") as HTMLInputElement).value.trim();
+    renewToken(fresh).catch((e) => ($("renew-error").textContent = describe(e)));
+  };
+  window.addEventListener("hashchange", () => {
+    const fresh = tokenFromLocation();
+    if (fresh) renewToken(fresh).catch((e) => ($("renew-error").textContent = describe(e)));
+  });
+  setInterval(() => { if (client) showExpiry(); }, 1000);
   $("new-sandbox-form").onsubmit = (event) => {
     event.preventDefault();
     const name = ($("new-sandbox-name") as HTMLInputElement).value.trim();

@@ -176,3 +176,56 @@ test("a tool the page registers is called by the agent and its answer, from the 
   assert.deepEqual(problems, []);
   await context.close();
 });
+
+// corrald closes a connection when its token ends (close 1008). The page renews its token on the
+// open connection instead: a fresh token handed over in the address (#token=...) or pasted in the
+// header's form. The terminal's shell, on one connection, works past the first token's end; a
+// token of another user is refused there. The control: a page left with a short token loses its
+// connection at the token's end (corrald counts it in corral_auth_ended_connections_total).
+async function endedConnections() {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  return Number(/^corral_auth_ended_connections_total (\d+)$/m.exec(text)?.[1] ?? NaN);
+}
+
+async function signedInWith(shortToken) {
+  const context = await browser.newContext({ viewport: { width: 1200, height: 800 } });
+  const page = await context.newPage();
+  const problems = [];
+  page.on("pageerror", (error) => problems.push(error.message));
+  await page.goto(`${url}/#token=${shortToken}`);
+  await page.locator("button.sandbox", { hasText: "web" }).click();
+  await waitForScreen(page, /\$\s*$/m, "the shell's prompt");
+  return { page, context, problems };
+}
+
+test("a fresh token given to the page keeps its terminal's connection open past the old token's end", async () => {
+  const exp = Math.floor(Date.now() / 1000) + 5;
+  const before = await endedConnections();
+  const { page, context, problems } = await signedInWith(mint("web-user", { ttl: exp - Math.floor(Date.now() / 1000) }));
+  await page.locator("#renew-form").waitFor();  // offered: the token ends within minutes
+  assert.match(await page.locator("#token-expiry").innerText(), /token ends in \d+ s/);
+  // Another user's token is refused, and the page keeps its own.
+  await page.locator("#renew-token").fill(mint("somebody-else"));
+  await page.locator("#renew-form button").click();
+  await page.locator("#renew-error", { hasText: "forbidden" }).waitFor();
+  // A fresh token of the same user, handed over in the address.
+  await page.evaluate((fresh) => { location.hash = `#token=${fresh}`; }, mint("web-user", { ttl: 3600 }));
+  await page.locator("#renew-form").waitFor({ state: "hidden" });
+  await page.waitForTimeout(Math.max(0, (exp + 2) * 1000 - Date.now()));
+  await typeInTerminal(page, "echo still-$((40+2))");
+  await waitForScreen(page, /^still-42\s*$/m, "the shell after the first token's end");
+  assert.equal(await endedConnections(), before, "no connection was ended for its token");
+  await page.screenshot({ path: join(artifacts, "token-renewed.png") });
+  assert.deepEqual(problems, []);
+  await context.close();
+});
+
+test("without a fresh token the page's connection ends with its token (the control)", async () => {
+  const exp = Math.floor(Date.now() / 1000) + 3;
+  const before = await endedConnections();
+  const { context } = await signedInWith(mint("web-user", { ttl: exp - Math.floor(Date.now() / 1000) }));
+  const deadline = Date.now() + 10000;
+  while ((await endedConnections()) === before && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
+  assert.ok((await endedConnections()) > before, "corrald ended the expired connection");
+  await context.close();
+});

@@ -128,7 +128,12 @@ export interface Usage {
 
 export interface CorralClientOptions {
   url: string;          // http(s)://host:port of corrald ("" in a page corrald serves: its own origin)
-  token: TokenSource;   // a token minted by the operator's backend (createToken), or a function that gets a fresh one
+  // A token minted by the operator's backend (createToken), or a function that gets a fresh one.
+  // With a function the client renews its open WebSocket's token before it expires (op auth),
+  // and every HTTP request asks it for the token to send.
+  token?: TokenSource;
+  getToken?: () => string | Promise<string>;  // the same as a function in `token`
+  renewBeforeMs?: number;  // renew this long before the token expires (default 60000, or half its lifetime)
   fetch?: typeof fetch;
   reconnect?: ReconnectOptions;
 }
@@ -201,13 +206,14 @@ export class CorralClient {
 
   constructor(options: CorralClientOptions) {
     if (options.url === undefined || options.url === null) throw new TypeError("CorralClient: url is required");
-    if (!options.token) throw new TypeError("CorralClient: token is required");
+    if (!options.token && !options.getToken) throw new TypeError("CorralClient: token (or getToken) is required");
     const origin = (globalThis as any).location?.origin as string | undefined;
     this.base = (options.url || origin || "").replace(/\/+$/, "");
     if (!/^https?:\/\//.test(this.base)) throw new TypeError(`CorralClient: url must be http(s)://host:port, not "${options.url}"`);
-    this.token = options.token;
+    this.token = options.getToken ?? options.token!;
     this.fetchImpl = options.fetch ?? globalThis.fetch.bind(globalThis);
-    this.connection = new Connection(this.base.replace(/^http/, "ws") + "/v1/ws", this.token, options.reconnect);
+    this.connection = new Connection(this.base.replace(/^http/, "ws") + "/v1/ws", this.token, options.reconnect,
+                                     options.renewBeforeMs);
     this.connection.onText = (message) => this.onEvent(message);
     this.connection.onBinary = (bytes) => this.onFrame(bytes);
     this.connection.onReset = () => this._channels.clear();
@@ -252,6 +258,12 @@ export class CorralClient {
   }
 
   // ---- sandboxes ----
+
+  // Sends the token function's current token to corrald on the open WebSocket now (op auth),
+  // e.g. when a page was handed a fresh one. Renewal before expiry is automatic; see getToken.
+  renewToken(): Promise<void> {
+    return this.connection.renewNow();
+  }
 
   createSandbox(options: CreateSandboxOptions = {}): Promise<Sandbox> {
     return this.request("POST", "/v1/sandboxes", options);

@@ -7,6 +7,11 @@ import { CorralConnectionError, CorralError } from "./errors.js";
 
 export type TokenSource = string | (() => string | Promise<string>);
 
+// When to renew an open connection's token: this long before it expires (or halfway through a
+// shorter lifetime). Only a function as the token source can renew; a fixed token's connection
+// is closed by corrald at its expiry (close code 1008) and cannot reconnect with it.
+export const DEFAULT_RENEW_BEFORE_MS = 60_000;
+
 export interface ReconnectOptions {
   enabled?: boolean;         // default true
   initialDelayMs?: number;   // default 100; doubles on each failed attempt
@@ -28,6 +33,18 @@ export async function resolveToken(token: TokenSource): Promise<string> {
   return typeof token === "function" ? await token() : token;
 }
 
+// The `exp` claim of a JWT (unix seconds), read without verifying it; undefined when absent.
+export function tokenExpiry(token: string): number | undefined {
+  try {
+    const payload = token.split(".")[1];
+    const base64 = payload.replace(/-/g, "+").replace(/_/g, "/");
+    const json = JSON.parse(typeof atob === "function" ? atob(base64) : Buffer.from(base64, "base64").toString());
+    return typeof json.exp === "number" ? json.exp : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export class Connection {
@@ -35,6 +52,7 @@ export class Connection {
   onBinary: (bytes: Uint8Array) => void = () => {};
   onReset: () => void = () => {};  // the socket closed: per-socket state (channels) is void
   reconnects = 0;                  // how many times the socket was opened again
+  renewals = 0;                    // how many times the open socket's token was renewed (op auth)
 
   private socket: Promise<WebSocket> | null = null;
   private current: WebSocket | null = null;
@@ -43,8 +61,10 @@ export class Connection {
   private readonly pending = new Map<number, Pending>();
   private readonly subscriptions = new Set<Subscription>();
   private readonly reconnect: Required<ReconnectOptions>;
+  private renewTimer: ReturnType<typeof setTimeout> | null = null;
 
-  constructor(private readonly url: string, private readonly token: TokenSource, reconnect: ReconnectOptions = {}) {
+  constructor(private readonly url: string, private readonly token: TokenSource, reconnect: ReconnectOptions = {},
+              private readonly renewBeforeMs = DEFAULT_RENEW_BEFORE_MS) {
     this.reconnect = { enabled: true, initialDelayMs: 100, maxDelayMs: 5000, giveUpAfterMs: 60000, ...reconnect };
   }
 
@@ -85,6 +105,7 @@ export class Connection {
 
   close() {
     this.closed = true;
+    this.cancelRenewal();
     const ws = this.current;
     this.current = null;
     this.socket = null;
@@ -102,7 +123,8 @@ export class Connection {
   }
 
   private async open(): Promise<WebSocket> {
-    const protocols = ["corral.v1", `bearer.${await resolveToken(this.token)}`];
+    const token = await resolveToken(this.token);
+    const protocols = ["corral.v1", `bearer.${token}`];
     const Native = (globalThis as any).WebSocket;
     const Impl = Native ?? (await import("ws")).WebSocket;
     const ws: WebSocket = new Impl(this.url, protocols);
@@ -121,7 +143,59 @@ export class Connection {
     ws.onerror = () => {};
     ws.onmessage = (message: MessageEvent) => this.dispatch(message.data);
     ws.onclose = (event: CloseEvent) => this.lost(ws, event);
+    this.scheduleRenewal(ws, token);
     return ws;
+  }
+
+  // Before the token ends, a fresh one from the token function goes to corrald on the open
+  // socket (op auth): the connection, and everything attached to it, stays as it is.
+  private scheduleRenewal(ws: WebSocket, token: string) {
+    this.cancelRenewal();
+    if (typeof this.token !== "function") return;
+    const exp = tokenExpiry(token);
+    if (exp === undefined) return;
+    const left = exp * 1000 - Date.now();
+    const delay = Math.max(0, left - Math.min(this.renewBeforeMs, left / 2));
+    this.renewTimer = setTimeout(() => void this.renew(ws), delay);
+    (this.renewTimer as any).unref?.();  // Node: a pending renewal does not keep the process alive
+  }
+
+  // Renews the open socket's token now (a page that was handed a fresh token); the next renewal
+  // is scheduled from the new token's expiry. Nothing to do while no socket is open: the next one
+  // opens with a fresh token. Rejects with corrald's error (forbidden: another user's token;
+  // unauthorized: one that does not verify); the socket keeps its old token then.
+  async renewNow(): Promise<void> {
+    const ws = this.current;
+    if (!ws || this.closed) return;
+    const fresh = await resolveToken(this.token);
+    await this.op("auth", { token: fresh });
+    this.renewals++;
+    if (ws === this.current && !this.closed) this.scheduleRenewal(ws, fresh);
+  }
+
+  private async renew(ws: WebSocket) {
+    this.renewTimer = null;
+    if (ws !== this.current || this.closed) return;
+    let fresh: string;
+    try {
+      fresh = await resolveToken(this.token);
+      await this.op("auth", { token: fresh });
+    } catch {
+      // The token function failed, or corrald refused its token: try again shortly; if the old
+      // token ends meanwhile, corrald closes the socket and reconnecting takes over.
+      if (ws === this.current && !this.closed) {
+        this.renewTimer = setTimeout(() => void this.renew(ws), 1000);
+        (this.renewTimer as any).unref?.();
+      }
+      return;
+    }
+    this.renewals++;
+    if (ws === this.current && !this.closed) this.scheduleRenewal(ws, fresh);
+  }
+
+  private cancelRenewal() {
+    if (this.renewTimer !== null) clearTimeout(this.renewTimer);
+    this.renewTimer = null;
   }
 
   private dispatch(data: unknown) {
@@ -156,6 +230,7 @@ export class Connection {
 
   private lost(ws: WebSocket, event: CloseEvent) {
     if (ws !== this.current) return;
+    this.cancelRenewal();
     this.current = null;
     this.socket = null;
     const gone = new CorralConnectionError(`the connection to corrald closed (${event.code}${event.reason ? ": " + event.reason : ""})`);

@@ -1,7 +1,7 @@
 // Minting corrald tokens in the operator's backend (Node only: node:crypto). HS256 JWTs, as
 // docs/PROTOCOL.md "Tokens" describes them; the issuer's secret is the text that
 // `corral admin issuer add NAME` printed, used as the HMAC key as written.
-import { createHmac } from "node:crypto";
+import { createHmac, randomBytes } from "node:crypto";
 
 export type BudgetWindow = "hour" | "day" | "week" | "month";
 
@@ -20,6 +20,7 @@ export interface CreateTokenOptions {
   scopes?: string[];        // absent: the default user scopes (sandboxes exec terminal files sessions)
   limits?: Record<string, unknown>;  // the token's caps, as in the protocol ("sandboxes", "memory_bytes", ...)
   ttl?: number;             // seconds, default 3600 (corrald refuses more than auth.max_token_lifetime)
+  jti?: string;             // the token's id, which `corral admin token revoke` names; default: random
   now?: number;             // unix seconds, for tests
 }
 
@@ -33,7 +34,8 @@ export function createToken(options: CreateTokenOptions): string {
   const ttl = options.ttl ?? 3600;
   if (!Number.isInteger(ttl) || ttl <= 0) throw new TypeError("createToken: ttl must be a positive number of seconds");
   const now = options.now ?? Math.floor(Date.now() / 1000);
-  const payload: Record<string, unknown> = { iss: issuer, sub: userId, iat: now, exp: now + ttl };
+  const jti = options.jti ?? randomBytes(16).toString("base64url");
+  const payload: Record<string, unknown> = { iss: issuer, sub: userId, iat: now, exp: now + ttl, jti };
   if (options.scopes) payload.scope = options.scopes.join(" ");
   if (options.limits) payload.limits = options.limits;
   if (options.budget) {

@@ -1,0 +1,181 @@
+// Connections bound to their tokens (server.h): a WebSocket or an idle keep-alive connection
+// ends when its token expires or stops verifying; a WebSocket renews its token in place. Each
+// denial beside its control: another user's connection, or a token that still verifies.
+#include <cerrno>
+
+#include "tests/unit/server_test_util.h"
+
+namespace corral::api {
+namespace {
+
+using namespace corral::api::testing_util;
+using Clock = std::chrono::steady_clock;
+
+// Seconds until the token "exp<t>-..." stops verifying (the start of second t + 1).
+double SecondsUntilEnd(int64_t expires_at) {
+  auto end = std::chrono::system_clock::time_point(std::chrono::seconds(expires_at + 1));
+  return std::chrono::duration<double>(end - std::chrono::system_clock::now()).count();
+}
+
+// True when the peer closes the socket (EOF or reset) within `limit`; false when it stays open.
+bool ClosedWithin(tcp::socket& socket, std::chrono::milliseconds limit) {
+  socket.non_blocking(true);
+  auto until = Clock::now() + limit;
+  char byte;
+  while (Clock::now() < until) {
+    boost::system::error_code ec;
+    size_t n = socket.read_some(net::buffer(&byte, 1), ec);
+    if (ec == net::error::would_block) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      continue;
+    }
+    if (ec) return true;
+    if (n > 0) ADD_FAILURE() << "unexpected data from the server";
+  }
+  socket.non_blocking(false);
+  return false;
+}
+
+class ServerAuthTest : public ServerTest {};
+
+TEST_F(ServerAuthTest, IdleWebSocketClosesWith1008WhenItsTokenExpires) {
+  Start();
+  const int64_t expires_at = time(nullptr) + 2;
+  const std::string token = "exp" + std::to_string(expires_at) + "-alice";
+  auto alice = Ws("/v1/ws", {{"Authorization", "Bearer " + token}});
+  ASSERT_FALSE(alice->ec) << alice->ec.message();
+  auto bob = Ws("/v1/ws", {{"Authorization", "Bearer good-bob"}});  // the control
+  ASSERT_FALSE(bob->ec);
+  alice->ws.write(net::buffer(std::string("whoami")));
+  EXPECT_EQ(ReadText(*alice), "test/alice/user");
+
+  // Alice sends nothing more: the close comes from the server's timer, not from a message.
+  const double left = SecondsUntilEnd(expires_at);
+  auto started = Clock::now();
+  EXPECT_EQ(ReadUntilClosed(*alice), 1008);
+  const double took = std::chrono::duration<double>(Clock::now() - started).count();
+  EXPECT_GE(took, left - 0.05) << "closed before the token expired";
+  EXPECT_LE(took, left + 1.0) << "closed more than 1 s after the token expired";
+  EXPECT_EQ(alice->ws.reason().reason, "token expired or revoked");
+  EXPECT_EQ(Metric("corral_auth_ended_connections_total"), "1");
+
+  bob->ws.write(net::buffer(std::string("whoami")));
+  EXPECT_EQ(ReadText(*bob), "test/bob/user");
+  bob->ws.close(websocket::close_code::normal);
+}
+
+TEST_F(ServerAuthTest, ReauthenticateClosesTheWebSocketsWhoseTokenNoLongerVerifies) {
+  Start();
+  const std::string token = "good-carol-revoked";
+  auto carol = Ws("/v1/ws", {{"Authorization", "Bearer " + token}});
+  ASSERT_FALSE(carol->ec);
+  auto dave = Ws("/v1/ws", {{"Authorization", "Bearer good-dave"}});
+  ASSERT_FALSE(dave->ec);
+  carol->ws.write(net::buffer(std::string("whoami")));
+  EXPECT_EQ(ReadText(*carol), "test/carol-revoked/user");
+
+  RefuseToken(token);
+  // A recheck that selects nobody leaves even a refused token's connection alone.
+  server_->Reauthenticate([](const AuthContext&) { return false; });
+  carol->ws.write(net::buffer(std::string("whoami")));
+  EXPECT_EQ(ReadText(*carol), "test/carol-revoked/user");
+
+  auto started = Clock::now();
+  server_->Reauthenticate([](const AuthContext& auth) { return auth.iss == "test"; });
+  EXPECT_EQ(ReadUntilClosed(*carol), 1008);
+  EXPECT_LT(Clock::now() - started, std::chrono::seconds(1));
+
+  dave->ws.write(net::buffer(std::string("whoami")));
+  EXPECT_EQ(ReadText(*dave), "test/dave/user");
+  dave->ws.close(websocket::close_code::normal);
+}
+
+TEST_F(ServerAuthTest, RenewKeepsTheWebSocketOpenPastTheOldExpiry) {
+  Start();
+  const int64_t expires_at = time(nullptr) + 2;
+  auto erin = Ws("/v1/ws", {{"Authorization", "Bearer exp" + std::to_string(expires_at) + "-erin"}});
+  ASSERT_FALSE(erin->ec);
+  // Refused renewals keep the old token: another user's, and one that does not verify.
+  erin->ws.write(net::buffer(std::string("renew good-mallory")));
+  EXPECT_EQ(ReadText(*erin), "refused " + std::to_string(EPERM));
+  erin->ws.write(net::buffer(std::string("renew forged")));
+  EXPECT_EQ(ReadText(*erin), "refused " + std::to_string(EKEYREJECTED));
+  erin->ws.write(net::buffer(std::string("whoami")));
+  EXPECT_EQ(ReadText(*erin), "test/erin/user");
+
+  const int64_t later = time(nullptr) + 6;
+  erin->ws.write(net::buffer("renew exp" + std::to_string(later) + "-erin"));
+  EXPECT_EQ(ReadText(*erin), "renewed");
+  std::this_thread::sleep_for(std::chrono::duration<double>(SecondsUntilEnd(expires_at) + 0.5));
+  erin->ws.write(net::buffer(std::string("whoami")));
+  EXPECT_EQ(ReadText(*erin), "test/erin/user") << "the renewed connection outlived its first token";
+  // The new token ends it in turn.
+  EXPECT_EQ(ReadUntilClosed(*erin), 1008);
+}
+
+TEST_F(ServerAuthTest, RefusedRenewalsLeaveTheOldExpiryInForce) {
+  Start();
+  const int64_t expires_at = time(nullptr) + 1;
+  auto frank = Ws("/v1/ws", {{"Authorization", "Bearer exp" + std::to_string(expires_at) + "-frank"}});
+  ASSERT_FALSE(frank->ec);
+  frank->ws.write(net::buffer("renew exp" + std::to_string(expires_at + 100) + "-grace"));
+  EXPECT_EQ(ReadText(*frank), "refused " + std::to_string(EPERM));
+  EXPECT_EQ(ReadUntilClosed(*frank), 1008);
+}
+
+TEST_F(ServerAuthTest, IdleKeepAliveConnectionClosesWhenItsTokenExpires) {
+  Start();
+  const int64_t expires_at = time(nullptr) + 2;
+  tcp::socket expiring = Connect();
+  HttpResult first = RoundTrip(expiring, MakeRequest(http::verb::get, "/v1/whoami",
+                                                     {{"Authorization", "Bearer exp" + std::to_string(expires_at) + "-hal"}}, ""));
+  ASSERT_EQ(first.result_int(), 200);
+  EXPECT_TRUE(first.keep_alive());
+  tcp::socket lasting = Connect();  // the control: a token that does not expire
+  ASSERT_EQ(RoundTrip(lasting, MakeRequest(http::verb::get, "/v1/whoami", {{"Authorization", "Bearer good-ivy"}}, ""))
+                .result_int(),
+            200);
+
+  const double left = SecondsUntilEnd(expires_at);
+  auto started = Clock::now();
+  EXPECT_TRUE(ClosedWithin(expiring, std::chrono::milliseconds(static_cast<int>(left * 1000) + 1000)));
+  EXPECT_GE(std::chrono::duration<double>(Clock::now() - started).count(), left - 0.05);
+  EXPECT_FALSE(ClosedWithin(lasting, std::chrono::milliseconds(300)));
+  HttpResult again =
+      RoundTrip(lasting, MakeRequest(http::verb::get, "/v1/whoami", {{"Authorization", "Bearer good-ivy"}}, ""));
+  EXPECT_EQ(again.body(), "test/ivy");
+}
+
+TEST_F(ServerAuthTest, RevokedTokenClosesIdleKeepAliveAndRefusesTheBodyBeingRead) {
+  Start();
+  const std::string token = "good-judy-revoked";
+  tcp::socket idle = Connect();
+  ASSERT_EQ(RoundTrip(idle, MakeRequest(http::verb::get, "/v1/whoami", {{"Authorization", "Bearer " + token}}, ""))
+                .result_int(),
+            200);
+  // The same token, a request whose body is on its way.
+  tcp::socket uploading = Connect();
+  net::write(uploading, net::buffer("POST /v1/echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + token +
+                                    "\r\nContent-Length: 100\r\n\r\nfirst part"));
+  tcp::socket other = Connect();  // the control: another token
+  ASSERT_EQ(RoundTrip(other, MakeRequest(http::verb::get, "/v1/whoami", {{"Authorization", "Bearer good-ken"}}, ""))
+                .result_int(),
+            200);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+
+  RefuseToken(token);
+  server_->Reauthenticate([](const AuthContext&) { return true; });
+  EXPECT_TRUE(ClosedWithin(idle, std::chrono::seconds(1)));
+  beast::flat_buffer buffer;
+  HttpResult refused;
+  http::read(uploading, buffer, refused);
+  EXPECT_EQ(refused.result_int(), 401);
+  EXPECT_FALSE(refused.keep_alive());
+  EXPECT_FALSE(ClosedWithin(other, std::chrono::milliseconds(300)));
+  EXPECT_EQ(RoundTrip(other, MakeRequest(http::verb::get, "/v1/whoami", {{"Authorization", "Bearer good-ken"}}, ""))
+                .body(),
+            "test/ken");
+}
+
+}  // namespace
+}  // namespace corral::api
