@@ -34,6 +34,7 @@ class V2Backend final : public CgroupBackend {
   const std::string& root() const { return root_; }
 
   Status Create(const std::string& name) override;
+  Status CreateLeaf(const std::string& name) override;
   Status SetLimits(const std::string& name, const CgroupLimits& limits) override;
   Status Attach(const std::string& name, pid_t pid) override;
   // open(O_PATH|O_DIRECTORY|O_CLOEXEC): clone3 resolves CLONE_INTO_CGROUP's fd with
