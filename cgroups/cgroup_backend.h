@@ -62,6 +62,11 @@ class CgroupBackend {
   // controllers in the parents' cgroup.subtree_control. EEXIST is an error: names are unique.
   virtual Status Create(const std::string& name) = 0;
 
+  // Creates the cgroup (and missing parents) to move a process into, enabling no controller on
+  // the way, and an existing one is fine: corrald's own leaf below a cgroup that still holds
+  // corrald (on v2 a write to that cgroup's subtree_control would fail with EBUSY until it moves).
+  virtual Status CreateLeaf(const std::string& name) = 0;
+
   // Applies every limit that is set. Memory limits switch swap off (v2 memory.swap.max=0; v1
   // memory.memsw.limit_in_bytes when the kernel accounts swap, and memory.swappiness=0).
   virtual Status SetLimits(const std::string& name, const CgroupLimits& limits) = 0;

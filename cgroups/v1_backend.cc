@@ -126,6 +126,17 @@ Status V1Backend::Create(const std::string& name) {
   return Status();
 }
 
+Status V1Backend::CreateLeaf(const std::string& name) {
+  RETURN_IF_ERROR(ValidateCgroupName(name));
+  ASSIGN_OR_RETURN(Layout layout, ResolveLayout());
+  if (layout.hierarchies.empty()) return Status::Error("cgroup v1: no hierarchy under " + root_);
+  for (const Hierarchy& hierarchy : layout.hierarchies) {
+    Status made = MakeCgroupDirs(hierarchy.path, name);
+    if (!made.ok() && made.error_number() != EEXIST) return made;
+  }
+  return Status();
+}
+
 Status V1Backend::SetMemoryLimit(const std::string& dir, uint64_t bytes) {
   const std::string value = std::to_string(bytes);
   const std::string limit = dir + "/memory.limit_in_bytes";

@@ -53,6 +53,8 @@ class V1Backend final : public CgroupBackend {
   // mkdir in every hierarchy (parents as needed). If one mkdir fails, the cgroups this call
   // already made in other hierarchies are removed again.
   Status Create(const std::string& name) override;
+  // mkdir in every hierarchy there is, the missing parents too.
+  Status CreateLeaf(const std::string& name) override;
   // A memory limit is written to memory.limit_in_bytes first, then memsw: the kernel requires
   // memsw >= limit at every step, so when raising the limit above the current memsw value the
   // first write fails with EINVAL and the pair is written in the other order.

@@ -100,6 +100,13 @@ Status V2Backend::Create(const std::string& name) {
   }
 }
 
+Status V2Backend::CreateLeaf(const std::string& name) {
+  RETURN_IF_ERROR(ValidateCgroupName(name));
+  Status made = MakeCgroupDirs(root_, name);
+  if (!made.ok() && made.error_number() != EEXIST) return made;
+  return Status();
+}
+
 Status V2Backend::SetLimits(const std::string& name, const CgroupLimits& limits) {
   RETURN_IF_ERROR(ValidateCgroupName(name));
   RETURN_IF_ERROR(ValidateLimits(limits));

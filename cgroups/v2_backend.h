@@ -34,6 +34,7 @@ class V2Backend final : public CgroupBackend {
   const std::string& root() const { return root_; }
 
   Status Create(const std::string& name) override;
+  Status CreateLeaf(const std::string& name) override;
   Status SetLimits(const std::string& name, const CgroupLimits& limits) override;
   // memory.max, cpu.max and pids.max ("max" is no limit).
   StatusOr<CgroupLimits> ReadLimits(const std::string& name) override;

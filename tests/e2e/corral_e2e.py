@@ -146,6 +146,7 @@ class Daemon:
         self.extra_config = ""      # more [sandbox] keys
         self.extra_daemon_config = ""  # more [daemon] keys
         self.extra_api_config = ""  # more [api] keys
+        self.stop_grace = 2         # sandbox.stop_grace, seconds
 
     def write_config(self, port=0):
         with open(self.config_path, "w") as f:
@@ -164,7 +165,7 @@ listen = "127.0.0.1:{port}"
 [sandbox]
 default_disk = "256M"
 default_memory = "512M"
-stop_grace = 2
+stop_grace = {self.stop_grace}
 {self.extra_config}
 """)
 
@@ -429,6 +430,7 @@ class DaemonTestCase(unittest.TestCase):
         cls.daemon.extra_config = getattr(cls, "extra_config", "")
         cls.daemon.extra_api_config = getattr(cls, "extra_api_config", "")
         cls.daemon.extra_daemon_config = getattr(cls, "extra_daemon_config", "")
+        cls.daemon.stop_grace = getattr(cls, "stop_grace", 2)
         try:
             cls.daemon.start()
             cls.secret = cls.daemon.add_issuer("acme")

@@ -203,6 +203,25 @@ TEST_F(V2BackendTest, CreateOfAnExistingCgroupIsEEXIST) {
   EXPECT_EQ(again.error_number(), EEXIST) << again.ToString();
 }
 
+// corrald's anchor leaf below a cgroup that still holds a process: no subtree_control write
+// anywhere (the kernel would refuse it with EBUSY), and one that exists already is fine.
+TEST_F(V2BackendTest, CreateLeafEnablesNothingAndToleratesAnExistingOne) {
+  fake_.AddControlFiles("system.slice");
+  WriteRecorder recorder;
+  recorder.Watch(fake_.root());
+  recorder.Watch(fake_.Path("system.slice"));
+  ASSERT_TRUE(backend_.CreateLeaf("system.slice/x.scope/anchor").ok());
+  EXPECT_TRUE(Exists(fake_.Path("system.slice/x.scope/anchor")));
+  EXPECT_TRUE(recorder.Names().empty());
+  EXPECT_EQ(Get(fake_.root() + "/cgroup.subtree_control"), "");
+  EXPECT_TRUE(backend_.CreateLeaf("system.slice/x.scope/anchor").ok());
+  EXPECT_FALSE(backend_.CreateLeaf("../escape").ok());
+  // The control: Create() beside it enables on the way, and the recorder sees those writes.
+  ASSERT_TRUE(backend_.Create("system.slice/box").ok());
+  EXPECT_FALSE(recorder.Names().empty());
+  EXPECT_EQ(Get(fake_.root() + "/cgroup.subtree_control"), "+memory +cpu +pids");
+}
+
 TEST_F(V2BackendTest, SetLimitsWritesV2Files) {
   fake_.AddControlFiles("box");
   CgroupLimits limits;
@@ -456,6 +475,15 @@ TEST_F(V1BackendTest, CreateMakesTheCgroupInEveryHierarchy) {
   }
   Status again = backend_.Create("corral/box");
   EXPECT_EQ(again.error_number(), EEXIST) << again.ToString();
+}
+
+TEST_F(V1BackendTest, CreateLeafMakesItInEveryHierarchyAndToleratesAnExistingOne) {
+  ASSERT_TRUE(backend_.CreateLeaf("system.slice/x.scope/anchor").ok());
+  for (const char* controller : kV1Controllers) {
+    EXPECT_TRUE(Exists(fake_.Path(controller, "system.slice/x.scope/anchor"))) << controller;
+  }
+  EXPECT_TRUE(backend_.CreateLeaf("system.slice/x.scope/anchor").ok());
+  EXPECT_EQ(backend_.Create("system.slice/x.scope/anchor").error_number(), EEXIST);
 }
 
 TEST_F(V1BackendTest, CreateNamesAMissingHierarchyAndLeavesNothing) {

@@ -1,7 +1,11 @@
 #include "tools/corral/remote_commands.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <ctime>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "tools/corral/client.h"
@@ -10,6 +14,8 @@ namespace corral::cli {
 namespace {
 
 constexpr int kExitError = 1;
+// `corral admin stop-all`: sandboxes stopped at once.
+constexpr size_t kStopAllConcurrency = 8;
 
 std::string Text(const nlohmann::json& object, const char* key) {
   if (!object.is_object()) return "";
@@ -82,27 +88,51 @@ int RemoveEach(const Endpoint& endpoint, const std::string& collection, const st
   return exit_code;
 }
 
-// Every running sandbox of every user, stopped one after the other (their workspaces stay). The
-// package's prerm runs it before stopping corrald on remove.
+// Every running sandbox of every user, stopped (their workspaces stay). The package's prerm runs
+// it before stopping corrald on remove. Each stop waits up to sandbox.stop_grace for the
+// sandbox's commands to end after SIGTERM, so they go kStopAllConcurrency at a time, each on its
+// own connection: the whole takes about one grace period, not one per sandbox. corrald waits
+// out the graces on its event loop and kills on its worker pool, so the bound is only there to
+// keep the connections (and the kills at once) few.
 int RunStopAll(const Endpoint& endpoint, bool json) {
   auto listed = CallJson(endpoint, "GET", "/v1/admin/sandboxes");
   if (!listed.ok()) {
     PrintError(listed.status());
     return kExitError;
   }
-  nlohmann::json stopped = nlohmann::json::array();
-  int failures = 0;
+  std::vector<std::string> running;
   for (const auto& sandbox : listed->value("sandboxes", nlohmann::json::array())) {
-    if (Text(sandbox, "state") != "running") continue;
-    const std::string id = Text(sandbox, "id");
-    auto done = CallJson(endpoint, "POST", "/v1/sandboxes/" + PercentEncode(id) + "/stop");
-    if (!done.ok()) {
-      PrintError(Status::Error("stop " + id + ": " + done.status().ToString()));
-      ++failures;
-      continue;
+    if (Text(sandbox, "state") == "running") running.push_back(Text(sandbox, "id"));
+  }
+  std::vector<char> done(running.size(), 0);
+  std::atomic<size_t> next{0};
+  std::mutex output;
+  auto worker = [&]() {
+    for (size_t i = next++; i < running.size(); i = next++) {
+      const std::string& id = running[i];
+      auto stopped = CallJson(endpoint, "POST", "/v1/sandboxes/" + PercentEncode(id) + "/stop");
+      std::lock_guard lock(output);
+      if (!stopped.ok()) {
+        PrintError(Status::Error("stop " + id + ": " + stopped.status().ToString()));
+        continue;
+      }
+      done[i] = 1;
+      if (!json) {
+        printf("%s stopped\n", id.c_str());
+        fflush(stdout);
+      }
     }
-    stopped.push_back(id);
-    if (!json) printf("%s stopped\n", id.c_str());
+  };
+  std::vector<std::thread> workers;
+  const size_t count = std::min(kStopAllConcurrency, running.size());
+  for (size_t i = 1; i < count; ++i) workers.emplace_back(worker);
+  if (count > 0) worker();
+  for (std::thread& thread : workers) thread.join();
+  nlohmann::json stopped = nlohmann::json::array();
+  size_t failures = 0;
+  for (size_t i = 0; i < running.size(); ++i) {
+    if (done[i]) stopped.push_back(running[i]);
+    else ++failures;
   }
   if (json) fputs(Pretty({{"stopped", stopped}}).c_str(), stdout);
   return failures == 0 ? 0 : kExitError;
