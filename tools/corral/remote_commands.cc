@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdio>
 #include <ctime>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -138,8 +139,12 @@ int RunStopAll(const Endpoint& endpoint, bool json) {
   return failures == 0 ? 0 : kExitError;
 }
 
-int RunIssuerList(const Endpoint& endpoint, bool json) {
-  auto listed = CallJson(endpoint, "GET", "/v1/admin/issuers");
+// GET `path` and print its `key` array: as JSON, or a table of `header` and what `row` makes of
+// each element (given the time now, for ages).
+int RunAdminList(const Endpoint& endpoint, bool json, const std::string& path, const char* key,
+                 std::vector<std::string> header,
+                 const std::function<std::vector<std::string>(const nlohmann::json&, int64_t)>& row) {
+  auto listed = CallJson(endpoint, "GET", path);
   if (!listed.ok()) {
     PrintError(listed.status());
     return kExitError;
@@ -148,34 +153,27 @@ int RunIssuerList(const Endpoint& endpoint, bool json) {
     fputs(Pretty(*listed).c_str(), stdout);
     return 0;
   }
-  std::vector<std::vector<std::string>> rows = {{"NAME", "CREATED"}};
-  const nlohmann::json issuers = listed->value("issuers", nlohmann::json::array());
+  std::vector<std::vector<std::string>> rows = {std::move(header)};
   const int64_t now = time(nullptr);
-  for (const auto& issuer : issuers) {
-    rows.push_back({Text(issuer, "name"), FormatAge(now - Integer(issuer, "created_at"))});
-  }
+  for (const auto& element : listed->value(key, nlohmann::json::array())) rows.push_back(row(element, now));
   fputs(FormatTable(rows).c_str(), stdout);
   return 0;
 }
 
+int RunIssuerList(const Endpoint& endpoint, bool json) {
+  return RunAdminList(endpoint, json, "/v1/admin/issuers", "issuers", {"NAME", "CREATED"},
+                      [](const nlohmann::json& issuer, int64_t now) -> std::vector<std::string> {
+                        return {Text(issuer, "name"), FormatAge(now - Integer(issuer, "created_at"))};
+                      });
+}
+
 int RunRevocationList(const Endpoint& endpoint, bool json) {
-  auto listed = CallJson(endpoint, "GET", "/v1/admin/revocations");
-  if (!listed.ok()) {
-    PrintError(listed.status());
-    return kExitError;
-  }
-  if (json) {
-    fputs(Pretty(*listed).c_str(), stdout);
-    return 0;
-  }
-  std::vector<std::vector<std::string>> rows = {{"JTI", "ISSUER", "REVOKED"}};
-  const int64_t now = time(nullptr);
-  for (const auto& row : listed->value("revocations", nlohmann::json::array())) {
-    const std::string issuer = Text(row, "issuer");
-    rows.push_back({Text(row, "jti"), issuer.empty() ? "(all)" : issuer, FormatAge(now - Integer(row, "revoked_at"))});
-  }
-  fputs(FormatTable(rows).c_str(), stdout);
-  return 0;
+  return RunAdminList(endpoint, json, "/v1/admin/revocations", "revocations", {"JTI", "ISSUER", "REVOKED"},
+                      [](const nlohmann::json& row, int64_t now) -> std::vector<std::string> {
+                        const std::string issuer = Text(row, "issuer");
+                        return {Text(row, "jti"), issuer.empty() ? "(all)" : issuer,
+                                FormatAge(now - Integer(row, "revoked_at"))};
+                      });
 }
 
 }  // namespace
