@@ -54,7 +54,74 @@ out=$(corral exec "$SB" -- sh -c 'echo kept > ~/kept.txt && echo hello from $(id
 echo "$out"
 [[ "$out" == "hello from "* ]] || fail "exec printed '$out'"
 corral sandbox ls
-echo "its cgroup: $(find /sys/fs/cgroup -maxdepth 4 -type d -name "$SB")"
+
+step "cgroups: the sandbox in corrald-sandboxes.scope (delegated to corrald), corrald alone in its unit"
+SCOPE=/sys/fs/cgroup/system.slice/corrald-sandboxes.scope
+[ -d "$SCOPE/$SB/init" ] || fail "the sandbox's cgroup is not under $SCOPE: $(find /sys/fs/cgroup -type d -name "$SB")"
+expect_eq "$(systemctl show -P ActiveState corrald-sandboxes.scope)" active "the scope"
+expect_eq "$(systemctl show -P Delegate corrald-sandboxes.scope)" yes "the scope's Delegate="
+expect_eq "$(systemctl show -P TasksMax corrald-sandboxes.scope)" infinity "the scope's TasksMax="
+expect_eq "$(systemctl show -P OOMPolicy corrald-sandboxes.scope)" continue "the scope's OOMPolicy="
+expect_eq "$(cat "$SCOPE/$SB/memory.max")" 1073741824 "the sandbox's memory.max (sandbox.default_memory)"
+expect_eq "$(cat "$SCOPE/cgroup.procs")" "" "processes in the scope's own cgroup"
+MAIN=$(systemctl show -P MainPID corrald)
+ANCHOR=$(cat "$SCOPE/anchor/cgroup.procs")
+expect_eq "$(ps -o ppid= -p "$ANCHOR" | tr -d ' ')" "$MAIN" "the parent of the scope's anchor"
+expect_eq "$(find /sys/fs/cgroup/system.slice/corrald.service -name cgroup.procs -exec cat {} +)" "$MAIN" \
+  "the processes in corrald.service"
+[ ! -e /sys/fs/cgroup/corral ] || fail "/sys/fs/cgroup/corral exists"
+systemctl status corrald-sandboxes.scope --no-pager | head -12
+
+step "systemctl stop corrald, then start: the sandbox and the scope run on, the new corrald adopts it"
+INIT=$(cat "$SCOPE/$SB/init/cgroup.procs")
+systemctl stop corrald
+expect_eq "$(systemctl is-active corrald || true)" inactive "corrald after stop"
+[ -d "/proc/$INIT" ] || fail "the sandbox's init died with corrald"
+expect_eq "$(systemctl show -P ActiveState corrald-sandboxes.scope)" active "the scope while corrald is stopped"
+[ ! -d "/proc/$ANCHOR" ] || fail "the anchor outlived corrald"
+systemctl start corrald
+expect_eq "$(systemctl is-active corrald)" active "corrald after start"
+expect_eq "$(cat "$SCOPE/$SB/init/cgroup.procs")" "$INIT" "the sandbox's init after the restart"
+expect_eq "$(corral exec "$SB" -- cat kept.txt)" kept "the workspace after the restart"
+expect_eq "$(ps -o ppid= -p "$(cat "$SCOPE/anchor/cgroup.procs")" | tr -d ' ')" "$(systemctl show -P MainPID corrald)" \
+  "the parent of the new anchor"
+systemctl restart corrald
+expect_eq "$(systemctl is-active corrald)" active "corrald after systemctl restart"
+expect_eq "$(cat "$SCOPE/$SB/init/cgroup.procs")" "$INIT" "the sandbox's init after systemctl restart"
+
+step "the layout before the scope (/sys/fs/cgroup/corral/<id>): a running sandbox is adopted there"
+# What every corrald before this one did by default, named in the config here.
+sed -i 's|^# cgroup_parent = ""$|cgroup_parent = "corral"|' /etc/corral/corrald.toml
+grep -qx 'cgroup_parent = "corral"' /etc/corral/corrald.toml || fail "could not set cgroup_parent"
+systemctl restart corrald
+OLD=$(corral sandbox create)
+[ -d "/sys/fs/cgroup/corral/$OLD/init" ] || fail "the sandbox is not at /sys/fs/cgroup/corral/$OLD"
+OLD_INIT=$(cat "/sys/fs/cgroup/corral/$OLD/init/cgroup.procs")
+corral exec "$OLD" -- sh -c 'echo old > ~/old.txt'
+corral exec "$OLD" -- sleep 600 >/dev/null 2>&1 &
+for _ in $(seq 100); do
+  SLEEPER=$(cat /sys/fs/cgroup/corral/"$OLD"/cmd-*/cgroup.procs 2>/dev/null | head -1 || true)
+  [ -n "$SLEEPER" ] && break; sleep 0.1
+done
+[ -n "$SLEEPER" ] || fail "the sleeping command did not start"
+# The upgrade: the default again, and corrald restarted as the package's postinst does.
+sed -i 's|^cgroup_parent = "corral"$|# cgroup_parent = ""|' /etc/corral/corrald.toml
+systemctl try-restart corrald
+expect_eq "$(systemctl is-active corrald)" active "corrald after the upgrade"
+journalctl -u corrald --no-pager -o cat | grep -q "joined the sandboxes' scope" || fail "corrald did not join the running scope"
+expect_eq "$(cat "/sys/fs/cgroup/corral/$OLD/init/cgroup.procs")" "$OLD_INIT" "the old sandbox's init after the upgrade"
+[ -d "/proc/$SLEEPER" ] || fail "the old sandbox's command died in the upgrade"
+expect_eq "$(corral exec "$OLD" -- cat old.txt)" old "the old sandbox's workspace"
+[ ! -e "$SCOPE/$OLD" ] || fail "the old sandbox has a cgroup in the scope too"
+NEW=$(corral sandbox create)
+[ -d "$SCOPE/$NEW/init" ] || fail "a new sandbox is not in the scope"
+corral sandbox stop "$OLD" >/dev/null
+[ ! -e /sys/fs/cgroup/corral ] || fail "/sys/fs/cgroup/corral is left after the old sandbox stopped: $(find /sys/fs/cgroup/corral)"
+[ ! -d "/proc/$SLEEPER" ] || fail "the old sandbox's command outlived its stop"
+corral sandbox start "$OLD" >/dev/null
+[ -d "$SCOPE/$OLD/init" ] || fail "the old sandbox, started again, is not in the scope"
+expect_eq "$(corral exec "$OLD" -- cat old.txt)" old "the old sandbox's workspace in the scope"
+corral sandbox ls
 
 step "systemctl reload corrald (SIGHUP): still serving, the sandbox still there"
 systemctl reload corrald
@@ -84,6 +151,9 @@ expect_eq "$(systemctl is-active corrald || true)" inactive "corrald after remov
 [ -f /etc/corral/corrald.toml ] || fail "remove lost the config"
 left=$(find /sys/fs/cgroup -path '*corral*' -name cgroup.procs -exec cat {} + 2>/dev/null | wc -l)
 expect_eq "$left" 0 "processes left in corral's cgroups after remove"
+# Empty, the scope goes (systemd collects it).
+for _ in $(seq 50); do [ -e "$SCOPE" ] || break; sleep 0.1; done
+[ ! -e "$SCOPE" ] || fail "the scope is left after remove: $(systemctl show -P ActiveState corrald-sandboxes.scope)"
 
 step "dpkg -i again: the sandbox and its workspace are back"
 dpkg -i "$DEB"
