@@ -1,9 +1,12 @@
 #!/bin/bash
-# in-guest.sh DEB - run by run-package-test.sh inside the guest: a clean Debian 12 booted with
+# in-guest.sh DEB [PREV_DIR] - run by run-package-test.sh inside the guest: a clean Debian 12 booted with
 # systemd (PID 1) and cgroup v2, with the package's dependencies and nothing of corral. Each step
 # is what an operator does, checked from outside corrald.
 set -euo pipefail
 DEB=$1
+# The previous release's corrald, corral, corral-init, corral-mcp, corrald.toml and commit
+# (run-package-test.sh), for the upgrade in place; "" skips that step.
+PREV=${2:-}
 step() { echo; echo "== $*"; }
 fail() {
   echo "FAILED: $*"
@@ -161,13 +164,62 @@ systemctl start corrald
 corral sandbox start "$SB" > /dev/null
 expect_eq "$(corral exec "$SB" -- cat kept.txt)" kept "the workspace after reinstall"
 
+nothing_left() {
+  for p in /var/lib/corral /etc/corral /run/corral /usr/bin/corral /lib/systemd/system/corrald.service; do
+    [ ! -e "$p" ] || fail "$p is still there after purge"
+  done
+  ! grep -qE ' /(var/lib|run)/corral[/ ]' /proc/self/mountinfo || fail "mounts left: $(grep -E ' /(var/lib|run)/corral' /proc/self/mountinfo)"
+  for _ in $(seq 50); do find /sys/fs/cgroup -name '*corral*' | grep -q . || break; sleep 0.1; done
+  ! find /sys/fs/cgroup -name '*corral*' | grep -q . || fail "cgroups left: $(find /sys/fs/cgroup -name '*corral*')"
+  ! ls /etc/systemd/system/*/corrald.service >/dev/null 2>&1 || fail "the unit is still enabled"
+}
+
 step "dpkg -P corral: nothing left"
 dpkg -P corral
-for p in /var/lib/corral /etc/corral /run/corral /usr/bin/corral /lib/systemd/system/corrald.service; do
-  [ ! -e "$p" ] || fail "$p is still there after purge"
-done
-! grep -qE ' /(var/lib|run)/corral[/ ]' /proc/self/mountinfo || fail "mounts left: $(grep -E ' /(var/lib|run)/corral' /proc/self/mountinfo)"
-! find /sys/fs/cgroup -name '*corral*' | grep -q . || fail "cgroups left: $(find /sys/fs/cgroup -name '*corral*')"
-! ls /etc/systemd/system/*/corrald.service >/dev/null 2>&1 || fail "the unit is still enabled"
+nothing_left
+
+if [ -n "$PREV" ]; then
+  step "upgrade in place from the previous release ($(cat "$PREV/commit")): its running sandbox is adopted at /sys/fs/cgroup/corral/<id>"
+  # The previous release had no package: its binaries and its corrald.toml over this package's
+  # files, under this package's unit (its own also had Delegate=yes and no ExecReload=; its
+  # corrald relies on neither).
+  dpkg -i "$DEB" > /dev/null
+  cp "$PREV/corrald" "$PREV/corral" /usr/bin/
+  cp "$PREV/corral-init" "$PREV/corral-mcp" /usr/libexec/corral/
+  cp "$PREV/corrald.toml" /etc/corral/corrald.toml
+  systemctl start corrald
+  corral admin issuer add acme > /dev/null
+  CORRAL_TOKEN=$(corral token mint --issuer acme --user alice)
+  OLD=$(corral sandbox create)
+  [ -d "/sys/fs/cgroup/corral/$OLD/init" ] || fail "the previous release's sandbox is not at /sys/fs/cgroup/corral/$OLD"
+  OLD_INIT=$(cat "/sys/fs/cgroup/corral/$OLD/init/cgroup.procs")
+  corral exec "$OLD" -- sh -c 'echo before > ~/upgrade.txt'
+  corral exec "$OLD" -- sleep 600 >/dev/null 2>&1 &
+  SLEEPER=
+  for _ in $(seq 100); do
+    SLEEPER=$(cat /sys/fs/cgroup/corral/"$OLD"/cmd-*/cgroup.procs 2>/dev/null | head -1 || true)
+    [ -n "$SLEEPER" ] && break; sleep 0.1
+  done
+  [ -n "$SLEEPER" ] || fail "the previous release's command did not start"
+  dpkg -i "$DEB" > /dev/null  # the upgrade: the postinst's try-restart starts this corrald
+  expect_eq "$(systemctl is-active corrald)" active "corrald after the upgrade"
+  journalctl -u corrald --no-pager -o cat | grep -q "adopted where it runs.*sandbox=$OLD cgroup=corral/$OLD" \
+    || fail "the upgraded corrald did not adopt $OLD at corral/$OLD"
+  expect_eq "$(cat "/sys/fs/cgroup/corral/$OLD/init/cgroup.procs")" "$OLD_INIT" "the sandbox's init after the upgrade"
+  [ -d "/proc/$SLEEPER" ] || fail "the sandbox's command died in the upgrade"
+  expect_eq "$(corral exec "$OLD" -- cat upgrade.txt)" before "the workspace after the upgrade"
+  corral sandbox stop "$OLD" > /dev/null
+  [ ! -e /sys/fs/cgroup/corral ] || fail "/sys/fs/cgroup/corral is left: $(find /sys/fs/cgroup/corral)"
+  corral sandbox start "$OLD" > /dev/null
+  [ -d "$SCOPE/$OLD/init" ] || fail "started again, the sandbox is not in the scope"
+  systemd-cgls --no-pager /system.slice/corrald-sandboxes.scope
+
+  step "dpkg -P corral again: nothing left"
+  dpkg -P corral
+  nothing_left
+else
+  echo
+  echo "(no upgrade from the previous release: run-package-test.sh could not build it here)"
+fi
 echo
 echo "PASS"
