@@ -34,7 +34,7 @@ StatusOr<PlacedSandboxes> PlaceSandboxes(const DaemonConfig& config, cgroups::Cg
   const char* notify = getenv("NOTIFY_SOCKET");
   if (config.cgroup_parent.empty() &&
       StartedByServiceManager(invocation != nullptr ? invocation : "", notify != nullptr ? notify : "")) {
-    auto scope = SandboxScope::ForThisService(backend);
+    auto scope = SandboxScope::ForThisService(backend, config.stop_grace_s);
     if (scope.ok()) {
       ASSIGN_OR_RETURN(std::string cgroup, (*scope)->Ensure());
       placed.scope = std::move(*scope);

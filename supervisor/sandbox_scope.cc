@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <thread>
 #include <utility>
 
@@ -119,8 +120,13 @@ StatusOr<std::string> ScopeCgroupOfAnchor(std::string_view anchor_cgroup, std::s
   return std::string(anchor_cgroup.substr(0, anchor_cgroup.size() - 1 - std::string_view(kAnchorLeaf).size()));
 }
 
-SandboxScope::SandboxScope(cgroups::CgroupBackend& backend, std::string service, std::string slice, std::string name)
-    : backend_(backend), service_(std::move(service)), slice_(std::move(slice)), name_(std::move(name)) {}
+SandboxScope::SandboxScope(cgroups::CgroupBackend& backend, std::string service, std::string slice, std::string name,
+                           uint64_t stop_timeout_s)
+    : backend_(backend),
+      service_(std::move(service)),
+      slice_(std::move(slice)),
+      name_(std::move(name)),
+      stop_timeout_s_(stop_timeout_s) {}
 
 SandboxScope::~SandboxScope() {
   std::lock_guard lock(mu_);
@@ -135,7 +141,8 @@ void SandboxScope::KillAnchor() {
   anchor_ = -1;
 }
 
-StatusOr<std::unique_ptr<SandboxScope>> SandboxScope::ForThisService(cgroups::CgroupBackend& backend) {
+StatusOr<std::unique_ptr<SandboxScope>> SandboxScope::ForThisService(cgroups::CgroupBackend& backend,
+                                                                     uint64_t stop_timeout_s) {
   ASSIGN_OR_RETURN(UniqueBus bus, ConnectToSystemd());
   BusError error;
   sd_bus_message* raw_reply = nullptr;
@@ -150,14 +157,20 @@ StatusOr<std::unique_ptr<SandboxScope>> SandboxScope::ForThisService(cgroups::Cg
   ASSIGN_OR_RETURN(std::string id, StringProperty(bus.get(), unit_path, "org.freedesktop.systemd1.Unit", "Id"));
   ASSIGN_OR_RETURN(std::string name, SandboxScopeName(id));
   ASSIGN_OR_RETURN(std::string slice, StringProperty(bus.get(), unit_path, "org.freedesktop.systemd1.Service", "Slice"));
-  return std::unique_ptr<SandboxScope>(new SandboxScope(backend, std::move(id), std::move(slice), std::move(name)));
+  return std::unique_ptr<SandboxScope>(
+      new SandboxScope(backend, std::move(id), std::move(slice), std::move(name), stop_timeout_s));
 }
 
 StatusOr<std::string> SandboxScope::Ensure() {
   std::lock_guard lock(mu_);
   if (anchor_ > 0 && !cgroup_.empty()) {
-    auto where = cgroups::ProcessCgroup(anchor_, backend_.version());
-    if (where.ok() && *where == cgroup_ + "/" + kAnchorLeaf) return cgroup_;
+    // Alive (a dead child's /proc/PID/cgroup may still name its cgroup until it is reaped), and
+    // still in its leaf.
+    int status = 0;
+    const pid_t exited = waitpid(anchor_, &status, WNOHANG);
+    if (exited == anchor_) anchor_ = -1;
+    auto where = anchor_ > 0 ? cgroups::ProcessCgroup(anchor_, backend_.version()) : StatusOr<std::string>(std::string());
+    if (anchor_ > 0 && where.ok() && *where == cgroup_ + "/" + kAnchorLeaf) return cgroup_;
     // Killed, or moved out (`systemctl stop` of the scope kills it): a new anchor, and the scope
     // started again if it went.
     LogWarn("cgroups", "the sandboxes' scope lost corrald's anchor; making it again", {{"scope", name_}});
@@ -190,6 +203,7 @@ Status SandboxScope::StartOrJoin() {
     if (r >= 0) r = sd_bus_message_append(call.get(), "(sv)", "TasksMax", "t", UINT64_MAX);
     if (r >= 0) r = sd_bus_message_append(call.get(), "(sv)", "OOMPolicy", "s", "continue");
     if (r >= 0) r = sd_bus_message_append(call.get(), "(sv)", "CollectMode", "s", "inactive-or-failed");
+    if (r >= 0) r = sd_bus_message_append(call.get(), "(sv)", "TimeoutStopUSec", "t", stop_timeout_s_ * 1000000);
     if (r >= 0) r = sd_bus_message_append(call.get(), "(sv)", "PIDs", "au", 1, anchor);
     if (r >= 0) r = sd_bus_message_close_container(call.get());
     if (r >= 0) r = sd_bus_message_append(call.get(), "a(sa(sv))", 0);

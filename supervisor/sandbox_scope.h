@@ -17,7 +17,8 @@
 //
 // The scope is made with StartTransientUnit (Delegate=yes, TasksMax=infinity: each sandbox has
 // its own pids.max, and systemd's default would cap them all together; OOMPolicy=continue: an OOM
-// kill in one sandbox must not stop the others). When it already runs (sandboxes of an earlier
+// kill in one sandbox must not stop the others; TimeoutStopSec=sandbox.stop_grace: when systemd
+// stops it, at shutdown, SIGTERM then SIGKILL after the grace corrald gives a stop, not 90 s). When it already runs (sandboxes of an earlier
 // corrald), the anchor joins it with AttachProcessesToUnit. Both over systemd's private socket
 // (/run/systemd/private, root only), which needs no D-Bus daemon.
 //
@@ -26,6 +27,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -51,7 +53,9 @@ class SandboxScope {
  public:
   // Asks systemd (its private socket) which unit this process belongs to. An error when systemd
   // cannot be reached or the unit is not a service; the caller then keeps the plain layout.
-  static StatusOr<std::unique_ptr<SandboxScope>> ForThisService(cgroups::CgroupBackend& backend);
+  // `stop_timeout_s`: the scope's TimeoutStopSec=.
+  static StatusOr<std::unique_ptr<SandboxScope>> ForThisService(cgroups::CgroupBackend& backend,
+                                                                uint64_t stop_timeout_s);
   // Kills and reaps the anchor: a scope that holds no sandbox then goes.
   ~SandboxScope();
   SandboxScope(const SandboxScope&) = delete;
@@ -66,7 +70,8 @@ class SandboxScope {
   const std::string& name() const { return name_; }
 
  private:
-  SandboxScope(cgroups::CgroupBackend& backend, std::string service, std::string slice, std::string name);
+  SandboxScope(cgroups::CgroupBackend& backend, std::string service, std::string slice, std::string name,
+               uint64_t stop_timeout_s);
   Status StartOrJoin();
   void KillAnchor();
 
@@ -74,6 +79,7 @@ class SandboxScope {
   const std::string service_;  // "corrald.service"
   const std::string slice_;    // "system.slice": the scope goes beside the service
   const std::string name_;     // "corrald-sandboxes.scope"
+  const uint64_t stop_timeout_s_;
   std::mutex mu_;
   pid_t anchor_ = -1;
   std::string cgroup_;         // the scope's cgroup, once known

@@ -65,6 +65,7 @@ expect_eq "$(systemctl show -P ActiveState corrald-sandboxes.scope)" active "the
 expect_eq "$(systemctl show -P Delegate corrald-sandboxes.scope)" yes "the scope's Delegate="
 expect_eq "$(systemctl show -P TasksMax corrald-sandboxes.scope)" infinity "the scope's TasksMax="
 expect_eq "$(systemctl show -P OOMPolicy corrald-sandboxes.scope)" continue "the scope's OOMPolicy="
+expect_eq "$(systemctl show -P TimeoutStopUSec corrald-sandboxes.scope)" 5s "the scope's TimeoutStopSec= (sandbox.stop_grace)"
 expect_eq "$(cat "$SCOPE/$SB/memory.max")" 1073741824 "the sandbox's memory.max (sandbox.default_memory)"
 expect_eq "$(cat "$SCOPE/cgroup.procs")" "" "processes in the scope's own cgroup"
 MAIN=$(systemctl show -P MainPID corrald)
@@ -125,6 +126,20 @@ corral sandbox start "$OLD" >/dev/null
 [ -d "$SCOPE/$OLD/init" ] || fail "the old sandbox, started again, is not in the scope"
 expect_eq "$(corral exec "$OLD" -- cat old.txt)" old "the old sandbox's workspace in the scope"
 corral sandbox ls
+
+step "the scope killed under corrald (systemctl kill): its sandboxes stop; the next start makes it again"
+systemctl kill --signal=KILL corrald-sandboxes.scope
+for _ in $(seq 100); do [ -e "$SCOPE" ] || break; sleep 0.1; done
+[ ! -e "$SCOPE" ] || fail "the killed scope is still there"
+running() { corral sandbox ls | awk '$3 == "running"' | wc -l; }
+for _ in $(seq 100); do [ "$(running)" = 0 ] && break; sleep 0.1; done
+expect_eq "$(running)" 0 "sandboxes running after the scope was killed"
+corral sandbox start "$SB" > /dev/null
+[ -d "$SCOPE/$SB/init" ] || fail "started again, the sandbox is not in a new scope"
+expect_eq "$(systemctl show -P ActiveState corrald-sandboxes.scope)" active "the new scope"
+expect_eq "$(ps -o ppid= -p "$(cat "$SCOPE/anchor/cgroup.procs")" | tr -d ' ')" "$(systemctl show -P MainPID corrald)" \
+  "the parent of the new scope's anchor"
+expect_eq "$(corral exec "$SB" -- cat kept.txt)" kept "the workspace in the new scope"
 
 step "systemctl reload corrald (SIGHUP): still serving, the sandbox still there"
 systemctl reload corrald
