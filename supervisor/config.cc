@@ -282,11 +282,15 @@ std::string ApplyAdminGroup(const toml::node& node, DaemonConfig& config) {
 }
 
 std::string ApplyCgroupParent(const toml::node& node, DaemonConfig& config) {
-  const std::string expected = "expected a relative cgroup path like \"corral\"";
+  const std::string expected = "expected a relative cgroup path like \"corral\", or \"\" (the default)";
   const auto* s = node.as_string();
   if (s == nullptr) return expected;
   std::string_view path = s->get();
-  if (path.empty() || path.front() == '/' || path.back() == '/') return expected;
+  if (path.empty()) {
+    config.cgroup_parent.clear();
+    return "";
+  }
+  if (path.front() == '/' || path.back() == '/') return expected;
   size_t start = 0;
   while (start <= path.size()) {
     size_t end = path.find('/', start);

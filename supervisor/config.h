@@ -31,7 +31,9 @@ struct DaemonConfig {
   // docker group; the package creates it. "" or a group this host does not have: root only (0600).
   std::string admin_group = "corral";
   std::string cgroup_mount = "/sys/fs/cgroup";
-  std::string cgroup_parent = "corral";           // sandboxes live in <mount>/<parent>/<id>
+  // Sandboxes live in <mount>/<parent>/<id>. "" (the default): under systemd the unit's delegated
+  // cgroup, <unit>/sandboxes; elsewhere "corral" (cgroup_placement.h).
+  std::string cgroup_parent;
   std::string init_path;                          // corral-init; "" = beside corrald, then /usr/libexec/corral
 
   // [api]

@@ -223,10 +223,12 @@ CheckResult CheckCgroups(const DoctorOptions& options) {
   }
   // The daemon's subtree: can it make (and, on v2, enable controllers for) a cgroup there? What
   // the probe makes goes again: the probe, and the parents it had to make.
-  const std::string probe = options.cgroup_parent + "/doctor-" + std::to_string(getpid());
+  // Unset in corrald.toml: the CLI is no systemd service, and corrald outside one uses "corral".
+  const std::string cgroup_parent = options.cgroup_parent.empty() ? "corral" : options.cgroup_parent;
+  const std::string probe = cgroup_parent + "/doctor-" + std::to_string(getpid());
   std::vector<std::string> made_parents;
-  for (size_t slash = options.cgroup_parent.find('/');; slash = options.cgroup_parent.find('/', slash + 1)) {
-    const std::string parent = options.cgroup_parent.substr(0, slash);
+  for (size_t slash = cgroup_parent.find('/');; slash = cgroup_parent.find('/', slash + 1)) {
+    const std::string parent = cgroup_parent.substr(0, slash);
     struct stat st {};
     const std::string where = options.cgroup_mount + (v2 ? "/" : "/memory/") + parent;
     if (stat(where.c_str(), &st) != 0) made_parents.insert(made_parents.begin(), parent);
@@ -235,14 +237,15 @@ CheckResult CheckCgroups(const DoctorOptions& options) {
   Status made = (*backend)->Create(probe);
   if (!made.ok()) {
     return Fail("cgroups", "cannot create " + options.cgroup_mount + "/" + probe + ": " + made.ToString() +
-                               (v2 ? ": the subtree is not delegated to corrald (Delegate=yes in its unit, "
-                                     "controllers enabled in the parents' cgroup.subtree_control)"
+                               (v2 ? ": the subtree is not delegated to corrald (under systemd its scope "
+                                     "corrald-sandboxes.scope has Delegate=yes; elsewhere the parents' "
+                                     "cgroup.subtree_control must offer the controllers)"
                                    : ""));
   }
   (void)(*backend)->RemoveIfEmpty(probe);
   for (const std::string& parent : made_parents) (void)(*backend)->RemoveIfEmpty(parent);  // deepest first
   return Ok("cgroups", std::string(v2 ? "cgroup v2" : "cgroup v1") + " at " + options.cgroup_mount +
-                           ", controllers present, " + options.cgroup_parent + "/ writable");
+                           ", controllers present, " + cgroup_parent + "/ writable");
 }
 
 CheckResult CheckSeccomp() {

@@ -28,7 +28,9 @@ struct DoctorOptions {
   std::string proc_root = "/proc";          // sysctls are read under <proc_root>/sys
   std::string kernel_release;               // "" = uname's
   std::string cgroup_mount = "/sys/fs/cgroup";
-  std::string cgroup_parent = "corral";
+  // daemon.cgroup_parent; "" (unset) probes "corral", corrald's parent outside systemd. (corrald
+  // itself passes the parent it placed sandboxes under: cgroup_placement.h.)
+  std::string cgroup_parent;
   std::string state_dir = "/var/lib/corral";  // free space and inodes (its nearest existing parent)
   std::string claude = "claude";            // the agent's binary: a path, or a name to find in PATH
   std::string claude_version;               // the version the session runner is tested with

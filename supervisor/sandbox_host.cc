@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "cgroups/proc_cgroup.h"
 #include "common/file_util.h"
 #include "common/log.h"
 #include "isolation/cpu_affinity.h"
@@ -26,6 +27,7 @@
 #include "isolation/seccomp_program.h"
 #include "rootfs/disk_image.h"
 #include "rootfs/mount_plan.h"
+#include "supervisor/cgroup_placement.h"
 
 namespace corral::supervisor {
 namespace {
@@ -90,10 +92,34 @@ StatusOr<UniqueFd> ConnectControl(const std::string& path) {
 
 SandboxHost::SandboxHost(const DaemonConfig& config, cgroups::CgroupBackend& backend,
                          std::string init_path)
-    : config_(config), backend_(backend), init_path_(std::move(init_path)) {}
+    : config_(config),
+      backend_(backend),
+      cgroup_parent_(config.cgroup_parent.empty() ? kDefaultCgroupParent : config.cgroup_parent),
+      init_path_(std::move(init_path)) {}
+
+void SandboxHost::SetCgroupPlacement(std::string parent, std::vector<std::string> legacy_parents,
+                                     bool remove_empty_parent) {
+  cgroup_parent_ = std::move(parent);
+  legacy_cgroup_parents_ = std::move(legacy_parents);
+  remove_empty_parent_ = remove_empty_parent;
+}
 
 std::string SandboxHost::SandboxCgroup(const std::string& id) const {
-  return config_.cgroup_parent + "/" + id;
+  {
+    std::lock_guard lock(placed_mu_);
+    if (auto it = placed_.find(id); it != placed_.end()) return it->second;
+  }
+  return cgroup_parent_ + "/" + id;
+}
+
+Status SandboxHost::RemoveLegacyCgroups(const std::string& id, const std::string& except) {
+  for (const std::string& parent : legacy_cgroup_parents_) {
+    const std::string cgroup = parent + "/" + id;
+    if (cgroup == except) continue;
+    RETURN_IF_ERROR(backend_.Destroy(cgroup));
+    (void)backend_.RemoveIfEmpty(parent);
+  }
+  return Status();
 }
 
 std::string SandboxHost::CommandCgroup(const std::string& id, uint64_t seq) const {
@@ -145,6 +171,11 @@ StatusOr<SandboxProcess> SandboxHost::Start(const SandboxShape& shape) {
     input.binds.push_back({mcp_binary_, "/run/corral/bin/corral-mcp", /*read_only=*/true, /*is_dir=*/false});
   }
 
+  if (keep_parent_) RETURN_IF_ERROR(keep_parent_());
+  {
+    std::lock_guard lock(placed_mu_);
+    placed_.erase(shape.id);  // an adopted sandbox starts again at the current place
+  }
   const std::string cgroup = SandboxCgroup(shape.id);
   // What programs inside read to learn their limits: the sandbox's cgroup, and the CPUs a
   // CPU limit pins it to (spread over the host by the sandbox's uid slot).
@@ -184,7 +215,9 @@ StatusOr<SandboxProcess> SandboxHost::Start(const SandboxShape& shape) {
   plan.die_with_parent = false;
   plan.init_capabilities = kInitCapabilities;
 
-  // A cgroup left by a sandbox that died with the previous daemon goes first.
+  // A cgroup left by a sandbox that died with the previous daemon goes first, also at an older
+  // corrald's place; a new start is always at the current one.
+  RETURN_IF_ERROR(RemoveLegacyCgroups(shape.id, cgroup));
   RETURN_IF_ERROR(backend_.Destroy(cgroup));
   // The child starts in the sandbox's cgroup itself, so that the cgroup namespace it makes is
   // rooted there (commands see "/cmd-N", and /sys/fs/cgroup is the whole sandbox); once it has
@@ -252,6 +285,24 @@ StatusOr<std::optional<SandboxProcess>> SandboxHost::Adopt(const std::string& id
   if (ProcessStartTime(pid) != start_time) return std::optional<SandboxProcess>();
   auto control = ConnectControl(ControlPath(id));
   if (!control.ok()) return control.status();
+  // Where it runs: an older corrald may have put it elsewhere than we would now.
+  auto where = cgroups::ProcessCgroup(pid, backend_.version());
+  const std::string suffix = "/" + id + "/init";
+  if (!where.ok()) {
+    LogWarn("sandbox", "cannot read init's cgroup; assuming the current place",
+            {{"sandbox", id}, {"error", where.status().ToString()}});
+  } else if (where->size() > suffix.size() && where->compare(where->size() - suffix.size(), suffix.size(), suffix) == 0) {
+    const std::string cgroup = where->substr(0, where->size() - 5);  // without "/init"
+    if (cgroup != cgroup_parent_ + "/" + id) {
+      LogInfo("sandbox", "adopted where it runs, not under the current cgroup parent",
+              {{"sandbox", id}, {"cgroup", cgroup}});
+      std::lock_guard lock(placed_mu_);
+      placed_[id] = cgroup;
+    }
+  } else {
+    LogWarn("sandbox", "init is not in a cgroup <parent>/<id>/init; assuming the current place",
+            {{"sandbox", id}, {"cgroup", *where}});
+  }
   SandboxProcess process;
   process.pid = pid;
   process.start_time = start_time;
@@ -279,7 +330,14 @@ Status SandboxHost::Stop(const std::string& id, SandboxProcess* process) {
     process->control.reset();
   }
   RETURN_IF_ERROR(backend_.Destroy(cgroup));
-  (void)backend_.RemoveIfEmpty(config_.cgroup_parent);
+  // Its parent too once empty, when it is corrald's: the current one (not systemd's scope), or an
+  // older corrald's (RemoveLegacyCgroups). Another place it was adopted at stays.
+  if (remove_empty_parent_ && cgroup == cgroup_parent_ + "/" + id) (void)backend_.RemoveIfEmpty(cgroup_parent_);
+  RETURN_IF_ERROR(RemoveLegacyCgroups(id, ""));
+  {
+    std::lock_guard lock(placed_mu_);
+    placed_.erase(id);
+  }
   const std::string run_dir = config_.run_dir + "/sandboxes/" + id;
   return RemoveTree(run_dir);
 }

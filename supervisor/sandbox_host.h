@@ -5,11 +5,14 @@
 //   <state_dir>/sandboxes/sb_x/disk.img   its writable layer: a sparse ext4 image of the disk
 //                                         cap (the user's files: survives stop and start)
 //   <run_dir>/sandboxes/sb_x/ctl          corral-init's control socket (only while running)
-//   <cgroup>/corral/sb_x/                 limits for the whole sandbox; the root of its cgroup
+//   <cgroup>/<parent>/sb_x/               limits for the whole sandbox; the root of its cgroup
 //                                         namespace, shown read-only at /sys/fs/cgroup inside
-//            corral/sb_x/init             corral-init
-//            corral/sb_x/cmd-<seq>        one per command (its own CPU and memory figures, and a
+//            <parent>/sb_x/init           corral-init
+//            <parent>/sb_x/cmd-<seq>      one per command (its own CPU and memory figures, and a
 //                                         copy of the sandbox's limits for programs to read)
+//   where <parent> is the CgroupPlacement's (cgroup_placement.h): daemon.cgroup_parent, else under
+//   systemd its scope system.slice/corrald-sandboxes.scope, else corral. A sandbox that an older
+//   corrald started elsewhere (corral/sb_x) is managed where it is until it stops.
 // and, while it runs, a loop device (autoclear: it goes when the sandbox's mounts go) and the
 // sandbox's processes. Everything else (mounts, namespaces) lives and dies with its processes.
 //
@@ -20,8 +23,12 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "cgroups/cgroup_backend.h"
 #include "common/status.h"
@@ -62,14 +69,27 @@ struct SandboxProcess {
 
 class SandboxHost {
  public:
+  // The sandboxes' cgroup parent is daemon.cgroup_parent, or corral when that is unset, until
+  // SetCgroupPlacement says otherwise.
   SandboxHost(const DaemonConfig& config, cgroups::CgroupBackend& backend, std::string init_path);
+
+  // Where new sandboxes' cgroups go (<parent>/<id>), and the parents older corralds used, where
+  // Stop() and Start() also remove what a sandbox left. `remove_empty_parent`: Stop() removes the
+  // parent once it is empty (not systemd's scope). Call before the first sandbox.
+  void SetCgroupPlacement(std::string parent, std::vector<std::string> legacy_parents, bool remove_empty_parent);
+  // Called before each start: makes sure the parent can take a sandbox (the systemd scope runs).
+  void SetParentKeeper(std::function<Status()> keep) { keep_parent_ = std::move(keep); }
+  const std::string& cgroup_parent() const { return cgroup_parent_; }
+  const std::vector<std::string>& legacy_cgroup_parents() const { return legacy_cgroup_parents_; }
 
   // Makes the writable layer (formats the image) if it does not exist yet.
   Status Prepare(const SandboxShape& shape);
   // Starts corral-init in a new sandbox and connects to it.
   StatusOr<SandboxProcess> Start(const SandboxShape& shape);
   // Finds a sandbox that a previous daemon started: init alive with the same start time.
-  // Returns nullopt when it is gone (then call Cleanup).
+  // Returns nullopt when it is gone (then call Cleanup). Its cgroup is where its init is (from
+  // /proc/PID/cgroup: <somewhere>/<id>/init), which an older corrald may have chosen differently
+  // (corral/<id>): SandboxCgroup() answers that place until the sandbox stops.
   StatusOr<std::optional<SandboxProcess>> Adopt(const std::string& id, pid_t pid, uint64_t start_time);
   // Kills everything in the sandbox, waits for init to exit, and removes its cgroups and
   // control socket. The writable layer stays. Safe on a sandbox that is already gone.
@@ -86,8 +106,9 @@ class SandboxHost {
   // Thaws a sandbox that a snapshot left frozen (the daemon died during the copy).
   Status Thaw(const std::string& id);
 
-  // Per-command cgroups.
+  // The sandbox's cgroup: where its running init is, else <cgroup_parent>/<id>.
   std::string SandboxCgroup(const std::string& id) const;
+  // Per-command cgroups.
   std::string CommandCgroup(const std::string& id, uint64_t seq) const;
   // Makes <sandbox>/cmd-<seq> with the sandbox's limits repeated in it (the sandbox's own still
   // bound the whole; the copy is what a program reading its own cgroup's files finds).
@@ -110,8 +131,19 @@ class SandboxHost {
   void SetMcpBinary(std::string path) { mcp_binary_ = std::move(path); }
 
  private:
+  // Destroys <legacy parent>/<id> for every legacy parent but `except`, and the parents once
+  // they are empty.
+  Status RemoveLegacyCgroups(const std::string& id, const std::string& except);
+
   const DaemonConfig& config_;
   cgroups::CgroupBackend& backend_;
+  std::string cgroup_parent_;
+  std::vector<std::string> legacy_cgroup_parents_;
+  bool remove_empty_parent_ = true;
+  std::function<Status()> keep_parent_;
+  // Running sandboxes whose cgroup is not <cgroup_parent_>/<id> (adopted at an older place).
+  mutable std::mutex placed_mu_;
+  std::map<std::string, std::string> placed_;
   std::string init_path_;
   std::string mcp_binary_;
 };

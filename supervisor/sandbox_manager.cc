@@ -1108,13 +1108,27 @@ Status SandboxManager::Recover() {
     ++cleaned;
   }
   // cgroups that belong to no running sandbox (a crash between mkdir and the row, or a stop
-  // that did not finish) go too.
-  auto children = host_.backend().ListChildren(config_.cgroup_parent);
+  // that did not finish) go too: those named like a sandbox. The parent may be shared ("corral"
+  // also holds `corral run`'s runs and other daemons' parents, e.g. the tests').
+  auto children = host_.backend().ListChildren(host_.cgroup_parent());
   if (children.ok()) {
     for (const std::string& child : *children) {
       const std::string id = child.substr(child.rfind('/') + 1);
-      if (!live_.count(id)) (void)host_.backend().Destroy(child);
+      if (IsWellFormedId(id, "sb") && !live_.count(id)) (void)host_.backend().Destroy(child);
     }
+  }
+  // Under an older corrald's parent (corral/), only what bears the name of one of our sandboxes:
+  // other programs may keep cgroups there (`corral run`, another corrald).
+  std::set<std::string> known;
+  for (const SandboxRow& row : rows) known.insert(row.id);
+  for (const std::string& parent : host_.legacy_cgroup_parents()) {
+    auto legacy = host_.backend().ListChildren(parent);
+    if (!legacy.ok()) continue;
+    for (const std::string& child : *legacy) {
+      const std::string id = child.substr(child.rfind('/') + 1);
+      if (known.count(id) && !live_.count(id)) (void)host_.backend().Destroy(child);
+    }
+    (void)host_.backend().RemoveIfEmpty(parent);
   }
   // Full-network links and filters of sandboxes that are not running (they died with the previous
   // daemon, or it died halfway through a stop).

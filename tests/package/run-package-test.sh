@@ -8,10 +8,14 @@
 #      through apt, what the package's Depends names, and nothing else. The tree is cached under
 #      $CORRAL_PKGVM_CACHE (default /var/cache/corral/pkgvm), keyed by that list; the guest sees
 #      it read-only under a tmpfs overlay, so every run starts from the same clean tree;
-#   3. boots it (tests/cgv2/run-in-cgv2-vm.sh --root --boot-systemd: Debian's kernel, systemd as
+#   3. builds the previous release (dist/previous-release; once, into BUILD/upgrade-prev, shared
+#      with e2e test_upgrade) for the upgrade step;
+#   4. boots it (tests/cgv2/run-in-cgv2-vm.sh --root --boot-systemd: Debian's kernel, systemd as
 #      PID 1, cgroup v2 as systemd sets it up) and runs in-guest.sh there: dpkg -i, systemctl
-#      enable --now, a first sandbox, reload, journald fields, dpkg -r (state kept), reinstall
-#      (the workspace is still there), dpkg -P (nothing left).
+#      enable --now, a first sandbox in corrald-sandboxes.scope, stop/start/restart with it
+#      running, the layout before the scope, reload, journald fields, dpkg -r (state kept),
+#      reinstall (the workspace is still there), dpkg -P (nothing left), then the upgrade in place
+#      from the previous release with a sandbox running, and dpkg -P again.
 #
 # Exit status: 0 passed, 1 failed, 77 skipped (QEMU, debootstrap or the Debian mirror missing;
 # the reason on stderr).
@@ -83,10 +87,28 @@ fi
 WORK=$(mktemp -d /var/tmp/corral-package-test.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 cp "$DEB" "$HERE/in-guest.sh" "$WORK/"
+# The previous release (dist/previous-release) for the upgrade in place: built once into
+# BUILD/upgrade-prev by tests/upgrade/build-previous.sh, as e2e test_upgrade builds it.
+PREV_ARG=
+prev_rc=0
+prev_build=$("$SRC/tests/upgrade/build-previous.sh" "$SRC" "$BUILD/upgrade-prev" 2>"$BUILD/previous-release.log") || prev_rc=$?
+if [ "$prev_rc" -eq 0 ]; then
+  prev_build=$(printf '%s\n' "$prev_build" | tail -1)
+  mkdir "$WORK/prev"
+  cp "$prev_build"/tools/corrald "$prev_build"/tools/corral "$prev_build"/tools/corral-init \
+     "$prev_build"/tools/corral-mcp "$BUILD/upgrade-prev/src/dist/corrald.toml" "$WORK/prev/"
+  grep -v '^#' "$SRC/dist/previous-release" | head -1 | awk '{print $1}' > "$WORK/prev/commit"
+  PREV_ARG=$WORK/prev
+elif [ "$prev_rc" -eq 77 ]; then
+  echo "$ME: no upgrade step: $(tail -1 "$BUILD/previous-release.log")"
+else
+  tail -20 "$BUILD/previous-release.log" >&2
+  fail "building the previous release failed (log: $BUILD/previous-release.log)"
+fi
 env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
   CGV2VM_CACHE="${CGV2VM_CACHE:-/var/cache/corral/cgv2vm}" CGV2VM_CONSOLE="${CGV2VM_CONSOLE:-}" \
   "$RUNNER" --root "$ROOTFS" --boot-systemd --share "$WORK" --cwd "$WORK" --mem 2G \
-  --timeout "${CORRAL_PKGVM_TIMEOUT:-600}" -- /bin/bash "$WORK/in-guest.sh" "$WORK/$(basename "$DEB")"
+  --timeout "${CORRAL_PKGVM_TIMEOUT:-600}" -- /bin/bash "$WORK/in-guest.sh" "$WORK/$(basename "$DEB")" $PREV_ARG
 rc=$?
 el=$(( $(date +%s) - t0 ))
 case $rc in

@@ -241,6 +241,11 @@ TEST(ConfigTest, OriginsAndPaths) {
             std::string::npos);
   EXPECT_NE(ErrorOf("[daemon]\ncgroup_parent = \"/corral\"\n").find("daemon.cgroup_parent"),
             std::string::npos);
+  EXPECT_NE(ErrorOf("[daemon]\ncgroup_parent = \"corral/\"\n").find("daemon.cgroup_parent"),
+            std::string::npos);
+  // "" is the default written out (systemd's place, else corral), not an error.
+  EXPECT_EQ(ParseConfig("[daemon]\ncgroup_parent = \"\"\n").value().cgroup_parent, "");
+  EXPECT_EQ(ParseConfig("[daemon]\ncgroup_parent = \"corral\"\n").value().cgroup_parent, "corral");
   EXPECT_NE(ErrorOf("[daemon]\nadmin_socket = \"/" + std::string(120, 'a') + "\"\n").find("longer than 107"),
             std::string::npos);
   EXPECT_EQ(ParseConfig("").value().admin_group, "corral");

@@ -39,6 +39,7 @@
 #include "common/log.h"
 #include "common/unique_fd.h"
 #include "supervisor/config.h"
+#include "supervisor/cgroup_placement.h"
 #include "supervisor/doctor.h"
 #include "supervisor/executions.h"
 #include "supervisor/loopback_group.h"
@@ -253,10 +254,18 @@ int Run(int argc, char** argv) {
   auto config = supervisor::LoadConfig(config_path, /*missing_ok=*/!config_given);
   if (!config.ok()) return Fail(config.status().ToString());
 
+  auto backend = cgroups::DetectBackend(config->cgroup_mount);
+  if (!backend.ok()) return Fail("cgroups: " + backend.status().ToString());
+  // Under systemd, the sandboxes' scope (cgroup_placement.h), before any thread: its anchor is a
+  // child that dies with the thread that forked it.
+  auto placed = supervisor::PlaceSandboxes(*config, **backend);
+  if (!placed.ok()) return Fail("cgroups: " + placed.status().ToString());
+  const supervisor::CgroupPlacement& placement = placed->placement;
+
   // The host's checks (corral doctor's), before anything is made and before any thread: they fork.
   supervisor::DoctorOptions doctor;
   doctor.cgroup_mount = config->cgroup_mount;
-  doctor.cgroup_parent = config->cgroup_parent;
+  doctor.cgroup_parent = placement.sandboxes_parent;
   doctor.state_dir = config->state_dir;
   doctor.claude_version = supervisor::TestedClaudeCodeVersion();
   std::string failed;
@@ -287,8 +296,6 @@ int Run(int argc, char** argv) {
   if (!store.ok()) return Fail(store.status().ToString());
   auto issuers = supervisor::Issuers::Load(**store);
   if (!issuers.ok()) return Fail("issuers: " + issuers.status().ToString());
-  auto backend = cgroups::DetectBackend(config->cgroup_mount);
-  if (!backend.ok()) return Fail("cgroups: " + backend.status().ToString());
   const std::string init_path = InitPath(*config);
   if (access(init_path.c_str(), X_OK) != 0) return Fail("corral-init not found at " + init_path);
 
@@ -310,6 +317,8 @@ int Run(int argc, char** argv) {
     return Fail("relay.port: " + std::to_string(config->relay_port) + " is the tool bridge's port");
   }
   supervisor::SandboxHost host(*config, **backend, init_path);
+  host.SetCgroupPlacement(placement.sandboxes_parent, placement.legacy_parents, placement.parent_is_corralds);
+  if (placed->scope) host.SetParentKeeper([scope = placed->scope.get()] { return scope->Ensure().status(); });
   host.SetMcpBinary(*mcp);
   api::ApiMetrics api_metrics(metrics, nullptr);
   supervisor::SandboxManager manager(io, pool, *config, **store, host, &api_metrics);
@@ -449,7 +458,9 @@ int Run(int argc, char** argv) {
   const std::string address = config->listen_address + ":" + std::to_string(server.tcp_port());
   LogInfo("corrald", "listening", {{"address", address}, {"admin_socket", config->admin_socket},
                                    {"state_dir", config->state_dir},
-                                   {"cgroups", (*backend)->version() == cgroups::CgroupVersion::kV2 ? "v2" : "v1"}});
+                                   {"cgroups", (*backend)->version() == cgroups::CgroupVersion::kV2 ? "v2" : "v1"},
+                                   {"cgroup_parent", placement.sandboxes_parent},
+                                   {"cgroup_placement", placement.reason}});
   sd_notifyf(0, "READY=1\nSTATUS=listening on %s", address.c_str());
   io.run();
   // The API's event watchers post to the loop, which is done: appends from here on go nowhere.
