@@ -1,13 +1,23 @@
 """The include-graph check itself: it must see an upward arrow and a cycle when there is one."""
 import os
+import shutil
 import tempfile
 import unittest
 
 import include_graph
 
 
+_made = []
+
+
+def tearDownModule():
+    for root in _made:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def tree(files):
     root = tempfile.mkdtemp(prefix="corral-include-graph-")
+    _made.append(root)
     for path, text in files.items():
         full = os.path.join(root, path)
         os.makedirs(os.path.dirname(full), exist_ok=True)

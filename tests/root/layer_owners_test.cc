@@ -20,6 +20,7 @@
 #include "common/file_util.h"
 #include "rootfs/disk_image.h"
 #include "root_test_util.h"
+#include "tests/testing/temp_dir.h"
 
 namespace corral::supervisor {
 namespace {
@@ -32,12 +33,6 @@ class LayerOwnersTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (geteuid() != 0) GTEST_SKIP() << "needs root (chown to other uids, mounts)";
-    std::string pattern = "/tmp/corral-layer-XXXXXX";
-    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
-    dir_ = pattern;
-  }
-  void TearDown() override {
-    if (!dir_.empty()) (void)RemoveTree(dir_);
   }
 
   std::string Make(const std::string& rel, uid_t uid, gid_t gid, mode_t mode = 0644) {
@@ -48,7 +43,8 @@ class LayerOwnersTest : public ::testing::Test {
     return path;
   }
 
-  std::string dir_;
+  test::TempDir tmp_{"layer"};
+  const std::string dir_ = tmp_.path();
 };
 
 struct stat Lstat(const std::string& path) {

@@ -30,6 +30,7 @@
 #include "supervisor/sandbox_host.h"
 #include "tests/root/init_test_util.h"
 #include "tests/root/root_test_util.h"
+#include "tests/testing/temp_dir.h"
 
 namespace corral::supervisor {
 namespace {
@@ -176,7 +177,6 @@ class SandboxFilesTest : public testing::SandboxTest {
       EXPECT_TRUE(host_->Stop(shape_.id, running_ ? &*running_ : nullptr).ok());
       EXPECT_TRUE(host_->Destroy(shape_.id).ok());
     }
-    for (const std::string& dir : host_dirs_) EXPECT_TRUE(RemoveTree(dir).ok());
     SandboxTest::TearDown();
   }
 
@@ -255,10 +255,7 @@ class SandboxFilesTest : public testing::SandboxTest {
 
   // A temporary directory on the host, removed after the test.
   std::string HostTempDir() {
-    char tmpl[] = "/tmp/corral-files-canary-XXXXXX";
-    EXPECT_NE(mkdtemp(tmpl), nullptr);
-    host_dirs_.push_back(tmpl);
-    return tmpl;
+    return host_dirs_.emplace_back(std::make_unique<test::TempDir>("files-canary"))->path();
   }
 
   DaemonConfig config_;
@@ -271,7 +268,7 @@ class SandboxFilesTest : public testing::SandboxTest {
   UniqueFd root_;
   uid_t agent_ = 0;
   std::unique_ptr<SandboxFiles> files_;
-  std::vector<std::string> host_dirs_;
+  std::vector<std::unique_ptr<test::TempDir>> host_dirs_;
 };
 
 void ExpectErrno(const Status& status, int error_number, const std::string& what) {

@@ -12,47 +12,28 @@
 #include "cgroups/v1_backend.h"
 #include "cgroups/v2_backend.h"
 #include "common/file_util.h"
+#include "tests/testing/temp_dir.h"
 
 namespace corral::cgroups {
 namespace {
 
-class TempTree {
- public:
-  TempTree() {
-    std::string pattern = ::testing::TempDir() + "corral-cgview-XXXXXX";
-    if (::mkdtemp(pattern.data()) != nullptr) root_ = pattern;
-  }
-  ~TempTree() {
-    if (!root_.empty()) (void)RemoveTree(root_);
-  }
-  const std::string& root() const { return root_; }
-  void Put(const std::string& relative, const std::string& content) {
-    const std::string path = root_ + "/" + relative;
-    ASSERT_TRUE(MakeDirs(path.substr(0, path.rfind('/'))).ok()) << path;
-    ASSERT_TRUE(WriteNewFile(path, content).ok()) << path;
-  }
-
- private:
-  std::string root_;
-};
-
 TEST(CgroupViewTest, V2ShowsTheCgroupItself) {
-  TempTree tree;
-  V2Backend backend(tree.root());
+  test::TempDir tree("cgview");
+  V2Backend backend(tree.path());
   auto dirs = backend.ViewDirs("corral/sb_x");
   ASSERT_TRUE(dirs.ok());
   ASSERT_EQ(dirs->size(), 1u);
-  EXPECT_EQ((*dirs)[0].host_dir, tree.root() + "/corral/sb_x");
+  EXPECT_EQ((*dirs)[0].host_dir, tree.path() + "/corral/sb_x");
   EXPECT_EQ((*dirs)[0].name, "");
   EXPECT_FALSE(backend.ViewDirs("../escape").ok());
 }
 
 TEST(CgroupViewTest, V2ReadsLimitsBackInSetLimitsTerms) {
-  TempTree tree;
+  test::TempDir tree("cgview");
   tree.Put("sb/memory.max", "268435456\n");
   tree.Put("sb/cpu.max", "50000 100000\n");
   tree.Put("sb/pids.max", "64\n");
-  V2Backend backend(tree.root());
+  V2Backend backend(tree.path());
   auto limits = backend.ReadLimits("sb");
   ASSERT_TRUE(limits.ok()) << limits.status().ToString();
   EXPECT_EQ(limits->memory_max_bytes, 268435456u);
@@ -62,11 +43,11 @@ TEST(CgroupViewTest, V2ReadsLimitsBackInSetLimitsTerms) {
 }
 
 TEST(CgroupViewTest, V2MaxAndMissingFilesAreNoLimit) {
-  TempTree tree;
+  test::TempDir tree("cgview");
   tree.Put("sb/memory.max", "max\n");
   tree.Put("sb/cpu.max", "max 100000\n");
   // No pids.max: the controller is not enabled there.
-  V2Backend backend(tree.root());
+  V2Backend backend(tree.path());
   auto limits = backend.ReadLimits("sb");
   ASSERT_TRUE(limits.ok()) << limits.status().ToString();
   EXPECT_FALSE(limits->memory_max_bytes.has_value());
@@ -78,9 +59,9 @@ TEST(CgroupViewTest, V2MaxAndMissingFilesAreNoLimit) {
 }
 
 TEST(CgroupViewTest, V2LimitsRoundTripThroughSetLimits) {
-  TempTree tree;
+  test::TempDir tree("cgview");
   for (const char* file : {"memory.max", "memory.swap.max", "cpu.max", "pids.max"}) tree.Put(std::string("sb/") + file, "");
-  V2Backend backend(tree.root());
+  V2Backend backend(tree.path());
   CgroupLimits limits;
   limits.memory_max_bytes = 1 << 30;
   limits.cpu_quota_us = 150000;
@@ -94,17 +75,17 @@ TEST(CgroupViewTest, V2LimitsRoundTripThroughSetLimits) {
   EXPECT_EQ(read->pids_max, limits.pids_max);
 }
 
-void MakeV1(TempTree& tree) {
+void MakeV1(const test::TempDir& tree) {
   for (const char* controller : {"memory", "cpu", "cpuacct", "pids", "freezer"}) {
-    ASSERT_TRUE(MakeDirs(tree.root() + "/" + controller).ok());
+    ASSERT_TRUE(MakeDirs(tree.path() + "/" + controller).ok());
   }
 }
 
 TEST(CgroupViewTest, V1ShowsOneDirectoryPerController) {
-  TempTree tree;
+  test::TempDir tree("cgview");
   MakeV1(tree);
-  ASSERT_TRUE(MakeDirs(tree.root() + "/blkio").ok());  // not ours: not shown
-  V1Backend backend(tree.root());
+  ASSERT_TRUE(MakeDirs(tree.path() + "/blkio").ok());  // not ours: not shown
+  V1Backend backend(tree.path());
   auto dirs = backend.ViewDirs("corral/sb_x");
   ASSERT_TRUE(dirs.ok()) << dirs.status().ToString();
   std::vector<std::string> names, sources;
@@ -113,15 +94,15 @@ TEST(CgroupViewTest, V1ShowsOneDirectoryPerController) {
     sources.push_back(dir.host_dir);
   }
   EXPECT_EQ(names, (std::vector<std::string>{"memory", "cpu", "cpuacct", "pids", "freezer"}));
-  EXPECT_EQ(sources[0], tree.root() + "/memory/corral/sb_x");
-  EXPECT_EQ(sources[1], tree.root() + "/cpu/corral/sb_x");
+  EXPECT_EQ(sources[0], tree.path() + "/memory/corral/sb_x");
+  EXPECT_EQ(sources[1], tree.path() + "/cpu/corral/sb_x");
 }
 
 TEST(CgroupViewTest, V1LeavesOutAControllerThatIsNotMounted) {
-  TempTree tree;
+  test::TempDir tree("cgview");
   MakeV1(tree);
-  ASSERT_EQ(::rmdir((tree.root() + "/cpu").c_str()), 0);
-  V1Backend backend(tree.root());
+  ASSERT_EQ(::rmdir((tree.path() + "/cpu").c_str()), 0);
+  V1Backend backend(tree.path());
   auto dirs = backend.ViewDirs("sb");
   ASSERT_TRUE(dirs.ok());
   for (const auto& dir : *dirs) EXPECT_NE(dir.name, "cpu");
@@ -129,7 +110,7 @@ TEST(CgroupViewTest, V1LeavesOutAControllerThatIsNotMounted) {
 }
 
 TEST(CgroupViewTest, V1ReadsLimitsBackInV2Terms) {
-  TempTree tree;
+  test::TempDir tree("cgview");
   MakeV1(tree);
   tree.Put("memory/sb/memory.limit_in_bytes", "268435456\n");
   tree.Put("cpu/sb/cpu.cfs_quota_us", "50000\n");
@@ -140,7 +121,7 @@ TEST(CgroupViewTest, V1ReadsLimitsBackInV2Terms) {
   tree.Put("cpu/free/cpu.cfs_quota_us", "-1\n");
   tree.Put("cpu/free/cpu.cfs_period_us", "100000\n");
   tree.Put("pids/free/pids.max", "max\n");
-  V1Backend backend(tree.root());
+  V1Backend backend(tree.path());
   auto limits = backend.ReadLimits("sb");
   ASSERT_TRUE(limits.ok()) << limits.status().ToString();
   EXPECT_EQ(limits->memory_max_bytes, 268435456u);

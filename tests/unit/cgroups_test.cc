@@ -27,6 +27,7 @@
 #include "cgroups/v2_backend.h"
 #include "common/file_util.h"
 #include "common/unique_fd.h"
+#include "tests/testing/temp_dir.h"
 
 namespace corral::cgroups {
 namespace {
@@ -35,21 +36,6 @@ using ::testing::TestWithParam;
 
 // ---------------------------------------------------------------------------------------------
 // Fake file system helpers
-
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = ::testing::TempDir() + "corral-cgroups-XXXXXX";
-    if (::mkdtemp(pattern.data()) != nullptr) path_ = pattern;
-  }
-  ~TempDir() {
-    if (!path_.empty()) (void)RemoveTree(path_);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 void Put(const std::string& path, const std::string& content) {
   ASSERT_TRUE(WriteNewFile(path, content).ok()) << path;
@@ -158,7 +144,7 @@ class FakeV2 {
   }
 
  private:
-  TempDir tmp_;
+  test::TempDir tmp_{"cgroups"};
   std::string root_;
 };
 
@@ -456,7 +442,7 @@ class FakeV1 {
   }
 
  private:
-  TempDir tmp_;
+  test::TempDir tmp_{"cgroups"};
   std::string root_;
 };
 
@@ -716,7 +702,7 @@ struct BackendCase {
 class NameValidationTest : public TestWithParam<BackendCase> {};
 
 TEST_P(NameValidationTest, EveryCallRejectsBadNames) {
-  TempDir tmp;
+  test::TempDir tmp("cgroups");
   std::unique_ptr<CgroupBackend> backend = GetParam().make(tmp.path());
   CgroupLimits limits;
   limits.pids_max = 1;

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/file_util.h"
+#include "tests/testing/temp_dir.h"
 
 namespace corral::supervisor {
 namespace {
@@ -384,9 +385,8 @@ TEST(ConfigTest, LoadConfig) {
   ASSERT_TRUE(defaults.ok());
   EXPECT_EQ(Dump(*defaults), Dump(DaemonConfig{}));
 
-  char dir_template[] = "/tmp/config_test.XXXXXX";
-  ASSERT_NE(mkdtemp(dir_template), nullptr);
-  std::string path = std::string(dir_template) + "/c.toml";
+  test::TempDir dir("config-test");
+  std::string path = dir.Join("c.toml");
   ASSERT_TRUE(WriteNewFile(path, "[api]\nmax_body = 7\nbogus = 1\n").ok());
   auto bad = LoadConfig(path, /*missing_ok=*/true);
   ASSERT_FALSE(bad.ok());
@@ -395,7 +395,6 @@ TEST(ConfigTest, LoadConfig) {
   auto good = LoadConfig(path);
   ASSERT_TRUE(good.ok()) << good.status().ToString();
   EXPECT_EQ(good->max_body_bytes, 7u);
-  EXPECT_TRUE(RemoveTree(dir_template).ok());
 }
 
 TEST(ConfigTest, RelayKeysAndPrices) {

@@ -15,19 +15,13 @@
 
 #include "supervisor/config.h"
 #include "tools/corral/doctor_command.h"
+#include "tests/testing/temp_dir.h"
 
 namespace corral::supervisor {
 namespace {
 
 class DoctorTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/corral-doctor-unit-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { (void)std::system(("rm -rf '" + dir_ + "'").c_str()); }
-
   std::string Script(const std::string& name, const std::string& body) {
     const std::string path = dir_ + "/" + name;
     std::ofstream(path) << "#!/bin/sh\n" << body << "\n";
@@ -35,7 +29,8 @@ class DoctorTest : public ::testing::Test {
     return path;
   }
 
-  std::string dir_;
+  test::TempDir tmp_{"doctor-unit"};
+  const std::string dir_ = tmp_.path();
 };
 
 TEST(DoctorKernelTest, TooOldFailsOlderThanTestedWarnsTestedIsOk) {

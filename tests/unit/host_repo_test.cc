@@ -11,6 +11,7 @@
 #include <string>
 
 #include "common/file_util.h"
+#include "tests/testing/temp_dir.h"
 
 namespace corral::supervisor {
 namespace {
@@ -18,15 +19,11 @@ namespace {
 class HostRepoTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char dir_template[] = "/tmp/host_repo_test.XXXXXX";
-    ASSERT_NE(mkdtemp(dir_template), nullptr);
-    dir_ = dir_template;
     allowed_ = dir_ + "/allowed";
     ASSERT_TRUE(MakeDirs(allowed_ + "/app", 0755).ok());
     ASSERT_TRUE(MakeDirs(dir_ + "/allowed-not", 0755).ok());
     ASSERT_TRUE(MakeDirs(dir_ + "/elsewhere", 0755).ok());
   }
-  void TearDown() override { (void)RemoveTree(dir_); }
 
   // Runs a shell line in `cwd` with a private git identity and configuration.
   static int Sh(const std::string& cwd, const std::string& line) {
@@ -36,7 +33,8 @@ class HostRepoTest : public ::testing::Test {
     return system(command.c_str());
   }
 
-  std::string dir_;
+  test::TempDir tmp_{"host-repo-test"};
+  const std::string dir_ = tmp_.path();
   std::string allowed_;
 };
 

@@ -10,6 +10,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/testing/temp_dir.h"
+
 namespace corral::cli {
 namespace {
 
@@ -19,16 +21,12 @@ using nlohmann::json;
 class HostToolsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char dir[] = "/tmp/corral-host-tools-XXXXXX";
-    ASSERT_NE(mkdtemp(dir), nullptr);
-    outside_ = dir;
     root_ = outside_ + "/project";
     fs::create_directories(root_ + "/src");
     root_ = fs::canonical(root_).string();
     Put(root_ + "/src/a.cc", "int a = 1;\nint b = 2;\n");
     Put(outside_ + "/secret.txt", "do not read\n");
   }
-  void TearDown() override { fs::remove_all(outside_); }
 
   static void Put(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
   static std::string Get(const std::string& path) {
@@ -39,7 +37,8 @@ class HostToolsTest : public ::testing::Test {
   }
   HostToolResult Run(const std::string& name, const json& input) { return RunHostTool(name, input, root_); }
 
-  std::string outside_;
+  test::TempDir tmp_{"host-tools"};
+  const std::string outside_ = tmp_.path();
   std::string root_;
 };
 

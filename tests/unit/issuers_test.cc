@@ -9,6 +9,7 @@
 #include <cstdlib>
 
 #include "common/file_util.h"
+#include "tests/testing/temp_dir.h"
 
 namespace corral::supervisor {
 namespace {
@@ -16,15 +17,11 @@ namespace {
 class IssuersTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/corral-issuers-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
     Reopen();
   }
   void TearDown() override {
     issuers_.reset();
     store_.reset();
-    RemoveTree(dir_);
   }
   void Reopen() {
     issuers_.reset();
@@ -37,7 +34,8 @@ class IssuersTest : public ::testing::Test {
     issuers_ = std::move(*issuers);
   }
 
-  std::string dir_;
+  test::TempDir tmp_{"issuers"};
+  const std::string dir_ = tmp_.path();
   std::unique_ptr<Store> store_;
   std::unique_ptr<Issuers> issuers_;
 };

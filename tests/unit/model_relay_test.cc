@@ -28,6 +28,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "tests/testing/temp_dir.h"
+
 namespace corral::supervisor {
 namespace {
 
@@ -220,9 +222,6 @@ json MessagesBody(bool stream, const std::string& model = kModel) {
 class ModelRelayTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char dir[] = "/tmp/corral-relay-test-XXXXXX";
-    ASSERT_NE(mkdtemp(dir), nullptr);
-    dir_ = dir;
     auto store = Store::Open(dir_ + "/state.db");
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     store_ = std::move(*store);
@@ -237,7 +236,6 @@ class ModelRelayTest : public ::testing::Test {
     work_.reset();
     if (loop_.joinable()) loop_.join();
     store_.reset();
-    (void)!system(("rm -rf " + dir_).c_str());
   }
 
   // A self-signed certificate for `name` (openssl): its files are dir_/<file>.pem, key.pem.
@@ -312,7 +310,8 @@ class ModelRelayTest : public ::testing::Test {
 
   int64_t Spent() { return *store_->LedgerSum("corp", "alice", "ai", 0, INT64_MAX); }
 
-  std::string dir_;
+  test::TempDir tmp_{"relay-test"};
+  const std::string dir_ = tmp_.path();
   std::unique_ptr<Store> store_;
   FakeAuthority authority_;
   FakeObserver observer_;

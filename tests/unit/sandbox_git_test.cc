@@ -9,6 +9,7 @@
 #include <string>
 
 #include "common/file_util.h"
+#include "tests/testing/temp_dir.h"
 
 namespace corral::supervisor {
 namespace {
@@ -104,9 +105,8 @@ TEST(ParseDiffOutputTest, CutsThePatchAtTheCapAndToleratesACutRecord) {
 // The format is git's: run the host's git the way the script does and read its output.
 TEST(ParseDiffOutputTest, ReadsRealGitOutput) {
   if (system("git --version >/dev/null 2>&1") != 0) GTEST_SKIP() << "git is not installed";
-  char dir_template[] = "/tmp/sandbox_git_test.XXXXXX";
-  ASSERT_NE(mkdtemp(dir_template), nullptr);
-  const std::string dir = dir_template;
+  test::TempDir tmp("sandbox-git-test");
+  const std::string dir = tmp.path();
   const std::string env = "cd " + dir +
                           " && export GIT_CONFIG_NOSYSTEM=1 HOME=" + dir +
                           " GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@t GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@t && ";
@@ -132,7 +132,6 @@ TEST(ParseDiffOutputTest, ReadsRealGitOutput) {
   EXPECT_EQ(diff->diff.rfind("diff --git a/a b/a\n", 0), 0u) << diff->diff;
   EXPECT_NE(diff->diff.find("+two"), std::string::npos);
   EXPECT_NE(diff->diff.find("+new"), std::string::npos);
-  EXPECT_TRUE(RemoveTree(dir).ok());
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // A real Server on 127.0.0.1 (port 0) with its io_context on a background thread, driven by
 // Beast's synchronous client (server_test_util.h).
 #include "tests/unit/server_test_util.h"
+#include "tests/testing/temp_dir.h"
 
 namespace corral::api {
 namespace {
@@ -547,15 +548,8 @@ class AdminSocketTest : public ServerTest {
   void SetUp() override {
     ServerTest::SetUp();
     if (geteuid() != 0) GTEST_SKIP() << "the admin socket admits uid 0 only; run as root";
-    char dir[] = "/tmp/server_test.XXXXXX";
-    ASSERT_NE(mkdtemp(dir), nullptr);
-    dir_ = dir;
-    ASSERT_EQ(chmod(dir, 0755), 0);
+    ASSERT_EQ(chmod(dir_.c_str(), 0755), 0);
     path_ = dir_ + "/admin.sock";
-  }
-  void TearDown() override {
-    ServerTest::TearDown();
-    if (!dir_.empty()) RemoveTree(dir_);
   }
 
   HttpResult UnixHttp(const std::string& target) {
@@ -564,7 +558,8 @@ class AdminSocketTest : public ServerTest {
     return RoundTrip(socket, MakeRequest(http::verb::get, target, {}, ""));
   }
 
-  std::string dir_;
+  test::TempDir tmp_{"server-test"};
+  const std::string dir_ = tmp_.path();
   std::string path_;
 };
 

@@ -18,20 +18,15 @@
 
 #include "common/unique_fd.h"
 #include "supervisor/store.h"
+#include "tests/testing/temp_dir.h"
 
 namespace corral::supervisor {
 namespace {
 
 class StoreBackupTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/corral-store-backup-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { (void)std::system(("rm -rf '" + dir_ + "'").c_str()); }
-
-  std::string dir_;
+  test::TempDir tmp_{"store-backup"};
+  const std::string dir_ = tmp_.path();
 };
 
 TEST_F(StoreBackupTest, ACopyWhileWritingIsWholeAndPrivate) {

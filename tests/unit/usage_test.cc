@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common/file_util.h"
+#include "tests/testing/temp_dir.h"
 
 namespace corral::supervisor {
 namespace {
@@ -15,19 +16,13 @@ namespace {
 class UsageReportTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string pattern = "/tmp/corral-usage-XXXXXX";
-    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
-    dir_ = pattern;
     auto store = Store::Open(dir_ + "/corrald.db");
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     store_ = std::move(*store);
     budget_.compute_ms = 10000;
     budget_.window = BudgetWindow::kDay;
   }
-  void TearDown() override {
-    store_.reset();
-    (void)RemoveTree(dir_);
-  }
+  void TearDown() override { store_.reset(); }
 
   void Debit(const std::string& sub, const std::string& sandbox, int64_t ms, int64_t at) {
     LedgerRow row;
@@ -40,7 +35,8 @@ class UsageReportTest : public ::testing::Test {
     ASSERT_TRUE(store_->AddLedger(row).ok());
   }
 
-  std::string dir_;
+  test::TempDir tmp_{"usage"};
+  const std::string dir_ = tmp_.path();
   std::unique_ptr<Store> store_;
   Budget budget_;
   const int64_t now_ = 1795600000;  // inside the day window [1795564800, 1795651200)

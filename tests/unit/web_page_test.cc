@@ -11,23 +11,19 @@
 #include <fstream>
 #include <string>
 
+#include "tests/testing/temp_dir.h"
+
 namespace corral::api {
 namespace {
 
 class WebPageTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/corral-web-page-test-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { std::system(("rm -rf '" + dir_ + "'").c_str()); }
-
   void Write(const std::string& name, const std::string& content) {
     std::ofstream(dir_ + "/" + name) << content;
   }
 
-  std::string dir_;
+  test::TempDir tmp_{"web-page-test"};
+  const std::string dir_ = tmp_.path();
 };
 
 TEST_F(WebPageTest, LoadsIndexAndAssetsWithTheirTypes) {
