@@ -212,6 +212,69 @@ bool Fail(MountFailure* failure, MountStep step, int index, int error) {
   return false;
 }
 
+// Makes one skeleton entry; 0 or the errno. Runs with the sandbox root's fsuid.
+int ApplyFileOp(const FileOp& op) {
+  const char* path = op.path.c_str();
+  switch (op.kind) {
+    case FileOp::Kind::kDir:
+      return mkdir(path, op.mode) != 0 && errno != EEXIST ? errno : 0;
+    case FileOp::Kind::kFile: {
+      int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, op.mode);
+      if (fd < 0) return errno;
+      int error = 0;
+      const char* data = op.content.data();
+      size_t left = op.content.size();
+      while (left > 0 && error == 0) {
+        ssize_t n = write(fd, data, left);
+        if (n < 0 && errno != EINTR) error = errno;
+        if (n > 0) {
+          data += n;
+          left -= static_cast<size_t>(n);
+        }
+      }
+      close(fd);
+      return error;
+    }
+    case FileOp::Kind::kSymlink:
+      return symlink(op.content.c_str(), path) != 0 ? errno : 0;
+    case FileOp::Kind::kCopy: {
+      // Still the host root's view of the host (before pivot_root); O_NOFOLLOW: the plan
+      // chose a regular file, a symlink swapped in since is refused.
+      int src = open(op.content.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+      if (src < 0) return errno;
+      int error = 0;
+      int dst = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, op.mode);
+      if (dst < 0) {
+        error = errno;
+      } else {
+        ssize_t n;
+        while ((n = sendfile(dst, src, nullptr, 1 << 20)) > 0) {
+        }
+        if (n < 0) error = errno;
+        close(dst);
+      }
+      close(src);
+      return error;
+    }
+  }
+  return EINVAL;
+}
+
+// The writable layer's ext4 image on its directory, with upper (owned by the sandbox's root)
+// and work inside.
+bool MountLayer(const MountPlan& plan, MountFailure* failure) {
+  char upper[PATH_MAX], work[PATH_MAX];
+  if (!JoinPath(plan.layer_dir.c_str(), "upper", upper) || !JoinPath(plan.layer_dir.c_str(), "work", work)) {
+    return Fail(failure, MountStep::kLayer, -1, ENAMETOOLONG);
+  }
+  if (mount(plan.layer_device.c_str(), plan.layer_dir.c_str(), "ext4", MS_NOSUID | MS_NODEV, nullptr) != 0 ||
+      (mkdir(upper, 0755) != 0 && errno != EEXIST) || lchown(upper, plan.layer_uid, plan.layer_gid) != 0 ||
+      (mkdir(work, 0700) != 0 && errno != EEXIST)) {
+    return Fail(failure, MountStep::kLayer, -1, errno);
+  }
+  return true;
+}
+
 }  // namespace
 
 bool ExecuteMountPlan(const MountPlan& plan, MountFailure* failure) {
@@ -236,57 +299,8 @@ bool ExecuteMountPlan(const MountPlan& plan, MountFailure* failure) {
   }
   int skeleton_error = 0, failed_index = -1;
   for (size_t i = 0; i < plan.skeleton.size() && skeleton_error == 0; ++i) {
-    const FileOp& op = plan.skeleton[i];
-    const char* path = op.path.c_str();
     failed_index = static_cast<int>(i);
-    switch (op.kind) {
-      case FileOp::Kind::kDir:
-        if (mkdir(path, op.mode) != 0 && errno != EEXIST) skeleton_error = errno;
-        break;
-      case FileOp::Kind::kFile: {
-        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, op.mode);
-        if (fd < 0) {
-          skeleton_error = errno;
-          break;
-        }
-        const char* data = op.content.data();
-        size_t left = op.content.size();
-        while (left > 0 && skeleton_error == 0) {
-          ssize_t n = write(fd, data, left);
-          if (n < 0 && errno != EINTR) skeleton_error = errno;
-          if (n > 0) {
-            data += n;
-            left -= static_cast<size_t>(n);
-          }
-        }
-        close(fd);
-        break;
-      }
-      case FileOp::Kind::kSymlink:
-        if (symlink(op.content.c_str(), path) != 0) skeleton_error = errno;
-        break;
-      case FileOp::Kind::kCopy: {
-        // Still the host root's view of the host (before pivot_root); O_NOFOLLOW: the plan
-        // chose a regular file, a symlink swapped in since is refused.
-        int src = open(op.content.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-        if (src < 0) {
-          skeleton_error = errno;
-          break;
-        }
-        int dst = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, op.mode);
-        if (dst < 0) {
-          skeleton_error = errno;
-        } else {
-          ssize_t n;
-          while ((n = sendfile(dst, src, nullptr, 1 << 20)) > 0) {
-          }
-          if (n < 0) skeleton_error = errno;
-          close(dst);
-        }
-        close(src);
-        break;
-      }
-    }
+    skeleton_error = ApplyFileOp(plan.skeleton[i]);
   }
   // Back to the host root's fsuid: it brings back the file capabilities chown needs.
   (void)setfsuid(0);
@@ -299,18 +313,7 @@ bool ExecuteMountPlan(const MountPlan& plan, MountFailure* failure) {
       return Fail(failure, MountStep::kSkeleton, static_cast<int>(i), errno);
     }
   }
-  if (!plan.layer_device.empty()) {
-    char upper[PATH_MAX], work[PATH_MAX];
-    if (!JoinPath(plan.layer_dir.c_str(), "upper", upper) || !JoinPath(plan.layer_dir.c_str(), "work", work)) {
-      return Fail(failure, MountStep::kLayer, -1, ENAMETOOLONG);
-    }
-    if (mount(plan.layer_device.c_str(), plan.layer_dir.c_str(), "ext4", MS_NOSUID | MS_NODEV,
-              nullptr) != 0 ||
-        (mkdir(upper, 0755) != 0 && errno != EEXIST) || lchown(upper, plan.layer_uid, plan.layer_gid) != 0 ||
-        (mkdir(work, 0700) != 0 && errno != EEXIST)) {
-      return Fail(failure, MountStep::kLayer, -1, errno);
-    }
-  }
+  if (!plan.layer_device.empty() && !MountLayer(plan, failure)) return false;
   if (mount("overlay", plan.root_dir.c_str(), "overlay", MS_NOSUID | MS_NODEV,
             plan.overlay_options.c_str()) != 0) {
     return Fail(failure, MountStep::kOverlay, -1, errno);

@@ -100,6 +100,212 @@ Status PlanSandboxView(const MountPlanInput& in, MountPlan& plan) {
   return Status();
 }
 
+// Builds a plan in steps; each appends to the skeleton and the mounts in the order the child
+// carries them out. Root inside is the sandbox's host uid/gid base.
+class Planner {
+ public:
+  Planner(const MountPlanInput& in, MountPlan& plan)
+      : in_(in), plan_(plan), root_uid_(in.host_uid_base), root_gid_(in.host_gid_base),
+        lower_(Join(in.scratch_dir, "lower")) {}
+
+  const std::string& lower() const { return lower_; }
+
+  void Dir(const std::string& path, mode_t mode, uid_t uid, gid_t gid) {
+    plan_.skeleton.push_back({FileOp::Kind::kDir, path, "", mode, uid, gid});
+  }
+  void RootDir(const std::string& path, mode_t mode) { Dir(path, mode, root_uid_, root_gid_); }
+  void File(const std::string& path, std::string content) {
+    plan_.skeleton.push_back({FileOp::Kind::kFile, path, std::move(content), 0644, root_uid_, root_gid_});
+  }
+  void Symlink(const std::string& path, std::string target) {
+    plan_.skeleton.push_back({FileOp::Kind::kSymlink, path, std::move(target), 0777, root_uid_, root_gid_});
+  }
+
+  // The scratch tmpfs and the writable layer (a directory, a device, or dirs in the scratch).
+  // Returns the overlay's upper and work directories.
+  StatusOr<std::pair<std::string, std::string>> Scratch() {
+    plan_.scratch_dir = in_.scratch_dir;
+    // One inode per 16 KiB of cap bounds file-count attacks (10^6 empty files) as well as bytes.
+    uint64_t inodes = std::max<uint64_t>(in_.scratch_bytes / 16384, 4096);
+    plan_.scratch_options = "size=" + std::to_string(in_.scratch_bytes) +
+                            ",nr_inodes=" + std::to_string(inodes) + ",mode=0755" +
+                            ",uid=" + std::to_string(in_.host_uid_base) +
+                            ",gid=" + std::to_string(in_.host_gid_base);
+    plan_.skeleton_uid = in_.host_uid_base;
+    plan_.skeleton_gid = in_.host_gid_base;
+    plan_.root_dir = Join(in_.scratch_dir, "root");
+    // Scratch: root-owned (inside) directories of the sandbox's own.
+    RootDir(lower_, 0755);
+    RootDir(Join(in_.scratch_dir, "tmp"), 01777);
+    RootDir(Join(in_.scratch_dir, "run"), 0755);
+    RootDir(plan_.root_dir, 0755);
+    std::string upper = in_.workspace_upper, work = in_.workspace_work;
+    if (!in_.workspace_device.empty()) {
+      if (!upper.empty()) return Status::Error("mount plan: a workspace is a directory or a device, not both");
+      plan_.layer_device = in_.workspace_device;
+      plan_.layer_dir = Join(in_.scratch_dir, "layer");
+      plan_.layer_uid = root_uid_;
+      plan_.layer_gid = root_gid_;
+      RootDir(plan_.layer_dir, 0755);
+      upper = Join(plan_.layer_dir, "upper");
+      work = Join(plan_.layer_dir, "work");
+    } else if (upper.empty()) {
+      upper = Join(in_.scratch_dir, "upper");
+      work = Join(in_.scratch_dir, "work");
+      RootDir(upper, 0755);
+      RootDir(work, 0700);
+    }
+    return std::make_pair(upper, work);
+  }
+
+  // The skeleton: mountpoints, homes and the generated /etc.
+  void Skeleton() {
+    for (const char* name : {"proc", "dev", "sys", "tmp", "run", "etc"}) RootDir(Join(lower_, name), 0755);
+    // Homes exist in every image: the agent's default cwd is its home.
+    RootDir(Join(lower_, "home"), 0755);
+    Dir(Join(lower_, "home/agent"), 0755, root_uid_ + in_.agent_uid, root_gid_ + in_.agent_uid);
+    RootDir(Join(lower_, "root"), 0700);
+    if (in_.host_image) {
+      RootDir(Join(lower_, "var"), 0755);
+      RootDir(Join(lower_, "var/tmp"), 01777);
+      for (const char* name : {"opt", "srv", "mnt"}) RootDir(Join(lower_, name), 0755);
+      File(Join(lower_, "etc/passwd"), GeneratedPasswd());
+      File(Join(lower_, "etc/group"), GeneratedGroup());
+      File(Join(lower_, "etc/nsswitch.conf"), GeneratedNsswitch(!in_.nameservers.empty()));
+    }
+    File(Join(lower_, "etc/hostname"), in_.hostname + "\n");
+    File(Join(lower_, "etc/hosts"), GeneratedHosts(in_.hostname));
+    File(Join(lower_, "etc/resolv.conf"), GeneratedResolvConf(in_.nameservers));
+  }
+
+  // The host image: its /usr trees bound read-only (or their merged-usr links), and the /etc
+  // entries of the allowlist (directories bound, small files copied, links kept).
+  Status HostImage() {
+    for (const std::string& tree : HostImageTrees()) {
+      const std::string host_path = Join(in_.host_root, tree);
+      struct stat st;
+      if (lstat(host_path.c_str(), &st) != 0) continue;
+      if (S_ISLNK(st.st_mode)) {
+        RETURN_IF_ERROR(CopyLink(host_path, Join(lower_, tree)));
+      } else if (S_ISDIR(st.st_mode)) {
+        RootDir(Join(lower_, tree), 0755);
+        plan_.mounts.push_back(Bind(host_path, tree, /*read_only=*/true, MountOp::Create::kNone));
+      }
+    }
+    for (const std::string& entry : HostEtcAllowlist()) {
+      const std::string host_path = Join(in_.host_root, "etc/" + entry);
+      struct stat st;
+      if (lstat(host_path.c_str(), &st) != 0) continue;
+      const std::string skeleton_path = Join(lower_, "etc/" + entry);
+      if (S_ISLNK(st.st_mode)) {
+        RETURN_IF_ERROR(CopyLink(host_path, skeleton_path));
+      } else if (S_ISDIR(st.st_mode)) {
+        RootDir(skeleton_path, 0755);
+        plan_.mounts.push_back(Bind(host_path, "etc/" + entry, true, MountOp::Create::kNone));
+      } else if (S_ISREG(st.st_mode) && st.st_size <= static_cast<off_t>(4 * kMiB)) {
+        // Copied by the child, in the kernel (sendfile): the launcher never reads the bytes.
+        plan_.skeleton.push_back({FileOp::Kind::kCopy, skeleton_path, host_path, 0644, root_uid_, root_gid_});
+      }
+    }
+    return Status();
+  }
+
+  // /proc (runc's masks and read-only paths), /dev (tmpfs, mknod'd devices, devpts, shm, the
+  // std* links) and /sys read-only.
+  void KernelFileSystems() {
+    // /proc: a fresh instance for the sandbox's pid namespace, with runc's masks.
+    plan_.mounts.push_back(Fs("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, ""));
+    // /dev: a small tmpfs with the minimal device set, a private devpts and /dev/shm.
+    plan_.mounts.push_back(Fs("tmpfs", "tmpfs", "dev", MS_NOSUID | MS_NOEXEC, "mode=0755,size=65536,nr_inodes=64"));
+    // The devices are made with mknod in the sandbox's own /dev tmpfs (which is therefore not
+    // nodev): one syscall each instead of a bind mount. Their numbers are the kernel's fixed ABI.
+    for (const auto& [name, device] : kDevices) {
+      MountOp op = Simple(MountOp::Kind::kDevice, std::string("dev/") + name, "mknod");
+      op.device = device;
+      plan_.mounts.push_back(op);
+    }
+    MountOp devpts = Fs("devpts", "devpts", "dev/pts", MS_NOSUID | MS_NOEXEC,
+                        "newinstance,ptmxmode=0666,mode=0620");
+    MountOp shm = Fs("tmpfs", "shm", "dev/shm", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                     "mode=1777,size=" + std::to_string(64 * kMiB));
+    // No /dev/mqueue: mq_open(3) works without it (the ipc namespace is the sandbox's own).
+    for (MountOp* op : {&devpts, &shm}) {
+      op->create = MountOp::Create::kDir;
+      plan_.mounts.push_back(*op);
+    }
+    for (auto [link, target] : {std::pair<const char*, const char*>{"dev/ptmx", "pts/ptmx"},
+                                {"dev/fd", "/proc/self/fd"},
+                                {"dev/stdin", "/proc/self/fd/0"},
+                                {"dev/stdout", "/proc/self/fd/1"},
+                                {"dev/stderr", "/proc/self/fd/2"},
+                                {"dev/core", "/proc/kcore"}}) {
+      MountOp op = Simple(MountOp::Kind::kSymlink, link, "symlink");
+      op.source = target;
+      plan_.mounts.push_back(op);
+    }
+    // /sys read-only (it shows only the sandbox's own network devices), with masks below.
+    plan_.mounts.push_back(Fs("sysfs", "sysfs", "sys", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, ""));
+    for (const std::string& path : MaskedPaths()) {
+      bool is_file = path.rfind("proc/", 0) == 0 && path != "proc/acpi" && path != "proc/asound" &&
+                     path != "proc/scsi";
+      plan_.mounts.push_back(Simple(is_file ? MountOp::Kind::kMaskFile : MountOp::Kind::kMaskDir, path, "mask"));
+    }
+    for (const std::string& path : ReadOnlyPaths()) {
+      plan_.mounts.push_back(Simple(MountOp::Kind::kReadOnly, path, "read-only"));
+    }
+  }
+
+  // /tmp and /run in the scratch tmpfs (bounded by the same cap as the writable layer), then the
+  // caller's binds.
+  Status ScratchAndBinds() {
+    plan_.mounts.push_back(Bind(Join(in_.scratch_dir, "tmp"), "tmp", false, MountOp::Create::kNone));
+    plan_.mounts.push_back(Bind(Join(in_.scratch_dir, "run"), "run", false, MountOp::Create::kNone));
+    for (const MountPlanBind& bind : in_.binds) {
+      if (bind.target.size() < 2 || bind.target[0] != '/') {
+        return Status::Error("mount plan: bind target must be absolute: " + bind.target);
+      }
+      plan_.mounts.push_back(Bind(bind.source, bind.target.substr(1), bind.read_only,
+                                  bind.is_dir ? MountOp::Create::kDir : MountOp::Create::kFile));
+    }
+    return Status();
+  }
+
+ private:
+  // A symlink of the host's, made again in the skeleton with the same target.
+  Status CopyLink(const std::string& host_path, const std::string& skeleton_path) {
+    char target[4096];
+    ssize_t n = readlink(host_path.c_str(), target, sizeof(target) - 1);
+    if (n < 0) return ErrnoError("readlink " + host_path);
+    Symlink(skeleton_path, std::string(target, static_cast<size_t>(n)));
+    return Status();
+  }
+
+  const MountPlanInput& in_;
+  MountPlan& plan_;
+  const uid_t root_uid_;
+  const gid_t root_gid_;
+  const std::string lower_;
+};
+
+Status ValidateInput(const MountPlanInput& in) {
+  if (in.scratch_dir.empty() || in.scratch_dir[0] != '/') {
+    return Status::Error("mount plan: scratch dir must be absolute");
+  }
+  if (!in.host_image && (in.image_dir.empty() || in.image_dir[0] != '/')) {
+    return Status::Error("mount plan: image must be an absolute directory");
+  }
+  if (in.workspace_upper.empty() != in.workspace_work.empty()) {
+    return Status::Error("mount plan: workspace needs both upper and work dirs");
+  }
+  // overlayfs splits its options at ',' and ':' (and treats '\\' as an escape).
+  for (const std::string* path : {&in.scratch_dir, &in.image_dir, &in.workspace_upper, &in.workspace_work}) {
+    if (path->find_first_of(",:\\") != std::string::npos) {
+      return Status::Error("mount plan: path '" + *path + "' contains ',', ':' or '\\'");
+    }
+  }
+  return Status();
+}
+
 }  // namespace
 
 const std::vector<std::string>& MaskedPaths() {
@@ -122,183 +328,19 @@ const std::vector<std::string>& ReadOnlyPaths() {
 }
 
 StatusOr<MountPlan> BuildMountPlan(const MountPlanInput& in) {
-  if (in.scratch_dir.empty() || in.scratch_dir[0] != '/') {
-    return Status::Error("mount plan: scratch dir must be absolute");
-  }
-  if (!in.host_image && (in.image_dir.empty() || in.image_dir[0] != '/')) {
-    return Status::Error("mount plan: image must be an absolute directory");
-  }
-  if (in.workspace_upper.empty() != in.workspace_work.empty()) {
-    return Status::Error("mount plan: workspace needs both upper and work dirs");
-  }
-  // overlayfs splits its options at ',' and ':' (and treats '\\' as an escape).
-  for (const std::string* path : {&in.scratch_dir, &in.image_dir, &in.workspace_upper, &in.workspace_work}) {
-    if (path->find_first_of(",:\\") != std::string::npos) {
-      return Status::Error("mount plan: path '" + *path + "' contains ',', ':' or '\\'");
-    }
-  }
+  RETURN_IF_ERROR(ValidateInput(in));
   MountPlan plan;
-  plan.scratch_dir = in.scratch_dir;
-  // One inode per 16 KiB of cap bounds file-count attacks (10^6 empty files) as well as bytes.
-  uint64_t inodes = std::max<uint64_t>(in.scratch_bytes / 16384, 4096);
-  plan.scratch_options = "size=" + std::to_string(in.scratch_bytes) +
-                         ",nr_inodes=" + std::to_string(inodes) + ",mode=0755" +
-                         ",uid=" + std::to_string(in.host_uid_base) +
-                         ",gid=" + std::to_string(in.host_gid_base);
-  plan.skeleton_uid = in.host_uid_base;
-  plan.skeleton_gid = in.host_gid_base;
-  const std::string lower = Join(in.scratch_dir, "lower");
-  plan.root_dir = Join(in.scratch_dir, "root");
-
-  const uid_t root_uid = in.host_uid_base;
-  const gid_t root_gid = in.host_gid_base;
-  auto dir = [&](const std::string& path, mode_t mode, uid_t uid, gid_t gid) {
-    plan.skeleton.push_back({FileOp::Kind::kDir, path, "", mode, uid, gid});
-  };
-  auto file = [&](const std::string& path, std::string content) {
-    plan.skeleton.push_back({FileOp::Kind::kFile, path, std::move(content), 0644, root_uid, root_gid});
-  };
-  auto symlink = [&](const std::string& path, std::string target) {
-    plan.skeleton.push_back({FileOp::Kind::kSymlink, path, std::move(target), 0777, root_uid, root_gid});
-  };
-
-  // Scratch: root-owned (inside) directories of the sandbox's own.
-  dir(lower, 0755, root_uid, root_gid);
-  dir(Join(in.scratch_dir, "tmp"), 01777, root_uid, root_gid);
-  dir(Join(in.scratch_dir, "run"), 0755, root_uid, root_gid);
-  dir(plan.root_dir, 0755, root_uid, root_gid);
-  std::string upper = in.workspace_upper, work = in.workspace_work;
-  if (!in.workspace_device.empty()) {
-    if (!upper.empty()) return Status::Error("mount plan: a workspace is a directory or a device, not both");
-    plan.layer_device = in.workspace_device;
-    plan.layer_dir = Join(in.scratch_dir, "layer");
-    plan.layer_uid = root_uid;
-    plan.layer_gid = root_gid;
-    dir(plan.layer_dir, 0755, root_uid, root_gid);
-    upper = Join(plan.layer_dir, "upper");
-    work = Join(plan.layer_dir, "work");
-  } else if (upper.empty()) {
-    upper = Join(in.scratch_dir, "upper");
-    work = Join(in.scratch_dir, "work");
-    dir(upper, 0755, root_uid, root_gid);
-    dir(work, 0700, root_uid, root_gid);
-  }
-
-  // The skeleton: mountpoints and the generated /etc.
-  for (const char* name : {"proc", "dev", "sys", "tmp", "run", "etc"}) {
-    dir(Join(lower, name), 0755, root_uid, root_gid);
-  }
-  // Homes exist in every image: the agent's default cwd is its home.
-  dir(Join(lower, "home"), 0755, root_uid, root_gid);
-  dir(Join(lower, "home/agent"), 0755, root_uid + in.agent_uid, root_gid + in.agent_uid);
-  dir(Join(lower, "root"), 0700, root_uid, root_gid);
-  if (in.host_image) {
-    dir(Join(lower, "var"), 0755, root_uid, root_gid);
-    dir(Join(lower, "var/tmp"), 01777, root_uid, root_gid);
-    dir(Join(lower, "opt"), 0755, root_uid, root_gid);
-    dir(Join(lower, "srv"), 0755, root_uid, root_gid);
-    dir(Join(lower, "mnt"), 0755, root_uid, root_gid);
-    file(Join(lower, "etc/passwd"), GeneratedPasswd());
-    file(Join(lower, "etc/group"), GeneratedGroup());
-    file(Join(lower, "etc/nsswitch.conf"), GeneratedNsswitch(!in.nameservers.empty()));
-  }
-  file(Join(lower, "etc/hostname"), in.hostname + "\n");
-  file(Join(lower, "etc/hosts"), GeneratedHosts(in.hostname));
-  file(Join(lower, "etc/resolv.conf"), GeneratedResolvConf(in.nameservers));
-
-  if (in.host_image) {
-    for (const std::string& tree : HostImageTrees()) {
-      const std::string host_path = Join(in.host_root, tree);
-      struct stat st;
-      if (lstat(host_path.c_str(), &st) != 0) continue;
-      if (S_ISLNK(st.st_mode)) {
-        char target[4096];
-        ssize_t n = readlink(host_path.c_str(), target, sizeof(target) - 1);
-        if (n < 0) return ErrnoError("readlink " + host_path);
-        symlink(Join(lower, tree), std::string(target, static_cast<size_t>(n)));
-      } else if (S_ISDIR(st.st_mode)) {
-        dir(Join(lower, tree), 0755, root_uid, root_gid);
-        plan.mounts.push_back(Bind(host_path, tree, /*read_only=*/true, MountOp::Create::kNone));
-      }
-    }
-    for (const std::string& entry : HostEtcAllowlist()) {
-      const std::string host_path = Join(in.host_root, "etc/" + entry);
-      struct stat st;
-      if (lstat(host_path.c_str(), &st) != 0) continue;
-      const std::string skeleton_path = Join(lower, "etc/" + entry);
-      if (S_ISLNK(st.st_mode)) {
-        char target[4096];
-        ssize_t n = readlink(host_path.c_str(), target, sizeof(target) - 1);
-        if (n < 0) return ErrnoError("readlink " + host_path);
-        symlink(skeleton_path, std::string(target, static_cast<size_t>(n)));
-      } else if (S_ISDIR(st.st_mode)) {
-        dir(skeleton_path, 0755, root_uid, root_gid);
-        plan.mounts.push_back(Bind(host_path, "etc/" + entry, true, MountOp::Create::kNone));
-      } else if (S_ISREG(st.st_mode) && st.st_size <= static_cast<off_t>(4 * kMiB)) {
-        // Copied by the child, in the kernel (sendfile): the launcher never reads the bytes.
-        plan.skeleton.push_back({FileOp::Kind::kCopy, skeleton_path, host_path, 0644, root_uid, root_gid});
-      }
-    }
-  }
-
+  Planner planner(in, plan);
+  auto upper_work = planner.Scratch();
+  if (!upper_work.ok()) return upper_work.status();
+  planner.Skeleton();
+  if (in.host_image) RETURN_IF_ERROR(planner.HostImage());
   // The overlay: the skeleton on top of the image (if any), the writable layer above.
-  plan.overlay_options = "lowerdir=" + lower + (in.host_image ? "" : ":" + in.image_dir) +
-                         ",upperdir=" + upper + ",workdir=" + work;
-
-  // /proc: a fresh instance for the sandbox's pid namespace, with runc's masks.
-  plan.mounts.push_back(Fs("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, ""));
-  // /dev: a small tmpfs with the minimal device set, a private devpts and /dev/shm.
-  plan.mounts.push_back(Fs("tmpfs", "tmpfs", "dev", MS_NOSUID | MS_NOEXEC, "mode=0755,size=65536,nr_inodes=64"));
-  // The devices are made with mknod in the sandbox's own /dev tmpfs (which is therefore not
-  // nodev): one syscall each instead of a bind mount. Their numbers are the kernel's fixed ABI.
-  for (const auto& [name, device] : kDevices) {
-    MountOp op = Simple(MountOp::Kind::kDevice, std::string("dev/") + name, "mknod");
-    op.device = device;
-    plan.mounts.push_back(op);
-  }
-  MountOp devpts = Fs("devpts", "devpts", "dev/pts", MS_NOSUID | MS_NOEXEC,
-                      "newinstance,ptmxmode=0666,mode=0620");
-  MountOp shm = Fs("tmpfs", "shm", "dev/shm", MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                   "mode=1777,size=" + std::to_string(64 * kMiB));
-  // No /dev/mqueue: mq_open(3) works without it (the ipc namespace is the sandbox's own).
-  for (MountOp* op : {&devpts, &shm}) {
-    op->create = MountOp::Create::kDir;
-    plan.mounts.push_back(*op);
-  }
-  for (auto [link, target] : {std::pair<const char*, const char*>{"dev/ptmx", "pts/ptmx"},
-                              {"dev/fd", "/proc/self/fd"},
-                              {"dev/stdin", "/proc/self/fd/0"},
-                              {"dev/stdout", "/proc/self/fd/1"},
-                              {"dev/stderr", "/proc/self/fd/2"},
-                              {"dev/core", "/proc/kcore"}}) {
-    MountOp op = Simple(MountOp::Kind::kSymlink, link, "symlink");
-    op.source = target;
-    plan.mounts.push_back(op);
-  }
-  // /sys read-only (it shows only the sandbox's own network devices), with masks below.
-  plan.mounts.push_back(
-      Fs("sysfs", "sysfs", "sys", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, ""));
-  for (const std::string& path : MaskedPaths()) {
-    bool is_file = path.rfind("proc/", 0) == 0 && path != "proc/acpi" && path != "proc/asound" &&
-                   path != "proc/scsi";
-    plan.mounts.push_back(Simple(is_file ? MountOp::Kind::kMaskFile : MountOp::Kind::kMaskDir,
-                                 path, "mask"));
-  }
-  for (const std::string& path : ReadOnlyPaths()) {
-    plan.mounts.push_back(Simple(MountOp::Kind::kReadOnly, path, "read-only"));
-  }
+  plan.overlay_options = "lowerdir=" + planner.lower() + (in.host_image ? "" : ":" + in.image_dir) +
+                         ",upperdir=" + upper_work->first + ",workdir=" + upper_work->second;
+  planner.KernelFileSystems();
   RETURN_IF_ERROR(PlanSandboxView(in, plan));
-  // /tmp and /run live in the scratch tmpfs: bounded by the same cap as the writable layer.
-  plan.mounts.push_back(Bind(Join(in.scratch_dir, "tmp"), "tmp", false, MountOp::Create::kNone));
-  plan.mounts.push_back(Bind(Join(in.scratch_dir, "run"), "run", false, MountOp::Create::kNone));
-
-  for (const MountPlanBind& bind : in.binds) {
-    if (bind.target.size() < 2 || bind.target[0] != '/') {
-      return Status::Error("mount plan: bind target must be absolute: " + bind.target);
-    }
-    plan.mounts.push_back(Bind(bind.source, bind.target.substr(1), bind.read_only,
-                               bind.is_dir ? MountOp::Create::kDir : MountOp::Create::kFile));
-  }
+  RETURN_IF_ERROR(planner.ScratchAndBinds());
   return plan;
 }
 

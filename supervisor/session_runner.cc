@@ -120,6 +120,115 @@ json ToolResultText(const std::string& text, bool is_error) {
   return {{"content", json::array({{{"type", "text"}, {"text", text}}})}, {"isError", is_error}};
 }
 
+// A new session's row (or a resumed one's, made current): initializing, with its options.
+void PrepareRow(const SandboxRow& sandbox, const NewSession& request, bool resumed, SessionRow& row) {
+  if (!resumed) {
+    row.id = NewId("ses");
+    row.sandbox_id = sandbox.id;
+    row.iss = sandbox.iss;
+    row.sub = sandbox.sub;
+    row.agent_session = request.fork.empty() ? NewUuid() : "";
+    row.created_at = Now();
+  }
+  row.state = "initializing";
+  row.options_json = OptionsJson(request.options).dump();
+  row.budget_json = BudgetToJson(request.budget);
+  row.outcome_json.clear();
+  row.ended_at = 0;
+  row.updated_at = Now();
+}
+
+// The agent's environment: the model relay on the sandbox's loopback with the session's key,
+// and nothing else: no update checks, telemetry or error reports (the sandbox has no network
+// anyway; this spares the CLI its timeouts).
+std::vector<std::string> RelayEnv(uint64_t relay_port, const std::string& key) {
+  return {"ANTHROPIC_BASE_URL=http://127.0.0.1:" + std::to_string(relay_port),
+          "ANTHROPIC_API_KEY=" + key,
+          "DISABLE_AUTOUPDATER=1", "DISABLE_TELEMETRY=1", "DISABLE_ERROR_REPORTING=1",
+          "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"};
+}
+
+// A resume (the same session again) or a fork (a new one from its history) of `parent`: the
+// row to start from and the CLI's flags that bring the history in. The working directory must be
+// the parent's: Claude Code keeps transcripts per working directory.
+Status StartFromParent(const SessionRow& parent, NewSession& request, SessionRow& row,
+                       std::vector<std::string>& history) {
+  const std::string& from = !request.resume.empty() ? request.resume : request.fork;
+  const std::string parent_cwd = OptionsOf(parent.options_json).cwd;
+  if (request.options.cwd.empty()) request.options.cwd = parent_cwd;
+  if (request.options.cwd != parent_cwd) {
+    return Status::Error("cwd: session " + from + " works in " + (parent_cwd.empty() ? "/home/agent" : parent_cwd) +
+                             "; a resume or fork works there too",
+                         EINVAL);
+  }
+  if (!request.resume.empty()) {
+    row = parent;  // the same session, running again
+    if (request.options.model.empty()) request.options = OptionsOf(parent.options_json);
+    history = {"--resume", parent.agent_session};
+  } else {
+    row.parent_id = parent.id;
+    history = {"--resume", parent.agent_session, "--fork-session"};
+  }
+  return Status();
+}
+
+// The Claude Code command line of a session: stream-json both ways, a new session id or the
+// history flags, and the options.
+std::vector<std::string> ClaudeArgv(const SessionOptions& options, const std::string& agent_session,
+                                    const std::vector<std::string>& history) {
+  std::vector<std::string> argv = {"claude", "-p", "--input-format", "stream-json", "--output-format", "stream-json",
+                                   "--verbose", "--permission-mode", options.permission_mode};
+  if (history.empty()) {
+    argv.insert(argv.end(), {"--session-id", agent_session});
+  } else {
+    argv.insert(argv.end(), history.begin(), history.end());
+  }
+  if (!options.model.empty()) argv.insert(argv.end(), {"--model", options.model});
+  if (!options.allowed_tools.empty()) argv.insert(argv.end(), {"--allowedTools", Join(options.allowed_tools)});
+  if (!options.disallowed_tools.empty()) {
+    argv.insert(argv.end(), {"--disallowedTools", Join(options.disallowed_tools)});
+  }
+  if (options.partial) argv.push_back("--include-partial-messages");
+  return argv;
+}
+
+// Client tools, and permission requests when the mode asks: corral-mcp, with a key of its own,
+// reaches the tool bridge on the sandbox's loopback at `bridge_port`. Adds its flags to `argv`
+// and returns the tools the bridge offers.
+json OfferBridge(const NewSession& request, bool asks, uint16_t bridge_port, std::vector<std::string>& argv) {
+  json bridge_tools = json::array();
+  std::vector<std::string> allowed = request.options.allowed_tools;
+  for (const ClientTool& tool : request.tools) {
+    bridge_tools.push_back({{"name", tool.name}, {"description", tool.description}, {"inputSchema", tool.input_schema}});
+    allowed.push_back(std::string("mcp__corral__") + tool.name);  // the client's own tools need no asking
+  }
+  if (asks) {
+    bridge_tools.push_back(
+        {{"name", kPermissionTool},
+         {"description", "Asks the user whether a tool may run."},
+         {"inputSchema",
+          {{"type", "object"},
+           {"properties", {{"tool_name", {{"type", "string"}}}, {"input", {{"type", "object"}}}, {"tool_use_id", {{"type", "string"}}}}},
+           {"required", {"tool_name", "input"}}}}});
+    argv.insert(argv.end(), {"--permission-prompt-tool", std::string("mcp__corral__") + kPermissionTool});
+  }
+  json mcp = {{"mcpServers",
+               {{"corral",
+                 {{"type", "stdio"},
+                  {"command", kMcpPathInSandbox},
+                  {"env",
+                   {{"CORRAL_TOOL_BRIDGE", "127.0.0.1:" + std::to_string(bridge_port)},
+                    {"CORRAL_TOOL_KEY", "${CORRAL_TOOL_KEY}"}}}}}}}};
+  argv.insert(argv.end(), {"--mcp-config", mcp.dump(), "--strict-mcp-config"});
+  if (!request.tools.empty()) {
+    // One --allowedTools: the last would win.
+    auto flag = std::find(argv.begin(), argv.end(), "--allowedTools");
+    if (flag != argv.end()) argv.erase(flag, flag + 2);
+    argv.insert(argv.end(), {"--allowedTools", Join(allowed)});
+  }
+  return bridge_tools;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -316,39 +425,10 @@ StatusOr<std::shared_ptr<AgentSession>> SessionRunner::Create(const Caller& call
       return Status::Error("session " + from + " is in sandbox " + parent.sandbox_id + ", not " + sandbox.id, EINVAL);
     }
     if (live_.count(from)) return Status::Error("session " + from + " is running", EBUSY);
-    // Claude Code keeps transcripts per working directory: the history is only found from the
-    // one it was made in.
-    const std::string parent_cwd = OptionsOf(parent.options_json).cwd;
-    if (request.options.cwd.empty()) request.options.cwd = parent_cwd;
-    if (request.options.cwd != parent_cwd) {
-      return Status::Error("cwd: session " + from + " works in " + (parent_cwd.empty() ? "/home/agent" : parent_cwd) +
-                               "; a resume or fork works there too",
-                           EINVAL);
-    }
-    if (!request.resume.empty()) {
-      row = parent;  // the same session, running again
-      if (request.options.model.empty()) request.options = OptionsOf(parent.options_json);
-      history = {"--resume", parent.agent_session};
-    } else {
-      row.parent_id = parent.id;
-      history = {"--resume", parent.agent_session, "--fork-session"};
-    }
+    RETURN_IF_ERROR(StartFromParent(parent, request, row, history));
   }
   const bool resumed = !request.resume.empty();
-  if (!resumed) {
-    row.id = NewId("ses");
-    row.sandbox_id = sandbox.id;
-    row.iss = sandbox.iss;
-    row.sub = sandbox.sub;
-    row.agent_session = request.fork.empty() ? NewUuid() : "";
-    row.created_at = Now();
-  }
-  row.state = "initializing";
-  row.options_json = OptionsJson(request.options).dump();
-  row.budget_json = BudgetToJson(request.budget);
-  row.outcome_json.clear();
-  row.ended_at = 0;
-  row.updated_at = Now();
+  PrepareRow(sandbox, request, resumed, row);
 
   ExecSpec spec;
   spec.sandbox = sandbox.id;
@@ -357,66 +437,19 @@ StatusOr<std::shared_ptr<AgentSession>> SessionRunner::Create(const Caller& call
   // `agent` too, so the pipes must not be the agent's: /proc/<claude>/fd/1 would open.
   spec.private_stdio = true;
   spec.cwd = request.options.cwd;  // "" = the agent's home
-  spec.argv = {"claude", "-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose",
-               "--permission-mode", request.options.permission_mode};
-  if (history.empty()) {
-    spec.argv.insert(spec.argv.end(), {"--session-id", row.agent_session});
-  } else {
-    spec.argv.insert(spec.argv.end(), history.begin(), history.end());
-  }
-  if (!request.options.model.empty()) spec.argv.insert(spec.argv.end(), {"--model", request.options.model});
-  if (!request.options.allowed_tools.empty()) {
-    spec.argv.insert(spec.argv.end(), {"--allowedTools", Join(request.options.allowed_tools)});
-  }
-  if (!request.options.disallowed_tools.empty()) {
-    spec.argv.insert(spec.argv.end(), {"--disallowedTools", Join(request.options.disallowed_tools)});
-  }
-  if (request.options.partial) spec.argv.push_back("--include-partial-messages");
+  spec.argv = ClaudeArgv(request.options, row.agent_session, history);
   // Client tools, and permission requests when the mode asks: corral-mcp, with a key of its
   // own, reaches the tool bridge on the sandbox's loopback.
   const bool asks = request.options.permission_mode != "bypassPermissions";
   std::string tool_key;
   json bridge_tools = json::array();
   if (bridge_ != nullptr && mcp_in_sandboxes_ && (!request.tools.empty() || asks)) {
-    std::vector<std::string> allowed = request.options.allowed_tools;
-    for (const ClientTool& tool : request.tools) {
-      bridge_tools.push_back({{"name", tool.name}, {"description", tool.description}, {"inputSchema", tool.input_schema}});
-      allowed.push_back(std::string("mcp__corral__") + tool.name);  // the client's own tools need no asking
-    }
-    if (asks) {
-      bridge_tools.push_back(
-          {{"name", kPermissionTool},
-           {"description", "Asks the user whether a tool may run."},
-           {"inputSchema",
-            {{"type", "object"},
-             {"properties", {{"tool_name", {{"type", "string"}}}, {"input", {{"type", "object"}}}, {"tool_use_id", {{"type", "string"}}}}},
-             {"required", {"tool_name", "input"}}}}});
-      spec.argv.insert(spec.argv.end(), {"--permission-prompt-tool", std::string("mcp__corral__") + kPermissionTool});
-    }
-    json mcp = {{"mcpServers",
-                 {{"corral",
-                   {{"type", "stdio"},
-                    {"command", kMcpPathInSandbox},
-                    {"env",
-                     {{"CORRAL_TOOL_BRIDGE", "127.0.0.1:" + std::to_string(bridge_->Ports().front())},
-                      {"CORRAL_TOOL_KEY", "${CORRAL_TOOL_KEY}"}}}}}}}};
-    spec.argv.insert(spec.argv.end(), {"--mcp-config", mcp.dump(), "--strict-mcp-config"});
-    if (!request.tools.empty()) {
-      // One --allowedTools: the last would win.
-      auto flag = std::find(spec.argv.begin(), spec.argv.end(), "--allowedTools");
-      if (flag != spec.argv.end()) spec.argv.erase(flag, flag + 2);
-      spec.argv.insert(spec.argv.end(), {"--allowedTools", Join(allowed)});
-    }
+    bridge_tools = OfferBridge(request, asks, bridge_->Ports().front(), spec.argv);
     tool_key = NewToolKey();
   }
   RelayClient client{row.id, sandbox.id, row.iss, row.sub, request.budget};
   const std::string key = keys_.Issue(client);
-  spec.env = {"ANTHROPIC_BASE_URL=http://127.0.0.1:" + std::to_string(config_.relay_port),
-              "ANTHROPIC_API_KEY=" + key,
-              // Nothing but the relay: no update checks, telemetry or error reports (the sandbox
-              // has no network anyway; this spares the CLI its timeouts).
-              "DISABLE_AUTOUPDATER=1", "DISABLE_TELEMETRY=1", "DISABLE_ERROR_REPORTING=1",
-              "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"};
+  spec.env = RelayEnv(config_.relay_port, key);
   std::string tool_digest;
   if (!tool_key.empty()) {
     // In the environment, not on the command line; the MCP config refers to it. Tool search off:
