@@ -67,13 +67,17 @@ else
   apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
+# The three npm installs below wait on the registry, not the CPU: they run at once.
+npm_jobs=()
+
 # Claude Code, the agent that sessions run (a native binary; npm only installs it). In the
 # host's /usr, so the `host` image shows it inside every sandbox. Pinned: the session runner and
 # the scripted model server (tests/fixtures) are tested against this version's stream-json.
 CLAUDE_CODE_VERSION=$(cat "$(dirname "${BASH_SOURCE[0]}")/claude-code-version")  # also `corral doctor`'s
 if [ "$(claude --version 2>/dev/null | awk '{print $1}')" != "$CLAUDE_CODE_VERSION" ]; then
   echo "install-deps: installing @anthropic-ai/claude-code@$CLAUDE_CODE_VERSION"
-  npm install -g --no-fund --no-audit --loglevel=error "@anthropic-ai/claude-code@$CLAUDE_CODE_VERSION"
+  npm install -g --no-fund --no-audit --loglevel=error "@anthropic-ai/claude-code@$CLAUDE_CODE_VERSION" &
+  npm_jobs+=($!)
 fi
 
 # The TypeScript SDK's build and test dependencies (typescript, ws and their types), exactly as
@@ -81,7 +85,8 @@ fi
 sdk_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/sdk/typescript"
 if [ ! -d "$sdk_dir/node_modules" ]; then
   echo "install-deps: npm ci in sdk/typescript"
-  (cd "$sdk_dir" && npm ci --no-fund --no-audit --loglevel=error)
+  (cd "$sdk_dir" && npm ci --no-fund --no-audit --loglevel=error) &
+  npm_jobs+=($!)
 fi
 
 # The web page's build (esbuild, xterm.js) and browser-test (playwright-core, which drives
@@ -90,5 +95,13 @@ fi
 web_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/web"
 if [ ! -d "$web_dir/node_modules" ]; then
   echo "install-deps: npm ci in web"
-  (cd "$web_dir" && npm ci --no-fund --no-audit --loglevel=error)
+  (cd "$web_dir" && npm ci --no-fund --no-audit --loglevel=error) &
+  npm_jobs+=($!)
+fi
+
+npm_failed=0
+for job in "${npm_jobs[@]}"; do wait "$job" || npm_failed=1; done
+if [ "$npm_failed" -ne 0 ]; then
+  echo "install-deps: an npm install failed (its error is above)" >&2
+  exit 1
 fi

@@ -1,19 +1,104 @@
 #!/usr/bin/env bash
 # Installs what corral needs, builds it with warnings as errors, and runs the whole test suite:
-# unit, root (real namespaces and cgroups on this host), and the root suites again over cgroup
-# v2 in a QEMU guest. Then the unit tests once more under AddressSanitizer and
-# UndefinedBehaviorSanitizer. Exits non-zero when any test fails.
+# unit, root (real namespaces and cgroups on this host), e2e, the QEMU guests (the root suites
+# again over cgroup v2; the Debian package under systemd), then the unit tests once more under
+# AddressSanitizer and UndefinedBehaviorSanitizer. Exits non-zero when any test fails.
+#
+# With arguments, they go to one ctest over the main build (e.g. `dist/test.sh -L unit`) and the
+# sanitizer stage runs after it as before. Without, the stages are scheduled to fit a 2-core
+# machine: what waits on the network or the disk (the guest's Debian tree) runs while corral
+# compiles, and while the host's tests run (mostly waiting on daemons, sockets and timers), the
+# guests' tests run beside them at a lower priority (nice 5), and the previous release (nice 10)
+# and the sanitizer build (nice 19) use what CPU is left. Each stage's time is printed at the end.
+# CORRAL_SKIP_SANITIZERS=1 leaves the sanitizer stage out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-dist/install-deps.sh
+src=$PWD
 build_dir=${BUILD_DIR:-build}
-BUILD_DIR=$build_dir dist/build.sh -DCORRAL_WERROR=ON
-ctest --test-dir "$build_dir" --output-on-failure -j"$(nproc)" "$@"
+logs=$build_dir/test-artifacts/stages
 
-if [ "${CORRAL_SKIP_SANITIZERS:-0}" != 1 ]; then
+t_start=$(date +%s)
+stage_names=()
+stage_secs=()
+stage_done() {  # NAME START: records how long the stage NAME took since START (date +%s)
+  stage_names+=("$1"); stage_secs+=($(( $(date +%s) - $2 )))
+  echo "== stage $1: ${stage_secs[-1]} s"
+}
+report() {
+  echo "== stage times (CPU: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) cores)"
+  for i in "${!stage_names[@]}"; do printf '   %-28s %5d s\n' "${stage_names[$i]}" "${stage_secs[$i]}"; done
+  printf '   %-28s %5d s\n' total $(( $(date +%s) - t_start ))
+}
+trap report EXIT
+
+t=$(date +%s); dist/install-deps.sh; stage_done install-deps "$t"
+mkdir -p "$logs"
+
+sanitizer_build() {
   # Only what the unit label runs (no root tests, benchmarks, fixtures or web page), with line
   # tables but no variable info (-g1): the sanitizers' reports still name functions and lines.
   BUILD_DIR=$build_dir-asan BUILD_TARGET=unit_tests dist/build.sh -DCORRAL_WERROR=ON -DCORRAL_SANITIZE=ON \
     -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG=-g1 -DCMAKE_CXX_FLAGS_DEBUG=-g1
+}
+sanitizer_tests() {
   ctest --test-dir "$build_dir-asan" --output-on-failure -j"$(nproc)" -L unit
+}
+skip_sanitizers() { [ "${CORRAL_SKIP_SANITIZERS:-0}" = 1 ]; }
+
+if [ $# -gt 0 ]; then
+  t=$(date +%s); BUILD_DIR=$build_dir dist/build.sh -DCORRAL_WERROR=ON; stage_done build "$t"
+  t=$(date +%s); ctest --test-dir "$build_dir" --output-on-failure -j"$(nproc)" "$@"; stage_done ctest "$t"
+  if ! skip_sanitizers; then
+    t=$(date +%s); sanitizer_build; stage_done sanitizer-build "$t"
+    t=$(date +%s); sanitizer_tests; stage_done sanitizer-tests "$t"
+  fi
+  exit 0
+fi
+
+# The package test's clean Debian tree (debootstrap: the mirror and the disk) while corral builds.
+# Its own failures are the package test's to report; here it is only started early.
+tests/package/guest-tree.sh base > "$logs/guest-tree.log" 2>&1 &
+tree_pid=$!
+
+t=$(date +%s); BUILD_DIR=$build_dir dist/build.sh -DCORRAL_WERROR=ON; stage_done build "$t"
+wait "$tree_pid" || echo "== the guest tree was not made in advance (package_install says why): $(tail -1 "$logs/guest-tree.log")"
+
+# Beside the host's tests, at low priority: the previous release (e2e test_upgrade and
+# package_install wait for it on its lock; nice 10), then the sanitizer build (nice 19).
+t_bg=$(date +%s)
+(
+  renice -n 10 -p "$BASHPID" > /dev/null
+  tests/upgrade/build-previous.sh "$src" > "$logs/previous-release.log" 2>&1 || true
+  renice -n 19 -p "$BASHPID" > /dev/null
+  skip_sanitizers || sanitizer_build
+) > "$logs/background.log" 2>&1 &
+bg_pid=$!
+
+# The guests (label `guest`: their own kernel, so they share nothing with the host's tests).
+t_guest=$(date +%s)
+nice -n 5 ctest --test-dir "$build_dir" --output-on-failure -L guest -O "$logs/ctest-guest.log" \
+  > "$logs/ctest-guest.out" 2>&1 &
+guest_pid=$!
+
+t=$(date +%s)
+host_rc=0
+ctest --test-dir "$build_dir" --output-on-failure -j"$(nproc)" -LE guest -O "$logs/ctest-host.log" || host_rc=$?
+stage_done "host tests" "$t"
+
+guest_rc=0
+wait "$guest_pid" || guest_rc=$?
+cat "$logs/ctest-guest.out"
+stage_done "guest tests (beside)" "$t_guest"
+
+bg_rc=0
+wait "$bg_pid" || bg_rc=$?
+stage_done "previous + sanitizer build" "$t_bg"
+if [ "$bg_rc" -ne 0 ]; then tail -60 "$logs/background.log"; fi
+
+if [ "$host_rc" -ne 0 ] || [ "$guest_rc" -ne 0 ] || [ "$bg_rc" -ne 0 ]; then
+  echo "== failed: host tests rc $host_rc, guest tests rc $guest_rc, sanitizer build rc $bg_rc"
+  exit 1
+fi
+if ! skip_sanitizers; then
+  t=$(date +%s); sanitizer_tests; stage_done sanitizer-tests "$t"
 fi

@@ -28,8 +28,8 @@ class UpgradeInPlace(unittest.TestCase):
             raise unittest.SkipTest("corrald needs root (namespaces, cgroups, mounts)")
         if not os.path.exists(CORRALD):
             raise unittest.SkipTest(f"{CORRALD} is not built")
-        built = subprocess.run([os.path.join(SOURCE_DIR, "tests", "upgrade", "build-previous.sh"), SOURCE_DIR,
-                                os.path.join(BUILD_DIR, "upgrade-prev")], capture_output=True, text=True)
+        built = subprocess.run([os.path.join(SOURCE_DIR, "tests", "upgrade", "build-previous.sh"), SOURCE_DIR],
+                               capture_output=True, text=True)
         if built.returncode == 77:
             raise unittest.SkipTest(built.stderr.strip())
         if built.returncode != 0:

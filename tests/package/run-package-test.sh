@@ -5,10 +5,10 @@
 # CTest entry point of test `package_install` (tests/CMakeLists.txt):
 #   1. builds the package from BUILD_DIR (cpack; BUILD_DIR/package/corral_*.deb);
 #   2. makes a clean Debian 12 (debootstrap --variant=minbase, with systemd) and installs into it,
-#      through apt, what the package's Depends names, and nothing else. The tree is cached under
-#      $CORRAL_PKGVM_CACHE (default /var/cache/corral/pkgvm), keyed by that list; the guest sees
-#      it read-only under a tmpfs overlay, so every run starts from the same clean tree;
-#   3. builds the previous release (dist/previous-release; once, into BUILD/upgrade-prev, shared
+#      through apt, what the package's Depends names, and nothing else (guest-tree.sh; cached
+#      under $CORRAL_PKGVM_CACHE, default /var/cache/corral/pkgvm, keyed by that list); the guest
+#      sees it read-only under a tmpfs overlay, so every run starts from the same clean tree;
+#   3. builds the previous release (dist/previous-release; once per commit, tests/upgrade/build-previous.sh, shared
 #      with e2e test_upgrade) for the upgrade step;
 #   4. boots it (tests/cgv2/run-in-cgv2-vm.sh --root --boot-systemd: Debian's kernel, systemd as
 #      PID 1, cgroup v2 as systemd sets it up) and runs in-guest.sh there: dpkg -i, systemctl
@@ -25,7 +25,6 @@ ME=package_install
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 SRC=$(cd "$HERE/../.." && pwd -P)
 RUNNER=$SRC/tests/cgv2/run-in-cgv2-vm.sh
-CACHE=${CORRAL_PKGVM_CACHE:-/var/cache/corral/pkgvm}
 
 skip() { echo "$ME: SKIPPED: $*" >&2; exit 77; }
 fail() { echo "$ME: FAILED: $*" >&2; exit 1; }
@@ -46,38 +45,15 @@ DEB=$(ls "$BUILD"/package/corral_*_amd64.deb 2>/dev/null | head -1)
 [ -n "$DEB" ] || fail "cpack made no corral_*_amd64.deb"
 echo "$ME: $(basename "$DEB"), $(du -k "$DEB" | cut -f1) KiB"
 
-# --- 2. a clean Debian 12 with the package's dependencies
+# --- 2. a clean Debian 12 with the package's dependencies (tests/package/guest-tree.sh: cached)
 deps=$(dpkg-deb -f "$DEB" Depends | sed 's/([^)]*)//g; s/,/ /g')
-key=$(echo "bookworm minbase systemd $deps" | md5sum | cut -c1-12)
-ROOTFS=$CACHE/rootfs-$key
-mkdir -p "$CACHE"
-exec 9>"$CACHE/.lock"; flock 9
-if [ ! -f "$ROOTFS/.corral-ready" ]; then
-  mirror=$(apt-get indextargets --format '$(REPO_URI) $(RELEASE)' 2>/dev/null | awk '$2 == "bookworm" {print $1; exit}')
-  [ -n "$mirror" ] || skip "no Debian bookworm mirror in the apt configuration"
-  rm -rf "$ROOTFS.tmp"
-  echo "$ME: debootstrap bookworm (minbase, systemd) from $mirror"
-  if ! debootstrap --variant=minbase --include=systemd,systemd-sysv bookworm "$ROOTFS.tmp" "$mirror" \
-       > "$CACHE/debootstrap.log" 2>&1; then
-    tail -5 "$CACHE/debootstrap.log" >&2; rm -rf "$ROOTFS.tmp"
-    skip "debootstrap failed (is the Debian mirror reachable?); log: $CACHE/debootstrap.log"
-  fi
-  echo "$ME: apt-get install in the tree: $deps"
-  # In a private mount namespace: its /proc and /dev mounts go when it ends. No service starts.
-  printf '#!/bin/sh\nexit 101\n' > "$ROOTFS.tmp/usr/sbin/policy-rc.d"; chmod 755 "$ROOTFS.tmp/usr/sbin/policy-rc.d"
-  if ! unshare -m --propagation private sh -c '
-        mount -t proc proc "$1/proc" && mount --rbind /dev "$1/dev" &&
-        DEBIAN_FRONTEND=noninteractive chroot "$1" apt-get install -y -q --no-install-recommends $2' \
-        sh "$ROOTFS.tmp" "$deps" > "$CACHE/apt.log" 2>&1; then
-    tail -20 "$CACHE/apt.log" >&2; rm -rf "$ROOTFS.tmp"
-    fail "the package's Depends cannot be installed on Debian 12 (apt-get in the tree; log: $CACHE/apt.log)"
-  fi
-  rm -f "$ROOTFS.tmp/usr/sbin/policy-rc.d"
-  chroot "$ROOTFS.tmp" apt-get clean
-  touch "$ROOTFS.tmp/.corral-ready"
-  rm -rf "$ROOTFS"; mv "$ROOTFS.tmp" "$ROOTFS"
-fi
-flock -u 9; exec 9>&-
+tree_rc=0
+ROOTFS=$("$HERE/guest-tree.sh" deps "$deps") || tree_rc=$?
+case $tree_rc in
+  0) ;;
+  77) skip "no clean Debian 12 tree (the reason is above)" ;;
+  *) fail "no clean Debian 12 tree (the reason is above)" ;;
+esac
 echo "$ME: clean tree $ROOTFS ready after $(( $(date +%s) - t0 )) s"
 
 # --- 3. boot it and run the test
@@ -88,15 +64,15 @@ WORK=$(mktemp -d /var/tmp/corral-package-test.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 cp "$DEB" "$HERE/in-guest.sh" "$WORK/"
 # The previous release (dist/previous-release) for the upgrade in place: built once into
-# BUILD/upgrade-prev by tests/upgrade/build-previous.sh, as e2e test_upgrade builds it.
+# /var/cache/corral/previous/<commit> by tests/upgrade/build-previous.sh, as e2e test_upgrade builds it.
 PREV_ARG=
 prev_rc=0
-prev_build=$("$SRC/tests/upgrade/build-previous.sh" "$SRC" "$BUILD/upgrade-prev" 2>"$BUILD/previous-release.log") || prev_rc=$?
+prev_build=$("$SRC/tests/upgrade/build-previous.sh" "$SRC" 2>"$BUILD/previous-release.log") || prev_rc=$?
 if [ "$prev_rc" -eq 0 ]; then
   prev_build=$(printf '%s\n' "$prev_build" | tail -1)
   mkdir "$WORK/prev"
   cp "$prev_build"/tools/corrald "$prev_build"/tools/corral "$prev_build"/tools/corral-init \
-     "$prev_build"/tools/corral-mcp "$BUILD/upgrade-prev/src/dist/corrald.toml" "$WORK/prev/"
+     "$prev_build"/tools/corral-mcp "$prev_build/../src/dist/corrald.toml" "$WORK/prev/"
   grep -v '^#' "$SRC/dist/previous-release" | head -1 | awk '{print $1}' > "$WORK/prev/commit"
   PREV_ARG=$WORK/prev
 elif [ "$prev_rc" -eq 77 ]; then
