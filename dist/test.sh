@@ -63,21 +63,41 @@ tree_pid=$!
 t=$(date +%s); BUILD_DIR=$build_dir dist/build.sh -DCORRAL_WERROR=ON; stage_done build "$t"
 wait "$tree_pid" || echo "== the guest tree was not made in advance (package_install says why): $(tail -1 "$logs/guest-tree.log")"
 
-# Beside the host's tests, at low priority: the previous release (e2e test_upgrade and
-# package_install wait for it on its lock; nice 10), then the sanitizer build (nice 19).
-t_bg=$(date +%s)
-(
-  renice -n 10 -p "$BASHPID" > /dev/null
-  tests/upgrade/build-previous.sh "$src" > "$logs/previous-release.log" 2>&1 || true
+# A job beside the host's tests: `beside NAME NICE CMD...` runs CMD in the background at that
+# priority, its output in $logs/NAME.out, its status and end time in $logs/NAME.rc and .end.
+beside() {
+  local name=$1 nice=$2
+  shift 2
+  (
+    renice -n "$nice" -p "$BASHPID" > /dev/null
+    rc=0
+    "$@" > "$logs/$name.out" 2>&1 || rc=$?
+    echo "$rc" > "$logs/$name.rc"
+    date +%s > "$logs/$name.end"
+  ) &
+}
+# Waits for the job NAME that began at START, records its time, and returns its status.
+joined() {
+  local name=$1 start=$2
+  wait "$3" || true
+  stage_names+=("$name"); stage_secs+=($(( $(cat "$logs/$name.end") - start )))
+  echo "== stage $name: ${stage_secs[-1]} s (beside the host's tests)"
+  return "$(cat "$logs/$name.rc")"
+}
+background() {
+  # The previous release first (e2e test_upgrade and package_install wait for it on its lock),
+  # then, at the lowest priority, the sanitizer build.
+  tests/upgrade/build-previous.sh "$src" || true
   renice -n 19 -p "$BASHPID" > /dev/null
   skip_sanitizers || sanitizer_build
-) > "$logs/background.log" 2>&1 &
+}
+rm -f "$logs"/*.rc "$logs"/*.end
+t_bg=$(date +%s)
+beside previous-and-sanitizer-build 10 background
 bg_pid=$!
-
 # The guests (label `guest`: their own kernel, so they share nothing with the host's tests).
 t_guest=$(date +%s)
-nice -n 5 ctest --test-dir "$build_dir" --output-on-failure -L guest -O "$logs/ctest-guest.log" \
-  > "$logs/ctest-guest.out" 2>&1 &
+beside guest-tests 5 ctest --test-dir "$build_dir" --output-on-failure -L guest -O "$logs/ctest-guest.log"
 guest_pid=$!
 
 t=$(date +%s)
@@ -86,14 +106,11 @@ ctest --test-dir "$build_dir" --output-on-failure -j"$(nproc)" -LE guest -O "$lo
 stage_done "host tests" "$t"
 
 guest_rc=0
-wait "$guest_pid" || guest_rc=$?
-cat "$logs/ctest-guest.out"
-stage_done "guest tests (beside)" "$t_guest"
-
+joined guest-tests "$t_guest" "$guest_pid" || guest_rc=$?
+cat "$logs/guest-tests.out"
 bg_rc=0
-wait "$bg_pid" || bg_rc=$?
-stage_done "previous + sanitizer build" "$t_bg"
-if [ "$bg_rc" -ne 0 ]; then tail -60 "$logs/background.log"; fi
+joined previous-and-sanitizer-build "$t_bg" "$bg_pid" || bg_rc=$?
+if [ "$bg_rc" -ne 0 ]; then tail -60 "$logs/previous-and-sanitizer-build.out"; fi
 
 if [ "$host_rc" -ne 0 ] || [ "$guest_rc" -ne 0 ] || [ "$bg_rc" -ne 0 ]; then
   echo "== failed: host tests rc $host_rc, guest tests rc $guest_rc, sanitizer build rc $bg_rc"
