@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
-#include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -26,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/log.h"
+#include "isolation/netns.h"
 
 namespace corral::supervisor {
 namespace {
@@ -349,16 +349,8 @@ struct EgressProxy::Impl : std::enable_shared_from_this<Impl> {
       if (!fd.valid()) return ErrnoError("socket");
       return fd;
     }
-    if (setns(netns.get(), CLONE_NEWNET) != 0) return ErrnoError("setns egress.netns");
-    UniqueFd fd(socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-    const int saved = errno;
-    if (setns(own_netns.get(), CLONE_NEWNET) != 0) {
-      // The event loop's thread would make every later socket in the wrong network: stop here.
-      LogError("egress", "cannot return to the daemon's network namespace", {{"errno", std::to_string(errno)}});
-      std::abort();
-    }
-    if (!fd.valid()) return ErrnoError("socket", saved);
-    return fd;
+    return isolation::SocketInNetworkNamespace(netns.get(), own_netns.get(), family,
+                                               SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, "egress.netns");
   }
 
   awaitable<Resolved> Resolve(std::string host) {
@@ -624,8 +616,7 @@ StatusOr<std::unique_ptr<EgressProxy>> EgressProxy::Create(asio::io_context& io,
     own = UniqueFd(open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
     if (!own.valid()) return ErrnoError("open /proc/thread-self/ns/net");
     // Prove both ways work now, not at the first connection.
-    if (setns(netns.get(), CLONE_NEWNET) != 0) return ErrnoError("egress.netns: " + config.netns + " (setns)");
-    if (setns(own.get(), CLONE_NEWNET) != 0) return ErrnoError("setns back to the daemon's network namespace");
+    RETURN_IF_ERROR(isolation::CheckNetworkNamespaceEntry(netns.get(), own.get(), "egress.netns: " + config.netns));
   }
   return std::unique_ptr<EgressProxy>(new EgressProxy(io, std::move(config), store, std::move(netns), std::move(own)));
 }

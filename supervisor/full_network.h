@@ -23,9 +23,11 @@
 // and tables of sandboxes that are not running (recovery). IPv4 forwarding is switched on in
 // network.netns at the first Attach (logged).
 //
-// Links and addresses are made with libnl (route), the filter with libnftables, from a thread
-// that enters the namespaces (setns affects only that thread). Every call blocks on netlink:
-// run them on the worker pool, never on the event loop. Calls are serialized.
+// This is the orchestration: slots, names, the ruleset, what to undo. Links and addresses are made
+// with libnl (isolation/net/netlink.h), the filter with libnftables (isolation/net/nftables.h),
+// from a thread that enters the namespaces (isolation/netns.h; setns affects only that thread).
+// Every call blocks on netlink: run them on the worker pool, never on the event loop. Calls are
+// serialized.
 #pragma once
 
 #include <sys/types.h>

@@ -4,30 +4,35 @@
 #include <archive_entry.h>
 #include <dirent.h>
 #include <fcntl.h>
-#include <linux/magic.h>
-#include <linux/openat2.h>
-#include <sys/fsuid.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <utility>
 
-#include "common/log.h"
 #include "common/unique_fd.h"
+#include "isolation/fs_identity.h"
+#include "rootfs/scoped_path.h"
 
 namespace corral::supervisor {
 namespace {
 
-constexpr int kResolveRetries = 32;
+using isolation::ScopedFsIdentity;
+using rootfs::ChmodNode;
+using rootfs::kScopedResolveRetries;
+using rootfs::OpenInRoot;
+using rootfs::PathComponents;
+using rootfs::PseudoFsOf;
+using rootfs::ReopenNode;
+using rootfs::SameMount;
+using rootfs::StatxAt;
+using rootfs::StatxFd;
+
 constexpr int kMaxTreeDepth = 256;       // remove and tar: one fd per level is held
 constexpr uint64_t kListEntryBytes = 64;  // what a listing entry costs besides its name
 constexpr size_t kIoChunk = 64 * 1024;
@@ -56,117 +61,13 @@ std::string Printable(std::string_view text) {
   return out;
 }
 
-// ---- The agent's identity on this thread ----
-
-// fsuid, fsgid and the supplementary groups are per-thread credentials in the kernel. glibc's
-// setgroups() would change every thread of the daemon (it broadcasts set*id calls), so the raw
-// syscall is used: only this thread's groups change. Moving fsuid away from 0 also drops
-// CAP_DAC_OVERRIDE and the other file capabilities from this thread's effective set; moving it
-// back restores them.
-class AgentIdentity {
- public:
-  AgentIdentity(uid_t uid, gid_t gid) {
-    long count = syscall(SYS_getgroups, 0, nullptr);
-    if (count < 0) {
-      status_ = ErrnoError("getgroups");
-      return;
-    }
-    saved_groups_.resize(static_cast<size_t>(count));
-    if (count > 0 && syscall(SYS_getgroups, count, saved_groups_.data()) != count) {
-      status_ = ErrnoError("getgroups");
-      return;
-    }
-    if (syscall(SYS_setgroups, 0, nullptr) != 0) {
-      status_ = ErrnoError("setgroups for the agent");
-      return;
-    }
-    groups_changed_ = true;
-    saved_gid_ = static_cast<gid_t>(setfsgid(gid));
-    saved_uid_ = static_cast<uid_t>(setfsuid(uid));
-    ids_changed_ = true;
-    // Neither call reports an error: read the ids back (an invalid id changes nothing and
-    // returns the current one).
-    if (CurrentFsuid() != uid || CurrentFsgid() != gid) {
-      status_ = Status::Error("setfsuid/setfsgid to the agent's ids", EPERM);
-    }
-  }
-  AgentIdentity(const AgentIdentity&) = delete;
-  AgentIdentity& operator=(const AgentIdentity&) = delete;
-  ~AgentIdentity() {
-    if (ids_changed_) {
-      setfsuid(saved_uid_);
-      setfsgid(saved_gid_);
-    }
-    if (groups_changed_) syscall(SYS_setgroups, saved_groups_.size(), saved_groups_.data());
-    if (ids_changed_ && (CurrentFsuid() != saved_uid_ || CurrentFsgid() != saved_gid_)) {
-      // This worker thread would go on with the agent's file credentials.
-      LogError("files", "could not restore the thread's fsuid/fsgid");
-      std::abort();
-    }
-  }
-  const Status& status() const { return status_; }
-
- private:
-  static uid_t CurrentFsuid() { return static_cast<uid_t>(setfsuid(static_cast<uid_t>(-1))); }
-  static gid_t CurrentFsgid() { return static_cast<gid_t>(setfsgid(static_cast<gid_t>(-1))); }
-
-  Status status_;
-  bool groups_changed_ = false;
-  bool ids_changed_ = false;
-  uid_t saved_uid_ = 0;
-  gid_t saved_gid_ = 0;
-  std::vector<gid_t> saved_groups_;
-};
-
 // ---- Resolving and opening ----
-
-// openat2 with `anchor` as the root: ".." stops at it, absolute symlinks restart from it, magic
-// links (/proc/PID/root, /proc/PID/fd/N, ...) fail with ELOOP. Invalid fd and errno on failure.
-UniqueFd ResolveIn(int anchor, const std::string& path, uint64_t flags) {
-  struct open_how how = {};
-  how.flags = flags | O_CLOEXEC;
-  how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
-  for (int attempt = 0;; ++attempt) {
-    long fd = syscall(SYS_openat2, anchor, path.c_str(), &how, sizeof(how));
-    if (fd >= 0) return UniqueFd(static_cast<int>(fd));
-    // RESOLVE_IN_ROOT: EAGAIN when a rename or mount anywhere raced with a ".." step; the
-    // kernel asks for a retry rather than risk an escape.
-    if (errno != EAGAIN || attempt == kResolveRetries) return UniqueFd();
-  }
-}
-
-const char* PseudoFsName(uint32_t magic) {
-  switch (magic) {
-    case PROC_SUPER_MAGIC: return "procfs";
-    case SYSFS_MAGIC: return "sysfs";
-    case DEVPTS_SUPER_MAGIC: return "devpts";
-    case DEBUGFS_MAGIC: return "debugfs";
-    case TRACEFS_MAGIC: return "tracefs";
-    case CGROUP_SUPER_MAGIC: return "cgroupfs";
-    case CGROUP2_SUPER_MAGIC: return "cgroup2";
-    case SECURITYFS_MAGIC: return "securityfs";
-    case SELINUX_MAGIC: return "selinuxfs";
-    case SMACK_MAGIC: return "smackfs";
-    case AAFS_MAGIC: return "apparmorfs";
-    case BPF_FS_MAGIC: return "bpffs";
-    case PSTOREFS_MAGIC: return "pstore";
-    case EFIVARFS_MAGIC: return "efivarfs";
-    case BINFMTFS_MAGIC: return "binfmt_misc";
-    case NSFS_MAGIC: return "nsfs";
-    case RDTGROUP_SUPER_MAGIC: return "resctrl";
-    case 0x65735543: return "fusectl";   // FUSE_CTL_SUPER_MAGIC, not in <linux/magic.h>
-    case 0x62656570: return "configfs";  // CONFIGFS_MAGIC, likewise
-    default: return nullptr;
-  }
-}
 
 // EACCES when `fd` is on a kernel pseudo file system.
 Status RefusePseudoFs(int fd, std::string_view op, std::string_view path) {
-  struct statfs fs;
-  if (fstatfs(fd, &fs) != 0) return PathError(op, path, errno);
-  if (const char* name = PseudoFsName(static_cast<uint32_t>(fs.f_type))) {
-    return PathError(op, path, EACCES, std::string("on ") + name + ", which the file API refuses");
-  }
+  StatusOr<const char*> name = PseudoFsOf(fd);
+  if (!name.ok()) return PathError(op, path, name.status().error_number());
+  if (*name != nullptr) return PathError(op, path, EACCES, std::string("on ") + *name + ", which the file API refuses");
   return Status();
 }
 
@@ -179,8 +80,6 @@ Status NotRegular(mode_t mode, std::string_view op, std::string_view path) {
   return PathError(op, path, EINVAL, "not a regular file");
 }
 
-std::string ProcFdPath(int fd) { return "/proc/self/fd/" + std::to_string(fd); }
-
 // Opens the regular file that the O_PATH fd `node` refers to with `flags`. The node is checked
 // first and reopened through /proc/self/fd (the same inode, with a fresh permission check as the
 // agent), so a FIFO or device is never opened and nothing can be swapped in between.
@@ -189,7 +88,7 @@ StatusOr<UniqueFd> OpenRegular(int node, int flags, std::string_view op, std::st
   struct stat before;
   if (fstat(node, &before) != 0) return PathError(op, path, errno);
   if (!S_ISREG(before.st_mode)) return NotRegular(before.st_mode, op, path);
-  UniqueFd file(open(ProcFdPath(node).c_str(), flags | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
+  UniqueFd file = ReopenNode(node, flags | O_NOCTTY | O_NONBLOCK);
   if (!file) return PathError(op, path, errno);
   struct stat after;
   if (fstat(file.get(), &after) != 0) return PathError(op, path, errno);
@@ -199,15 +98,10 @@ StatusOr<UniqueFd> OpenRegular(int node, int flags, std::string_view op, std::st
   return file;
 }
 
-// chmod of exactly the inode behind an O_PATH fd.
-int ChmodNode(int node, mode_t mode) {
-  return chmod(ProcFdPath(node).c_str(), mode) == 0 ? 0 : errno;
-}
-
 // The entry's parent directory (O_PATH), refused on a pseudo file system.
 StatusOr<UniqueFd> OpenParent(int root, const SandboxPathParts& parts, std::string_view op,
                               std::string_view path) {
-  UniqueFd parent = ResolveIn(root, parts.parent, O_PATH | O_DIRECTORY);
+  UniqueFd parent = OpenInRoot(root, parts.parent, O_PATH | O_DIRECTORY);
   if (!parent) return PathError(op, path, errno);
   RETURN_IF_ERROR(RefusePseudoFs(parent.get(), op, path));
   return parent;
@@ -273,19 +167,6 @@ int ReadDirNames(int dir_fd, std::vector<std::string>* names) {
   return error;
 }
 
-// lstat-like statx with the mount id. AT_NO_AUTOMOUNT: never trigger an automount from here.
-int StatxAt(int dir_fd, const char* name, int flags, struct statx* st) {
-  constexpr unsigned kMask = STATX_BASIC_STATS | STATX_MNT_ID;
-  return statx(dir_fd, name, flags | AT_NO_AUTOMOUNT, kMask, st) == 0 ? 0 : errno;
-}
-
-int StatxFd(int fd, struct statx* st) { return StatxAt(fd, "", AT_EMPTY_PATH, st); }
-
-bool SameMount(const struct statx& a, const struct statx& b) {
-  if ((a.stx_mask & STATX_MNT_ID) && (b.stx_mask & STATX_MNT_ID)) return a.stx_mnt_id == b.stx_mnt_id;
-  return a.stx_dev_major == b.stx_dev_major && a.stx_dev_minor == b.stx_dev_minor;
-}
-
 FileInfo InfoFrom(std::string name, const struct statx& st) {
   FileInfo info;
   info.name = std::move(name);
@@ -304,36 +185,22 @@ FileInfo InfoFrom(std::string name, const struct statx& st) {
   return info;
 }
 
-// Path components, without empty ones and ".".
-std::vector<std::string> Components(std::string_view path) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= path.size()) {
-    size_t end = path.find('/', start);
-    if (end == std::string_view::npos) end = path.size();
-    std::string_view part = path.substr(start, end - start);
-    if (!part.empty() && part != ".") out.emplace_back(part);
-    start = end + 1;
-  }
-  return out;
-}
-
 // Walks `components` down from `anchor` (resolved with `anchor` as the root, so each step may
 // follow symlinks but never leaves it), making each missing directory with exactly `mode`.
 // Returns the last directory (O_PATH), refused on a pseudo file system.
 StatusOr<UniqueFd> MakeDirsIn(int anchor, const std::vector<std::string>& components, mode_t mode,
                               std::string_view op, std::string_view path) {
-  UniqueFd current = ResolveIn(anchor, "/", O_PATH | O_DIRECTORY);
+  UniqueFd current = OpenInRoot(anchor, "/", O_PATH | O_DIRECTORY);
   if (!current) return PathError(op, path, errno);
   std::string prefix;
   for (const std::string& component : components) {
     prefix += "/" + component;
-    UniqueFd next = ResolveIn(anchor, prefix, O_PATH | O_DIRECTORY);
+    UniqueFd next = OpenInRoot(anchor, prefix, O_PATH | O_DIRECTORY);
     if (!next && errno == ENOENT && component != "..") {
       RETURN_IF_ERROR(RefusePseudoFs(current.get(), op, path));
       const bool made = mkdirat(current.get(), component.c_str(), mode) == 0;
       if (!made && errno != EEXIST) return PathError(op, path, errno, "mkdir " + Printable(prefix));
-      next = ResolveIn(anchor, prefix, O_PATH | O_DIRECTORY);
+      next = OpenInRoot(anchor, prefix, O_PATH | O_DIRECTORY);
       // mkdir applied the daemon's umask; set what was asked for.
       if (next && made) {
         if (int error = ChmodNode(next.get(), mode)) return PathError(op, path, error, "chmod " + Printable(prefix));
@@ -566,7 +433,7 @@ Status ExtractFile(archive* reader, int parent, const std::string& name, const T
                    std::string_view path, const std::string& shown) {
   constexpr std::string_view kOp = "extract into";
   UniqueFd file;
-  for (int attempt = 0; !file && attempt < kResolveRetries; ++attempt) {
+  for (int attempt = 0; !file && attempt < kScopedResolveRetries; ++attempt) {
     RETURN_IF_ERROR(ClearEntry(parent, name, path, shown));
     file.reset(openat(parent, name.c_str(),
                       O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0600));
@@ -591,7 +458,7 @@ Status ExtractFile(archive* reader, int parent, const std::string& name, const T
 
 Status ExtractSymlink(int parent, const std::string& name, const TarItem& item, std::string_view path,
                       const std::string& shown) {
-  for (int attempt = 0; attempt < kResolveRetries; ++attempt) {
+  for (int attempt = 0; attempt < kScopedResolveRetries; ++attempt) {
     RETURN_IF_ERROR(ClearEntry(parent, name, path, shown));
     if (symlinkat(item.target.c_str(), parent, name.c_str()) == 0) return Status();
     if (errno != EEXIST) return PathError("extract into", path, errno, shown);
@@ -633,7 +500,7 @@ Status ValidateSandboxPath(std::string_view path) {
   if (path.find('\0') != std::string_view::npos) return Status::Error(shown + ": contains NUL", EINVAL);
   if (path[0] != '/') return Status::Error(shown + ": not absolute", EINVAL);
   if (path.size() >= PATH_MAX) return Status::Error(shown + ": longer than PATH_MAX", EINVAL);
-  for (const std::string& component : Components(path)) {
+  for (const std::string& component : PathComponents(path)) {
     if (component.size() > NAME_MAX) return Status::Error(shown + ": a component longer than NAME_MAX", EINVAL);
   }
   return Status();
@@ -658,7 +525,7 @@ StatusOr<std::vector<std::string>> TarEntryComponents(std::string_view name) {
   if (name.find('\0') != std::string_view::npos) return Status::Error("a NUL in the name", EINVAL);
   if (name[0] == '/') return Status::Error("an absolute name", EINVAL);
   if (name.size() >= PATH_MAX) return Status::Error("a name longer than PATH_MAX", EINVAL);
-  std::vector<std::string> components = Components(name);
+  std::vector<std::string> components = PathComponents(name);
   for (const std::string& component : components) {
     if (component == "..") return Status::Error("a \"..\" component", EINVAL);
     if (component.size() > NAME_MAX) return Status::Error("a component longer than NAME_MAX", EINVAL);
@@ -680,9 +547,9 @@ SandboxFiles::SandboxFiles(int root_fd, uid_t uid, gid_t gid, uint64_t max_file_
 StatusOr<std::string> SandboxFiles::Read(const std::string& path) const {
   constexpr std::string_view kOp = "read";
   RETURN_IF_ERROR(ValidateSandboxPath(path));
-  AgentIdentity as_agent(uid_, gid_);
+  ScopedFsIdentity as_agent(uid_, gid_);
   RETURN_IF_ERROR(as_agent.status());
-  UniqueFd node = ResolveIn(root_fd_, path, O_PATH);
+  UniqueFd node = OpenInRoot(root_fd_, path, O_PATH);
   if (!node) return PathError(kOp, path, errno);
   ASSIGN_OR_RETURN(UniqueFd file, OpenRegular(node.get(), O_RDONLY, kOp, path));
   struct stat st;
@@ -701,11 +568,11 @@ StatusOr<uint64_t> SandboxFiles::Write(const std::string& path, std::string_view
   ASSIGN_OR_RETURN(SandboxPathParts parts, SplitSandboxPath(path));
   RETURN_IF_ERROR(ValidateCreateMode(mode).WithContext(std::string(kOp) + " " + path));
   if (data.size() > max_file_bytes_) return PathError(kOp, path, EFBIG, "above the size cap");
-  AgentIdentity as_agent(uid_, gid_);
+  ScopedFsIdentity as_agent(uid_, gid_);
   RETURN_IF_ERROR(as_agent.status());
   ASSIGN_OR_RETURN(UniqueFd parent, OpenParent(root_fd_, parts, kOp, path));
   UniqueFd file;
-  for (int attempt = 0; !file && attempt < kResolveRetries; ++attempt) {
+  for (int attempt = 0; !file && attempt < kScopedResolveRetries; ++attempt) {
     UniqueFd node(openat(parent.get(), parts.name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
     if (node) {
       ASSIGN_OR_RETURN(file, OpenRegular(node.get(), O_WRONLY | (append ? O_APPEND : O_TRUNC), kOp, path));
@@ -732,10 +599,10 @@ StatusOr<uint64_t> SandboxFiles::Write(const std::string& path, std::string_view
 StatusOr<FileInfo> SandboxFiles::Stat(const std::string& path) const {
   constexpr std::string_view kOp = "stat";
   RETURN_IF_ERROR(ValidateSandboxPath(path));
-  AgentIdentity as_agent(uid_, gid_);
+  ScopedFsIdentity as_agent(uid_, gid_);
   RETURN_IF_ERROR(as_agent.status());
   // O_PATH | O_NOFOLLOW on a final symlink gives the link itself: lstat.
-  UniqueFd node = ResolveIn(root_fd_, path, O_PATH | O_NOFOLLOW);
+  UniqueFd node = OpenInRoot(root_fd_, path, O_PATH | O_NOFOLLOW);
   if (!node) return PathError(kOp, path, errno);
   RETURN_IF_ERROR(RefusePseudoFs(node.get(), kOp, path));
   struct statx st;
@@ -746,9 +613,9 @@ StatusOr<FileInfo> SandboxFiles::Stat(const std::string& path) const {
 StatusOr<std::vector<FileInfo>> SandboxFiles::List(const std::string& path) const {
   constexpr std::string_view kOp = "list";
   RETURN_IF_ERROR(ValidateSandboxPath(path));
-  AgentIdentity as_agent(uid_, gid_);
+  ScopedFsIdentity as_agent(uid_, gid_);
   RETURN_IF_ERROR(as_agent.status());
-  UniqueFd dir = ResolveIn(root_fd_, path, O_RDONLY | O_DIRECTORY);
+  UniqueFd dir = OpenInRoot(root_fd_, path, O_RDONLY | O_DIRECTORY);
   if (!dir) return PathError(kOp, path, errno);
   RETURN_IF_ERROR(RefusePseudoFs(dir.get(), kOp, path));
   std::vector<std::string> names;
@@ -772,18 +639,18 @@ Status SandboxFiles::Mkdir(const std::string& path, uint32_t mode, bool parents)
   constexpr std::string_view kOp = "mkdir";
   ASSIGN_OR_RETURN(SandboxPathParts parts, SplitSandboxPath(path));
   RETURN_IF_ERROR(ValidateCreateMode(mode).WithContext(std::string(kOp) + " " + path));
-  AgentIdentity as_agent(uid_, gid_);
+  ScopedFsIdentity as_agent(uid_, gid_);
   RETURN_IF_ERROR(as_agent.status());
   UniqueFd parent;
   if (parents) {
-    ASSIGN_OR_RETURN(parent, MakeDirsIn(root_fd_, Components(parts.parent), mode | 0300, kOp, path));
+    ASSIGN_OR_RETURN(parent, MakeDirsIn(root_fd_, PathComponents(parts.parent), mode | 0300, kOp, path));
   } else {
     ASSIGN_OR_RETURN(parent, OpenParent(root_fd_, parts, kOp, path));
   }
   if (mkdirat(parent.get(), parts.name.c_str(), mode) != 0) {
     if (errno != EEXIST || !parents) return PathError(kOp, path, errno);
     // mkdir -p: an existing directory (or a symlink to one, inside the root) is fine.
-    UniqueFd existing = ResolveIn(root_fd_, path, O_PATH | O_DIRECTORY);
+    UniqueFd existing = OpenInRoot(root_fd_, path, O_PATH | O_DIRECTORY);
     if (!existing) return PathError(kOp, path, errno == ENOTDIR ? EEXIST : errno);
     return RefusePseudoFs(existing.get(), kOp, path);
   }
@@ -797,7 +664,7 @@ Status SandboxFiles::Mkdir(const std::string& path, uint32_t mode, bool parents)
 Status SandboxFiles::Remove(const std::string& path, bool recursive) const {
   constexpr std::string_view kOp = "remove";
   ASSIGN_OR_RETURN(SandboxPathParts parts, SplitSandboxPath(path));
-  AgentIdentity as_agent(uid_, gid_);
+  ScopedFsIdentity as_agent(uid_, gid_);
   RETURN_IF_ERROR(as_agent.status());
   ASSIGN_OR_RETURN(UniqueFd parent, OpenParent(root_fd_, parts, kOp, path));
   struct statx parent_st, st;
@@ -823,7 +690,7 @@ Status SandboxFiles::Rename(const std::string& from, const std::string& to) cons
   const std::string op = "rename " + from + " to";
   ASSIGN_OR_RETURN(SandboxPathParts from_parts, SplitSandboxPath(from));
   ASSIGN_OR_RETURN(SandboxPathParts to_parts, SplitSandboxPath(to));
-  AgentIdentity as_agent(uid_, gid_);
+  ScopedFsIdentity as_agent(uid_, gid_);
   RETURN_IF_ERROR(as_agent.status());
   ASSIGN_OR_RETURN(UniqueFd from_parent, OpenParent(root_fd_, from_parts, "rename", from));
   ASSIGN_OR_RETURN(UniqueFd to_parent, OpenParent(root_fd_, to_parts, op, to));
@@ -843,9 +710,9 @@ Status SandboxFiles::Rename(const std::string& from, const std::string& to) cons
 StatusOr<std::string> SandboxFiles::TarDirectory(const std::string& path) const {
   constexpr std::string_view kOp = "tar";
   RETURN_IF_ERROR(ValidateSandboxPath(path));
-  AgentIdentity as_agent(uid_, gid_);
+  ScopedFsIdentity as_agent(uid_, gid_);
   RETURN_IF_ERROR(as_agent.status());
-  UniqueFd dir = ResolveIn(root_fd_, path, O_RDONLY | O_DIRECTORY);
+  UniqueFd dir = OpenInRoot(root_fd_, path, O_RDONLY | O_DIRECTORY);
   if (!dir) return PathError(kOp, path, errno);
   RETURN_IF_ERROR(RefusePseudoFs(dir.get(), kOp, path));
   TarSink sink;
@@ -879,9 +746,9 @@ StatusOr<uint64_t> SandboxFiles::ExtractTar(const std::string& dir, std::string_
       if (total > max_file_bytes_) return PathError(kOp, dir, EFBIG, "the files add up to more than the size cap");
     }
   }
-  AgentIdentity as_agent(uid_, gid_);
+  ScopedFsIdentity as_agent(uid_, gid_);
   RETURN_IF_ERROR(as_agent.status());
-  UniqueFd dest = ResolveIn(root_fd_, dir, O_PATH | O_DIRECTORY);
+  UniqueFd dest = OpenInRoot(root_fd_, dir, O_PATH | O_DIRECTORY);
   if (!dest) return PathError(kOp, dir, errno);
   RETURN_IF_ERROR(RefusePseudoFs(dest.get(), kOp, dir));
   ASSIGN_OR_RETURN(ArchiveReader reader, OpenTarReader(tar, dir));
@@ -910,7 +777,7 @@ StatusOr<uint64_t> SandboxFiles::ExtractTar(const std::string& dir, std::string_
   }
   // Deepest first, so that a read-only parent does not stop its children's chmod.
   for (auto it = dir_modes.rbegin(); it != dir_modes.rend(); ++it) {
-    UniqueFd node = ResolveIn(dest.get(), it->first, O_PATH | O_DIRECTORY | O_NOFOLLOW);
+    UniqueFd node = OpenInRoot(dest.get(), it->first, O_PATH | O_DIRECTORY | O_NOFOLLOW);
     if (!node) continue;  // replaced by a later entry
     if (int error = ChmodNode(node.get(), it->second)) {
       return PathError(kOp, dir, error, "chmod " + Printable(it->first.substr(1)));

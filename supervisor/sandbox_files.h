@@ -2,9 +2,9 @@
 // the daemon, as the sandbox's agent, without ever resolving a path against the host.
 //
 // Every path the API gives is absolute inside the sandbox. It is resolved only with
-// openat2(root, path, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS), where `root` is the sandbox's
-// root directory as the host sees it (/proc/<init>/root, which walks the sandbox's own mount
-// namespace). `..`, absolute symlinks and symlinks that point outside all land inside the root,
+// openat2(root, path, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS) (rootfs/scoped_path.h), where
+// `root` is the sandbox's root directory as the host sees it (/proc/<init>/root, which walks the
+// sandbox's own mount namespace). `..`, absolute symlinks and symlinks that point outside all land inside the root,
 // also while the sandbox renames directories during the call. Operations on an entry (mkdir,
 // unlink, rename, symlink) resolve its parent that way and act on the last component with the
 // *at() syscalls, which never follow a symlink in that component.
@@ -16,7 +16,7 @@
 // can be swapped in between). A FIFO, socket or device is refused at once, never opened.
 //
 // Permissions: each call runs with the calling thread's fsuid/fsgid set to the agent's host ids
-// and no supplementary groups, so the kernel checks access as the agent and new files belong
+// and no supplementary groups (isolation/fs_identity.h), so the kernel checks access as the agent and new files belong
 // to it; the thread's previous identity is restored when the call returns (the daemon calls
 // these from its worker pool). Nothing here loads code or reads configuration from the sandbox.
 //

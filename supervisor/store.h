@@ -11,6 +11,11 @@
 //
 // Errors: a missing row is a Status with errno ENOENT, a duplicate key EEXIST, a busy database
 // EBUSY; anything else is the SQLite error message with the statement that failed.
+//
+// Where it is: store_schema.cc opens the file (pragmas, migrations, the copy before them) and runs
+// transactions; store_{issuers,sandboxes,commands,events,ledger}.cc hold the tables' methods, in
+// SQL over store_sqlite.h (statements, binding, reading rows) and store_rows.h (each row type as
+// its columns). Only these files know SQL.
 #pragma once
 
 #include <cstdint>

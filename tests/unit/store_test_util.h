@@ -1,0 +1,150 @@
+// The fixture and helpers of the store's unit tests (store_test.cc, store_sandboxes_test.cc,
+// store_sessions_test.cc): a temporary directory with a store in it, a raw sqlite3 connection to
+// look at the file the way another process would, and rows to insert.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <tuple>
+
+#include "common/file_util.h"
+#include "supervisor/store.h"
+
+namespace corral::supervisor {
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = "/tmp/corral-store-XXXXXX";
+    if (::mkdtemp(pattern.data()) != nullptr) path_ = pattern;
+  }
+  ~TempDir() {
+    if (!path_.empty()) (void)RemoveTree(path_);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// A raw connection, to look at the file the way another process would.
+class RawDb {
+ public:
+  explicit RawDb(const std::string& path) {
+    if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) !=
+        SQLITE_OK) {
+      ADD_FAILURE() << "sqlite3_open_v2 " << path << ": " << sqlite3_errmsg(db_);
+    }
+  }
+  ~RawDb() { sqlite3_close(db_); }
+  RawDb(const RawDb&) = delete;
+  RawDb& operator=(const RawDb&) = delete;
+
+  // Runs constant SQL; returns the first column of the last row it produced ("" if none).
+  std::string Exec(const std::string& sql) {
+    std::string result;
+    char* error = nullptr;
+    int rc = sqlite3_exec(
+        db_, sql.c_str(),
+        [](void* out, int columns, char** values, char**) {
+          if (columns > 0) *static_cast<std::string*>(out) = values[0] ? values[0] : "NULL";
+          return 0;
+        },
+        &result, &error);
+    if (rc != SQLITE_OK) {
+      ADD_FAILURE() << sql << ": " << (error ? error : "?");
+      sqlite3_free(error);
+    }
+    return result;
+  }
+
+ private:
+  sqlite3* db_ = nullptr;
+};
+
+inline mode_t FileMode(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return 0;
+  return st.st_mode & 07777;
+}
+
+inline bool Exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
+
+inline auto Fields(const SandboxRow& r) {
+  return std::tie(r.id, r.iss, r.sub, r.name, r.image, r.state, r.limits_json, r.idle_timeout_s,
+                  r.uid_base, r.created_at, r.updated_at, r.last_active_at, r.init_pid,
+                  r.init_start_time, r.source);
+}
+inline auto Fields(const SnapshotRow& r) {
+  return std::tie(r.id, r.sandbox_id, r.iss, r.sub, r.image, r.created_at, r.bytes, r.uid_base, r.limits_json);
+}
+inline auto Fields(const CommandRow& r) {
+  return std::tie(r.id, r.sandbox_id, r.iss, r.sub, r.argv_json, r.pty, r.state, r.outcome_json,
+                  r.created_at, r.ended_at, r.init_seq, r.seq_reserved);
+}
+
+inline SandboxRow NewSandbox(const std::string& id, const std::string& sub = "alice",
+                      int64_t created_at = 1000) {
+  SandboxRow row;
+  row.id = id;
+  row.iss = "corp";
+  row.sub = sub;
+  row.image = "host";
+  row.state = "created";
+  row.limits_json = "{}";
+  row.created_at = created_at;
+  row.updated_at = created_at;
+  row.last_active_at = created_at;
+  return row;
+}
+
+inline CommandRow NewCommand(const std::string& id, const std::string& sandbox_id) {
+  CommandRow row;
+  row.id = id;
+  row.sandbox_id = sandbox_id;
+  row.iss = "corp";
+  row.sub = "alice";
+  row.argv_json = R"(["true"])";
+  row.state = "starting";
+  row.created_at = 2000;
+  return row;
+}
+
+inline constexpr int64_t kUidFirst = 100000;
+inline constexpr int64_t kUidStep = 65536;
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_FALSE(dir_.path().empty()) << "mkdtemp failed";
+    path_ = dir_.path() + "/state.db";
+    store_ = OpenStore();
+    ASSERT_NE(store_, nullptr);
+  }
+
+  std::unique_ptr<Store> OpenStore() {
+    auto store = Store::Open(path_);
+    EXPECT_TRUE(store.ok()) << store.status().ToString();
+    return store.ok() ? std::move(store).value() : nullptr;
+  }
+
+  // Creates a sandbox in a range of `slots` uid ranges; returns its uid_base, or -errno.
+  int64_t Create(const std::string& id, int64_t slots = 8, const std::string& sub = "alice") {
+    auto row = store_->CreateSandbox(NewSandbox(id, sub), kUidFirst, kUidStep, slots);
+    if (!row.ok()) return -row.status().error_number();
+    return row->uid_base;
+  }
+
+  TempDir dir_;
+  std::string path_;
+  std::unique_ptr<Store> store_;
+};
+
+}  // namespace corral::supervisor
