@@ -25,24 +25,10 @@
 
 #include "common/file_util.h"
 #include "supervisor/store.h"
+#include "tests/testing/temp_dir.h"
 
 namespace corral::supervisor {
 namespace {
-
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = "/tmp/corral-store-crash-XXXXXX";
-    if (::mkdtemp(pattern.data()) != nullptr) path_ = pattern;
-  }
-  ~TempDir() {
-    if (!path_.empty()) (void)RemoveTree(path_);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 // A raw connection, to look at the file the way another process would (as in store_test.cc).
 class RawDb {
@@ -123,11 +109,11 @@ struct Ack {
 class StoreCrashTest : public ::testing::TestWithParam<Synchronous> {
  protected:
   void SetUp() override {
-    ASSERT_FALSE(dir_.path().empty()) << "mkdtemp failed";
+    ASSERT_FALSE(dir_.path().empty());
     path_ = dir_.path() + "/state.db";
   }
 
-  TempDir dir_;
+  test::TempDir dir_{"store-crash"};
   std::string path_;
 };
 

@@ -16,23 +16,9 @@
 
 #include "common/file_util.h"
 #include "supervisor/store.h"
+#include "tests/testing/temp_dir.h"
 
 namespace corral::supervisor {
-
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = "/tmp/corral-store-XXXXXX";
-    if (::mkdtemp(pattern.data()) != nullptr) path_ = pattern;
-  }
-  ~TempDir() {
-    if (!path_.empty()) (void)RemoveTree(path_);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 // A raw connection, to look at the file the way another process would.
 class RawDb {
@@ -123,7 +109,7 @@ inline constexpr int64_t kUidStep = 65536;
 class StoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_FALSE(dir_.path().empty()) << "mkdtemp failed";
+    ASSERT_FALSE(dir_.path().empty());
     path_ = dir_.path() + "/state.db";
     store_ = OpenStore();
     ASSERT_NE(store_, nullptr);
@@ -142,7 +128,7 @@ class StoreTest : public ::testing::Test {
     return row->uid_base;
   }
 
-  TempDir dir_;
+  test::TempDir dir_{"store"};
   std::string path_;
   std::unique_ptr<Store> store_;
 };
