@@ -17,6 +17,7 @@
 #include "api/api_json.h"
 #include "api/auth_mapping.h"
 #include "api/ws_frames.h"
+#include "common/base64.h"
 #include "common/log.h"
 #include "supervisor/full_network.h"
 #include "supervisor/ids.h"
@@ -423,55 +424,6 @@ int SignalNumber(const json& value) {
   return it == kNames.end() ? -1 : it->second;
 }
 
-std::string Base64Encode(std::string_view data) {
-  static const char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  out.reserve((data.size() + 2) / 3 * 4);
-  size_t i = 0;
-  for (; i + 2 < data.size(); i += 3) {
-    uint32_t v = (uint8_t(data[i]) << 16) | (uint8_t(data[i + 1]) << 8) | uint8_t(data[i + 2]);
-    out += kAlphabet[v >> 18];
-    out += kAlphabet[(v >> 12) & 63];
-    out += kAlphabet[(v >> 6) & 63];
-    out += kAlphabet[v & 63];
-  }
-  if (i < data.size()) {
-    uint32_t v = uint8_t(data[i]) << 16;
-    if (i + 1 < data.size()) v |= uint8_t(data[i + 1]) << 8;
-    out += kAlphabet[v >> 18];
-    out += kAlphabet[(v >> 12) & 63];
-    out += i + 1 < data.size() ? kAlphabet[(v >> 6) & 63] : '=';
-    out += '=';
-  }
-  return out;
-}
-
-std::optional<std::string> Base64Decode(std::string_view text) {
-  auto value = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+' || c == '-') return 62;
-    if (c == '/' || c == '_') return 63;
-    return -1;
-  };
-  std::string out;
-  uint32_t acc = 0;
-  int bits = 0;
-  for (char c : text) {
-    if (c == '=') break;
-    int v = value(c);
-    if (v < 0) return std::nullopt;
-    acc = (acc << 6) | static_cast<uint32_t>(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out += static_cast<char>((acc >> bits) & 0xff);
-    }
-  }
-  return out;
-}
-
 class WsApi;
 
 // One command attached to one connection.
@@ -731,7 +683,7 @@ class WsApi : public WsHandler, public std::enable_shared_from_this<WsApi> {
       if (!request.contains("data") || !request["data"].is_string()) {
         return Status::Error("data: expected base64 text", EINVAL);
       }
-      auto data = Base64Decode(request["data"].get<std::string>());
+      auto data = Base64DecodeEither(request["data"].get<std::string>());
       if (!data) return Status::Error("data: not valid base64", EINVAL);
       RETURN_IF_ERROR(command.WriteStdin(std::move(*data)));
       PushBackOnInput(connection, command);

@@ -1,5 +1,6 @@
 #include "api/execute_api.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <optional>
 #include <string>
@@ -9,6 +10,7 @@
 
 #include "api/auth_mapping.h"
 #include "api/daemon_api.h"
+#include "common/base64.h"
 #include "common/log.h"
 #include "supervisor/budget.h"
 
@@ -51,37 +53,14 @@ Status ScopeError(const char* scope) {
   return Status::Error(std::string("this token lacks the \"") + scope + "\" scope", EPERM);
 }
 
-// Standard base64 (RFC 4648 §4), padding optional; the URL-safe alphabet is taken too. Line
-// breaks and spaces are skipped (`base64` wraps its output).
-std::optional<std::string> DecodeBase64(std::string_view text) {
-  std::string out;
-  out.reserve(text.size() / 4 * 3);
-  uint32_t acc = 0;
-  int bits = 0;
-  bool padding = false;
-  for (char c : text) {
-    if (c == '\n' || c == '\r' || c == ' ' || c == '\t') continue;
-    if (c == '=') {
-      padding = true;
-      continue;
-    }
-    int v;
-    if (c >= 'A' && c <= 'Z') v = c - 'A';
-    else if (c >= 'a' && c <= 'z') v = c - 'a' + 26;
-    else if (c >= '0' && c <= '9') v = c - '0' + 52;
-    else if (c == '+' || c == '-') v = 62;
-    else if (c == '/' || c == '_') v = 63;
-    else return std::nullopt;
-    if (padding) return std::nullopt;  // data after '='
-    acc = (acc << 6) | static_cast<uint32_t>(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out += static_cast<char>((acc >> bits) & 0xff);
-    }
-  }
-  if (bits >= 6) return std::nullopt;  // a lone sixth of a byte: truncated
-  return out;
+// A bundle in standard or URL-safe base64, padded or not; line breaks and spaces are skipped
+// (`base64` wraps its output).
+std::optional<std::string> DecodeBundle(std::string_view text) {
+  std::string packed(text);
+  packed.erase(std::remove_if(packed.begin(), packed.end(),
+                              [](char c) { return c == '\n' || c == '\r' || c == ' ' || c == '\t'; }),
+               packed.end());
+  return Base64DecodeEither(packed);
 }
 
 StatusOr<json> ParseObject(const std::string& body) {
@@ -119,7 +98,7 @@ StatusOr<supervisor::ExecuteRequest> ParseExecute(const std::string& text) {
         request.host_path = field.get<std::string>();
         continue;
       }
-      auto decoded = DecodeBase64(field.get_ref<const std::string&>());
+      auto decoded = DecodeBundle(field.get_ref<const std::string&>());
       if (!decoded || decoded->empty()) return Status::Error("repo.bundle: not base64 (a git bundle's bytes)", EINVAL);
       request.bundle = std::move(*decoded);
     } else {
