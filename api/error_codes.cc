@@ -1,5 +1,7 @@
 #include "api/error_codes.h"
 
+#include "common/log.h"
+
 namespace corral::api {
 
 std::string_view ErrorCodeName(ErrorCode code) {
@@ -38,6 +40,10 @@ int HttpStatusFor(ErrorCode code) {
     case ErrorCode::kInternal: return 500;
   }
   return 500;
+}
+
+std::string ErrorBody(std::string_view code, std::string_view message) {
+  return "{\"error\":{\"code\":\"" + JsonEscape(code) + "\",\"message\":\"" + JsonEscape(message) + "\"}}";
 }
 
 }  // namespace corral::api

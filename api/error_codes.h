@@ -4,6 +4,7 @@
 // one HTTP status, used both for plain HTTP replies and in WebSocket error replies.
 #pragma once
 
+#include <string>
 #include <string_view>
 
 namespace corral::api {
@@ -26,5 +27,8 @@ enum class ErrorCode {
 
 std::string_view ErrorCodeName(ErrorCode code);  // "not_found"
 int HttpStatusFor(ErrorCode code);               // 404
+
+// {"error":{"code":"not_found","message":"..."}}; the body of every error reply.
+std::string ErrorBody(std::string_view code, std::string_view message);
 
 }  // namespace corral::api
