@@ -524,9 +524,9 @@ json SandboxEventJson(const supervisor::EventRow& event) {
 
 class WsApi : public WsHandler, public std::enable_shared_from_this<WsApi> {
  public:
-  WsApi(supervisor::SandboxManager& manager, supervisor::SessionRunner& agents, supervisor::Store& store,
+  WsApi(supervisor::SandboxManager& manager, supervisor::SessionRunner& agents, supervisor::SandboxEvents& events,
         std::shared_ptr<supervisor::RateLimiter> limiter)
-      : manager_(manager), agents_(agents), store_(store), limiter_(std::move(limiter)) {}
+      : manager_(manager), agents_(agents), events_(events), limiter_(std::move(limiter)) {}
 
   // An event appended to the store (on the event loop): to every connection watching its sandbox.
   void Publish(const supervisor::EventRow& event) {
@@ -741,7 +741,7 @@ class WsApi : public WsHandler, public std::enable_shared_from_this<WsApi> {
       for (;;) {
         auto watch = it->second->watches.find(id);
         if (watch == it->second->watches.end()) return;
-        auto events = store_.ListEvents(id, watch->second, 500);
+        auto events = events_.List(id, watch->second, 500);
         if (!events.ok()) {
           LogError("api", "cannot replay a sandbox's events", {{"sandbox", id}, {"error", events.status().ToString()}});
           return;
@@ -937,7 +937,7 @@ class WsApi : public WsHandler, public std::enable_shared_from_this<WsApi> {
 
   supervisor::SandboxManager& manager_;
   supervisor::SessionRunner& agents_;
-  supervisor::Store& store_;
+  supervisor::SandboxEvents& events_;
   std::shared_ptr<supervisor::RateLimiter> limiter_;
   std::map<uint64_t, std::unique_ptr<Session>> sessions_;
   std::function<void()> pending_;
@@ -959,7 +959,7 @@ StatusOr<int64_t> QueryInt(const std::map<std::string, std::string>& query, cons
 }
 
 // GET /v1/admin/usage?issuer=&user=&from=&to=&window=&format=jsonl|csv&after_id=&limit=
-StatusOr<HttpResponse> ExportLedger(supervisor::Store& store, const std::map<std::string, std::string>& query) {
+StatusOr<HttpResponse> ExportLedger(const supervisor::Ledger& ledger, const std::map<std::string, std::string>& query) {
   auto get = [&](const char* key) {
     auto it = query.find(key);
     return it == query.end() ? std::string() : it->second;
@@ -986,10 +986,8 @@ StatusOr<HttpResponse> ExportLedger(supervisor::Store& store, const std::map<std
   }
   const std::string format = get("format").empty() ? "jsonl" : get("format");
   if (format != "jsonl" && format != "csv") return Status::Error("format: jsonl or csv", EINVAL);
-  // One more than asked tells whether there is a next page.
-  ASSIGN_OR_RETURN(std::vector<supervisor::LedgerRow> rows, store.ListLedger(issuer, user, from, to, after_id, limit + 1));
-  const bool more = static_cast<int64_t>(rows.size()) > limit;
-  if (more) rows.resize(static_cast<size_t>(limit));
+  ASSIGN_OR_RETURN(supervisor::LedgerPage page, ledger.Page({issuer, user, from, to, after_id, limit}));
+  const std::vector<supervisor::LedgerRow>& rows = page.rows;
   HttpResponse response;
   if (format == "csv") {
     response.content_type = "text/csv; charset=utf-8";
@@ -1000,7 +998,7 @@ StatusOr<HttpResponse> ExportLedger(supervisor::Store& store, const std::map<std
     for (const auto& row : rows) response.body += supervisor::LedgerRowJson(row).dump() + "\n";
   }
   // Paging: the next request passes after_id=<this>.
-  if (more) response.headers.push_back({"X-Corral-Next-After-Id", std::to_string(rows.back().id)});
+  if (page.more) response.headers.push_back({"X-Corral-Next-After-Id", std::to_string(rows.back().id)});
   return response;
 }
 
@@ -1074,7 +1072,8 @@ void ApiMetrics::OnInputBytes(size_t bytes) { bytes_.WithLabels({"in"}).Incremen
 
 std::function<void(uint64_t)> RegisterApi(Server& server, boost::asio::io_context& io, boost::asio::thread_pool& pool,
                                          supervisor::SandboxManager& manager, supervisor::SessionRunner& sessions,
-                                         supervisor::Store& store, const supervisor::DaemonConfig& config) {
+                                         supervisor::SandboxEvents& events, const supervisor::Ledger& ledger,
+                                         const supervisor::DaemonConfig& config) {
   // Agent sessions.
   server.Route("POST", "/v1/sandboxes/{id}/sessions", Auth::kRequired, [&sessions](HttpRequest request, Responder respond) {
     if (!HasScope(request.auth, kScopeSessions)) return respond(ErrorResponse(ScopeError(kScopeSessions)));
@@ -1102,19 +1101,19 @@ std::function<void(uint64_t)> RegisterApi(Server& server, boost::asio::io_contex
   });
 
   // Usage: the caller's current window; the operator's export of the ledger.
-  server.Route("GET", "/v1/usage", Auth::kRequired, [&store, &manager](HttpRequest request, Responder respond) {
+  server.Route("GET", "/v1/usage", Auth::kRequired, [&ledger, &manager](HttpRequest request, Responder respond) {
     if (request.auth.admin) {
       return respond(ErrorResponse(
           Status::Error("the admin socket has no budget of its own: GET /v1/admin/usage exports the ledger", EINVAL)));
     }
-    auto report = supervisor::UsageReport(store, request.auth.iss, request.auth.sub, BudgetOf(request.auth),
-                                          static_cast<int64_t>(time(nullptr)),
-                                          manager.UnmeteredCompute(request.auth.iss, request.auth.sub));
+    auto report = ledger.Report(request.auth.iss, request.auth.sub, BudgetOf(request.auth),
+                                static_cast<int64_t>(time(nullptr)),
+                                manager.UnmeteredCompute(request.auth.iss, request.auth.sub));
     if (!report.ok()) return respond(ErrorResponse(report.status()));
     respond(JsonResponse(200, *report));
   });
-  server.Route("GET", "/v1/admin/usage", Auth::kAdminOnly, [&store](HttpRequest request, Responder respond) {
-    auto export_rows = ExportLedger(store, request.query);
+  server.Route("GET", "/v1/admin/usage", Auth::kAdminOnly, [&ledger](HttpRequest request, Responder respond) {
+    auto export_rows = ExportLedger(ledger, request.query);
     if (!export_rows.ok()) return respond(ErrorResponse(export_rows.status()));
     respond(std::move(*export_rows));
   });
@@ -1179,7 +1178,7 @@ std::function<void(uint64_t)> RegisterApi(Server& server, boost::asio::io_contex
   });
   // The sandbox's event log (lifecycle, command outcomes, egress decisions), oldest first, from
   // after_seq on: poll with the last seq seen.
-  server.Route("GET", "/v1/sandboxes/{id}/events", Auth::kRequired, [&manager, &store](HttpRequest request, Responder respond) {
+  server.Route("GET", "/v1/sandboxes/{id}/events", Auth::kRequired, [&manager, &events](HttpRequest request, Responder respond) {
     auto row = manager.Get(CallerOf(request.auth), request.params["id"]);
     if (!row.ok()) return respond(ErrorResponse(row.status()));
     auto after = QueryInt(request.query, "after_seq", 0);
@@ -1188,17 +1187,17 @@ std::function<void(uint64_t)> RegisterApi(Server& server, boost::asio::io_contex
     if (!limit.ok()) return respond(ErrorResponse(limit.status()));
     if (*limit < 1 || *limit > 1000) return respond(ErrorResponse(Status::Error("limit: 1 to 1000", EINVAL)));
     const std::string type = request.query.count("type") ? request.query.at("type") : "";
-    auto events = store.ListEvents(row->id, *after, *limit);
-    if (!events.ok()) return respond(ErrorResponse(events.status()));
+    auto listed = events.List(row->id, *after, *limit);
+    if (!listed.ok()) return respond(ErrorResponse(listed.status()));
     json list = json::array();
     int64_t last = *after;
-    for (const auto& event : *events) {
+    for (const auto& event : *listed) {
       last = event.seq;
       if (!type.empty() && event.type != type && event.type.rfind(type + ".", 0) != 0) continue;
       list.push_back({{"seq", event.seq}, {"type", event.type}, {"at", event.at},
                       {"data", json::parse(event.data_json, nullptr, false)}});
     }
-    respond(JsonResponse(200, {{"events", list}, {"last_seq", last}, {"more", static_cast<int64_t>(events->size()) == *limit}}));
+    respond(JsonResponse(200, {{"events", list}, {"last_seq", last}, {"more", static_cast<int64_t>(listed->size()) == *limit}}));
   });
   server.Route("POST", "/v1/sandboxes/{id}/stop", Auth::kRequired, lifecycle("stop"));
   server.Route("DELETE", "/v1/sandboxes/{id}", Auth::kRequired, [&manager](HttpRequest request, Responder respond) {
@@ -1325,10 +1324,10 @@ std::function<void(uint64_t)> RegisterApi(Server& server, boost::asio::io_contex
     response.headers.push_back({"Retry-After", std::to_string(limiter->RetryAfterSeconds(auth.UserKey()))});
     return response;
   });
-  auto ws_api = std::make_shared<WsApi>(manager, sessions, store, limiter);
+  auto ws_api = std::make_shared<WsApi>(manager, sessions, events, limiter);
   // Every event the store appends (from any thread) reaches the watchers on the event loop.
   std::weak_ptr<WsApi> weak_api = ws_api;
-  store.SetEventListener([&io, weak_api](const supervisor::EventRow& event) {
+  events.Watch([&io, weak_api](const supervisor::EventRow& event) {
     boost::asio::post(io, [weak_api, event] {
       if (auto api = weak_api.lock()) api->Publish(event);
     });

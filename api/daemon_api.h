@@ -14,9 +14,10 @@
 #include "api/metrics.h"
 #include "api/server.h"
 #include "supervisor/config.h"
+#include "supervisor/ledger.h"
+#include "supervisor/sandbox_events.h"
 #include "supervisor/sandbox_manager.h"
 #include "supervisor/session_runner.h"
-#include "supervisor/store.h"
 
 namespace corral::api {
 
@@ -46,6 +47,7 @@ class ApiMetrics : public supervisor::CommandObserver {
 // Returns what a config reload calls (on the event loop) with the new api.requests_per_minute.
 std::function<void(uint64_t requests_per_minute)> RegisterApi(
     Server& server, boost::asio::io_context& io, boost::asio::thread_pool& pool, supervisor::SandboxManager& manager,
-    supervisor::SessionRunner& sessions, supervisor::Store& store, const supervisor::DaemonConfig& config);
+    supervisor::SessionRunner& sessions, supervisor::SandboxEvents& events, const supervisor::Ledger& ledger,
+    const supervisor::DaemonConfig& config);
 
 }  // namespace corral::api
