@@ -26,10 +26,11 @@
 #include <functional>
 #include <string>
 
+#include "api/api_metrics.h"
 #include "api/auth_api.h"
 #include "api/daemon_api.h"
-#include "api/execute_api.h"
 #include "api/metrics.h"
+#include "api/routes.h"
 #include "api/server.h"
 #include "api/supervisor_metrics.h"
 #include "api/web_page.h"
@@ -391,7 +392,7 @@ int Run(int argc, char** argv) {
   api::Server server(io, limits, api::MakeAuthenticator(**issuers, *config), metrics);
   api::RegisterAuthAdmin(server, **issuers, *config);
   auto reload_api = api::RegisterApi(server, io, pool, manager, sessions, sandbox_events, ledger, *config);
-  api::RegisterExecute(server, executions, *config);
+  api::RegisterExecuteRoutes(server, executions, *config);
   server.Route("GET", "/metrics", api::Auth::kNone, [&metrics](api::HttpRequest, api::Responder respond) {
     api::HttpResponse response;
     response.content_type = "text/plain; version=0.0.4; charset=utf-8";
