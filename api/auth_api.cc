@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "api/api_json.h"
+#include "api/protocol_json.h"
 #include "api/jwt.h"
 #include "common/log.h"
 

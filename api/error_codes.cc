@@ -1,5 +1,9 @@
 #include "api/error_codes.h"
 
+#include <cerrno>
+
+#include "common/log.h"
+
 namespace corral::api {
 
 std::string_view ErrorCodeName(ErrorCode code) {
@@ -38,6 +42,38 @@ int HttpStatusFor(ErrorCode code) {
     case ErrorCode::kInternal: return 500;
   }
   return 500;
+}
+
+ErrorCode ErrorCodeFor(const Status& status) {
+  switch (status.error_number()) {
+    case ENOENT: return ErrorCode::kNotFound;
+    case EINVAL: return ErrorCode::kBadRequest;
+    case EBUSY:
+    case EEXIST: return ErrorCode::kConflict;
+    case EDQUOT: return ErrorCode::kLimitExceeded;
+    case EKEYEXPIRED: return ErrorCode::kBudgetExhausted;
+    case EKEYREJECTED: return ErrorCode::kUnauthorized;
+    case EUSERS: return ErrorCode::kRateLimited;
+    case ERANGE: return ErrorCode::kStreamGap;
+    case EAGAIN: return ErrorCode::kUnavailable;
+    case EPERM:
+    case EACCES: return ErrorCode::kForbidden;
+    case EFBIG:
+    case E2BIG: return ErrorCode::kPayloadTooLarge;
+    case ENOTSUP: return ErrorCode::kUnsupported;
+    case EPIPE:
+    case ESRCH:
+    case ENOTTY: return ErrorCode::kConflict;
+    case ENOTDIR:
+    case EISDIR:
+    case ELOOP:
+    case ENAMETOOLONG: return ErrorCode::kBadRequest;
+    default: return ErrorCode::kInternal;
+  }
+}
+
+std::string ErrorBody(std::string_view code, std::string_view message) {
+  return "{\"error\":{\"code\":\"" + JsonEscape(code) + "\",\"message\":\"" + JsonEscape(message) + "\"}}";
 }
 
 }  // namespace corral::api

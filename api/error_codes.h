@@ -4,7 +4,10 @@
 // one HTTP status, used both for plain HTTP replies and in WebSocket error replies.
 #pragma once
 
+#include <string>
 #include <string_view>
+
+#include "common/status.h"
 
 namespace corral::api {
 
@@ -26,5 +29,13 @@ enum class ErrorCode {
 
 std::string_view ErrorCodeName(ErrorCode code);  // "not_found"
 int HttpStatusFor(ErrorCode code);               // 404
+
+// The code of a supervisor Status, by its errno (see sandbox_manager.h): ENOENT not_found,
+// EINVAL bad_request, EBUSY/EEXIST conflict, EPERM/EACCES forbidden, ...; an errno without a
+// meaning here is internal.
+ErrorCode ErrorCodeFor(const Status& status);
+
+// {"error":{"code":"not_found","message":"..."}}; the body of every error reply.
+std::string ErrorBody(std::string_view code, std::string_view message);
 
 }  // namespace corral::api

@@ -163,18 +163,7 @@ void HttpSession::Admit() {
   token_ended_ = false;
   pending_ = HttpRequest();
   route_ = nullptr;
-
-  auto origin = req.find(http::field::origin);
-  if (origin != req.end()) {
-    auto host = req.find(http::field::host);
-    const bool same_origin = host != req.end() && SameOrigin(SV(origin->value()), SV(host->value()));
-    if (!same_origin && !core_->OriginAllowed(SV(origin->value()))) {
-      LogWarn(kLog, "origin not allowed",
-              {{"origin", std::string(origin->value())}, {"remote", peer_.name}, {"request_id", request_id_}});
-      return Refuse(ErrorResponse(403, "forbidden", "origin not allowed"));
-    }
-    cors_origin_ = std::string(origin->value());
-  }
+  if (!AdmitOrigin()) return;
 
   std::string_view target = SV(req.target());
   size_t question = target.find('?');
@@ -194,7 +183,7 @@ void HttpSession::Admit() {
   }
 
   std::string method(req.method_string());
-  const bool preflight = req.method() == http::verb::options && origin != req.end() &&
+  const bool preflight = req.method() == http::verb::options && req.find(http::field::origin) != req.end() &&
                          req.find(http::field::access_control_request_method) != req.end();
   RouteMatch match = core_->FindRoute(method, *segments, peer_.is_unix);
   if (match.methods.empty()) return Refuse(ErrorResponse(404, "not_found", "no such endpoint"));
@@ -207,51 +196,9 @@ void HttpSession::Admit() {
     return Refuse(std::move(r));
   }
 
-  // Who is asking, from the headers alone: nothing of the body is read for a stranger.
-  size_t max_body = match.route->max_body != 0 ? match.route->max_body : core_->limits.max_body_bytes;
-  if (peer_.is_unix) {
-    pending_.auth.admin = true;
-  } else if (match.route->auth == Auth::kRequired) {
-    auto it = req.find(http::field::authorization);
-    std::string token = it == req.end() ? std::string() : BearerTokenOf(SV(it->value()));
-    auto auth = core_->Authenticate(token, peer_, request_id_);
-    if (!auth.ok()) {
-      keep_alive_ = false;
-      return Refuse(UnauthorizedResponse());
-    }
-    token_ = std::move(token);
-    token_auth_ = *auth;
-    has_token_ = true;
-    pending_.auth = std::move(*auth);
-    if (core_->gate) {
-      if (std::optional<HttpResponse> refused = core_->gate(pending_.auth)) return Refuse(std::move(*refused));
-    }
-  } else {
-    max_body = 0;  // routes without a token take no body
-  }
-
-  // The body: its declared size against the route's limit, then a share of the memory budget.
-  const boost::optional<uint64_t> length = parser_->content_length();
-  if (body_owed_ && (max_body == 0 || (length && *length > max_body))) {
-    LogInfo(kLog, "request body too large",
-            {{"connection", std::to_string(id_)}, {"remote", peer_.name}, {"request_id", request_id_}});
-    return Refuse(ErrorResponse(413, "payload_too_large", "request body too large"));
-  }
-  parser_->body_limit(max_body);
-  chunked_body_ = body_owed_ && !length;
-  if (body_owed_) {
-    body_hold_ = core_->body_budget.Reserve(length ? static_cast<size_t>(*length) : 0);
-    if (!body_hold_) {
-      LogWarn(kLog, "request bodies' memory budget is spent; refused",
-              {{"connection", std::to_string(id_)},
-               {"remote", peer_.name},
-               {"in_use", std::to_string(core_->body_budget.in_use())},
-               {"request_id", request_id_}});
-      HttpResponse r = ErrorResponse(503, "unavailable", "too many request bodies at once; retry later");
-      r.headers.emplace_back("Retry-After", "1");
-      return Refuse(std::move(r));
-    }
-  }
+  size_t max_body = 0;
+  if (!AdmitCaller(*match.route, max_body)) return;
+  if (!AdmitBody(max_body)) return;
 
   pending_.method = std::move(method);
   pending_.target = std::string(target);
@@ -265,7 +212,83 @@ void HttpSession::Admit() {
   }
   pending_.request_id = request_id_;
   route_ = match.route;
+  ContinueToBody();
+}
 
+bool HttpSession::AdmitOrigin() {
+  const Request& req = parser_->get();
+  auto origin = req.find(http::field::origin);
+  if (origin == req.end()) return true;
+  auto host = req.find(http::field::host);
+  const bool same_origin = host != req.end() && SameOrigin(SV(origin->value()), SV(host->value()));
+  if (!same_origin && !core_->OriginAllowed(SV(origin->value()))) {
+    LogWarn(kLog, "origin not allowed",
+            {{"origin", std::string(origin->value())}, {"remote", peer_.name}, {"request_id", request_id_}});
+    Refuse(ErrorResponse(403, "forbidden", "origin not allowed"));
+    return false;
+  }
+  cors_origin_ = std::string(origin->value());
+  return true;
+}
+
+bool HttpSession::AdmitCaller(const RouteEntry& route, size_t& max_body) {
+  const Request& req = parser_->get();
+  max_body = route.max_body != 0 ? route.max_body : core_->limits.max_body_bytes;
+  if (peer_.is_unix) {
+    pending_.auth.admin = true;
+    return true;
+  }
+  if (route.auth != Auth::kRequired) {
+    max_body = 0;  // routes without a token take no body
+    return true;
+  }
+  auto it = req.find(http::field::authorization);
+  std::string token = it == req.end() ? std::string() : BearerTokenOf(SV(it->value()));
+  auto auth = core_->Authenticate(token, peer_, request_id_);
+  if (!auth.ok()) {
+    keep_alive_ = false;
+    Refuse(UnauthorizedResponse());
+    return false;
+  }
+  token_ = std::move(token);
+  token_auth_ = *auth;
+  has_token_ = true;
+  pending_.auth = std::move(*auth);
+  if (core_->gate) {
+    if (std::optional<HttpResponse> refused = core_->gate(pending_.auth)) {
+      Refuse(std::move(*refused));
+      return false;
+    }
+  }
+  return true;
+}
+
+bool HttpSession::AdmitBody(size_t max_body) {
+  const boost::optional<uint64_t> length = parser_->content_length();
+  if (body_owed_ && (max_body == 0 || (length && *length > max_body))) {
+    LogInfo(kLog, "request body too large",
+            {{"connection", std::to_string(id_)}, {"remote", peer_.name}, {"request_id", request_id_}});
+    Refuse(ErrorResponse(413, "payload_too_large", "request body too large"));
+    return false;
+  }
+  parser_->body_limit(max_body);
+  chunked_body_ = body_owed_ && !length;
+  if (!body_owed_) return true;
+  body_hold_ = core_->body_budget.Reserve(length ? static_cast<size_t>(*length) : 0);
+  if (body_hold_) return true;
+  LogWarn(kLog, "request bodies' memory budget is spent; refused",
+          {{"connection", std::to_string(id_)},
+           {"remote", peer_.name},
+           {"in_use", std::to_string(core_->body_budget.in_use())},
+           {"request_id", request_id_}});
+  HttpResponse r = ErrorResponse(503, "unavailable", "too many request bodies at once; retry later");
+  r.headers.emplace_back("Retry-After", "1");
+  Refuse(std::move(r));
+  return false;
+}
+
+void HttpSession::ContinueToBody() {
+  const Request& req = parser_->get();
   auto expect = req.find(http::field::expect);
   if (body_owed_ && expect != req.end() && IEquals(SV(expect->value()), "100-continue")) {
     static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";

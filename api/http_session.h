@@ -51,6 +51,16 @@ class HttpSession : public Session, public std::enable_shared_from_this<HttpSess
   void OnHeader(const beast::error_code& ec);
   // Decides on the headers alone; then reads the body, or answers without reading it.
   void Admit();
+  // The steps of Admit; each answers a refusal itself and returns false.
+  // A browser's Origin: allowed, or the page's own (then cors_origin_ is set).
+  bool AdmitOrigin();
+  // Who is asking, from the headers alone: the request's auth (a token, or the admin socket)
+  // and the request gate. Sets the largest body the request may have.
+  bool AdmitCaller(const RouteEntry& route, size_t& max_body);
+  // The body's declared size against `max_body`, then a share of the memory budget.
+  bool AdmitBody(size_t max_body);
+  // Reads the admitted request's body, after a "100 Continue" when the client waits for one.
+  void ContinueToBody();
   void ReadBody();
   void OnBody(const beast::error_code& ec);
   void OnReadError(const beast::error_code& ec);

@@ -32,20 +32,9 @@ constexpr size_t kMaxIssBytes = 128;
 constexpr size_t kMaxSubBytes = 256;
 constexpr double kMaxCpus = 1e6;  // keeps llround(cpus * 1000) far inside int64
 constexpr std::string_view kMintHeader = R"({"alg":"HS256","typ":"JWT"})";
-constexpr char kBase64UrlAlphabet[] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
 Status FieldError(std::string_view what, std::string_view why) {
   return Status::Error(std::string(what) + " " + std::string(why));
-}
-
-int Base64UrlValue(char c) {
-  if (c >= 'A' && c <= 'Z') return c - 'A';
-  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-  if (c >= '0' && c <= '9') return c - '0' + 52;
-  if (c == '-') return 62;
-  if (c == '_') return 63;
-  return -1;
 }
 
 // ---- Shape, header, signature ----
@@ -426,42 +415,6 @@ std::string GenerateSecret() {
   std::string secret = Base64UrlEncode({reinterpret_cast<const char*>(bytes.data()), bytes.size()});
   OPENSSL_cleanse(bytes.data(), bytes.size());
   return secret;
-}
-
-std::string Base64UrlEncode(std::string_view bytes) {
-  std::string out;
-  out.reserve((bytes.size() * 4 + 2) / 3);
-  auto byte = [&](size_t i) { return i < bytes.size() ? static_cast<uint8_t>(bytes[i]) : 0u; };
-  for (size_t i = 0; i < bytes.size(); i += 3) {
-    uint32_t group = byte(i) << 16 | byte(i + 1) << 8 | byte(i + 2);
-    size_t chars = std::min<size_t>(4, (bytes.size() - i) * 4 / 3 + 1);  // 1, 2, 3 bytes: 2, 3, 4
-    for (size_t c = 0; c < chars; ++c) {
-      out.push_back(kBase64UrlAlphabet[(group >> (18 - 6 * c)) & 63]);
-    }
-  }
-  return out;
-}
-
-std::optional<std::string> Base64UrlDecode(std::string_view text) {
-  if (text.size() % 4 == 1) return std::nullopt;  // one character carries only 6 bits: no byte
-  std::string out;
-  out.reserve(text.size() * 3 / 4);
-  uint32_t bits = 0;  // only the low 14 bits matter; older ones shift out harmlessly
-  int pending = 0;
-  for (char c : text) {
-    int value = Base64UrlValue(c);
-    if (value < 0) return std::nullopt;
-    bits = bits << 6 | static_cast<uint32_t>(value);
-    pending += 6;
-    if (pending >= 8) {
-      pending -= 8;
-      out.push_back(static_cast<char>((bits >> pending) & 0xff));
-    }
-  }
-  // The last character of a 2- or 3-character tail has 4 or 2 bits that encode nothing. Unless
-  // they are zero, several texts decode to the same bytes (RFC 4648 §3.5), so we reject them.
-  if ((bits & ((1u << pending) - 1)) != 0) return std::nullopt;
-  return out;
 }
 
 }  // namespace corral::api

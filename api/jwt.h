@@ -27,6 +27,9 @@
 
 #include <nlohmann/json.hpp>
 
+// A token's parts are base64url without padding: Base64UrlEncode/Decode (strict: no padding, no
+// character outside the alphabet, no non-canonical trailing bits).
+#include "common/base64.h"
 #include "common/status.h"
 
 namespace corral::api {
@@ -95,10 +98,5 @@ StatusOr<std::string> MintToken(const nlohmann::json& payload, std::string_view 
 // A new issuer secret: 32 bytes from the kernel's CSPRNG (getrandom), base64url without padding
 // (43 characters). The secret is used as the HMAC key exactly as written (its text bytes).
 std::string GenerateSecret();
-
-// base64url without padding (RFC 4648 §5), as JWTs use it. Decode rejects padding, characters
-// outside the alphabet and non-canonical trailing bits.
-std::string Base64UrlEncode(std::string_view bytes);
-std::optional<std::string> Base64UrlDecode(std::string_view text);
 
 }  // namespace corral::api

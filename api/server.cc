@@ -18,6 +18,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 
+#include "api/error_codes.h"
 #include "api/http_session.h"
 #include "api/http_text.h"
 #include "api/server_core.h"
@@ -305,10 +306,6 @@ class Server::Impl : public internal::ServerCore {
  public:
   using ServerCore::ServerCore;
 };
-
-std::string ErrorBody(std::string_view code, std::string_view message) {
-  return "{\"error\":{\"code\":\"" + JsonEscape(code) + "\",\"message\":\"" + JsonEscape(message) + "\"}}";
-}
 
 Server::Server(net::io_context& io, ServerLimits limits, Authenticator authenticate, Metrics& metrics)
     : impl_(std::make_shared<Impl>(io, std::move(limits), std::move(authenticate), metrics)) {}

@@ -23,7 +23,8 @@
 #include <boost/beast/http.hpp>
 
 #include "api/body_budget.h"
-#include "api/server.h"
+#include "api/metrics.h"
+#include "api/server_types.h"
 #include "common/log.h"
 #include "common/unique_fd.h"
 

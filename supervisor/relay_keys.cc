@@ -5,6 +5,8 @@
 
 #include <cstdlib>
 
+#include "common/base64.h"
+
 namespace corral::supervisor {
 namespace {
 
@@ -14,30 +16,13 @@ std::string Sha256(std::string_view text) {
   return std::string(reinterpret_cast<const char*>(digest), sizeof(digest));
 }
 
-std::string Base64Url(const unsigned char* data, size_t size) {
-  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-  std::string out;
-  uint32_t bits = 0;
-  int count = 0;
-  for (size_t i = 0; i < size; ++i) {
-    bits = (bits << 8) | data[i];
-    count += 8;
-    while (count >= 6) {
-      count -= 6;
-      out.push_back(kAlphabet[(bits >> count) & 63]);
-    }
-  }
-  if (count > 0) out.push_back(kAlphabet[(bits << (6 - count)) & 63]);
-  return out;
-}
-
 }  // namespace
 
 std::string RelayKeys::Issue(const RelayClient& client) {
   Revoke(client.session_id);
   unsigned char random[32];
   if (RAND_bytes(random, sizeof(random)) != 1) abort();  // no entropy: nothing safe to hand out
-  std::string key = "sk-corral-" + Base64Url(random, sizeof(random));
+  std::string key = "sk-corral-" + Base64UrlEncode({reinterpret_cast<const char*>(random), sizeof(random)});
   const std::string hash = Sha256(key);
   by_hash_[hash] = client;
   hash_by_session_[client.session_id] = hash;

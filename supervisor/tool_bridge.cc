@@ -15,6 +15,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 
+#include "common/base64.h"
 #include "common/log.h"
 #include "supervisor/ids.h"
 
@@ -31,23 +32,6 @@ namespace {
 // beyond the second bound: a slow reader is paused, then dropped, never buffered without limit.
 constexpr size_t kPauseReadingBytes = kToolBridgeMaxLine;
 constexpr size_t kMaxQueuedBytes = 8 * kToolBridgeMaxLine;
-
-std::string Base64Url(const unsigned char* data, size_t size) {
-  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-  std::string out;
-  uint32_t bits = 0;
-  int count = 0;
-  for (size_t i = 0; i < size; ++i) {
-    bits = (bits << 8) | data[i];
-    count += 8;
-    while (count >= 6) {
-      count -= 6;
-      out.push_back(kAlphabet[(bits >> count) & 63]);
-    }
-  }
-  if (count > 0) out.push_back(kAlphabet[(bits << (6 - count)) & 63]);
-  return out;
-}
 
 // Tool output is whatever the client sent; invalid UTF-8 becomes U+FFFD rather than an exception.
 std::string Line(const json& value) { return value.dump(-1, ' ', false, json::error_handler_t::replace) + "\n"; }
@@ -79,7 +63,7 @@ bool DeclaresTool(const json& tools, const std::string& name) {
 std::string NewToolKey() {
   unsigned char random[32];
   if (RAND_bytes(random, sizeof(random)) != 1) abort();  // no entropy: nothing safe to hand out
-  return "ctk-" + Base64Url(random, sizeof(random));
+  return "ctk-" + Base64UrlEncode({reinterpret_cast<const char*>(random), sizeof(random)});
 }
 
 std::string ToolKeyDigest(std::string_view key) {

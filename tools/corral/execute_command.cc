@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "common/base64.h"
 #include "common/file_util.h"
 #include "common/unique_fd.h"
 #include "tools/corral/client.h"
@@ -108,28 +109,7 @@ std::string Query(const GitOptions& options) {
 
 }  // namespace
 
-std::string EncodeBase64(std::string_view data) {
-  static const char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  out.reserve((data.size() + 2) / 3 * 4);
-  size_t i = 0;
-  for (; i + 2 < data.size(); i += 3) {
-    const uint32_t v = (uint8_t(data[i]) << 16) | (uint8_t(data[i + 1]) << 8) | uint8_t(data[i + 2]);
-    out += kAlphabet[v >> 18];
-    out += kAlphabet[(v >> 12) & 63];
-    out += kAlphabet[(v >> 6) & 63];
-    out += kAlphabet[v & 63];
-  }
-  if (i < data.size()) {
-    uint32_t v = uint8_t(data[i]) << 16;
-    if (i + 1 < data.size()) v |= uint8_t(data[i + 1]) << 8;
-    out += kAlphabet[v >> 18];
-    out += kAlphabet[(v >> 12) & 63];
-    out += i + 1 < data.size() ? kAlphabet[(v >> 6) & 63] : '=';
-    out += '=';
-  }
-  return out;
-}
+std::string EncodeBase64(std::string_view data) { return Base64Encode(data); }
 
 std::string FormatExecution(const json& record, const std::string& out_dir, bool have_bundle) {
   std::string text;

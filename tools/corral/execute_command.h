@@ -24,7 +24,7 @@ int RunGitCommand(const GitOptions& options);
 // For people: the summary, the files changed, the cost and where the results are. Pure; tested.
 std::string FormatExecution(const nlohmann::json& record, const std::string& out_dir, bool have_bundle);
 
-// Standard base64 with padding (what POST /v1/execute takes for a bundle).
+// Standard base64 with padding (what POST /v1/execute takes for a bundle): common/base64.h's.
 std::string EncodeBase64(std::string_view bytes);
 
 }  // namespace corral::cli

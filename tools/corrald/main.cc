@@ -26,10 +26,11 @@
 #include <functional>
 #include <string>
 
+#include "api/api_metrics.h"
 #include "api/auth_api.h"
 #include "api/daemon_api.h"
-#include "api/execute_api.h"
 #include "api/metrics.h"
+#include "api/routes.h"
 #include "api/server.h"
 #include "api/supervisor_metrics.h"
 #include "api/web_page.h"
@@ -47,6 +48,8 @@
 #include "supervisor/egress_proxy.h"
 #include "supervisor/full_network.h"
 #include "supervisor/issuers.h"
+#include "supervisor/ledger.h"
+#include "supervisor/sandbox_events.h"
 #include "supervisor/sandbox_host.h"
 #include "supervisor/model_relay.h"
 #include "supervisor/relay_keys.h"
@@ -371,6 +374,9 @@ int Run(int argc, char** argv) {
   if (recovered.ok()) recovered = executions.Recover();
   if (!recovered.ok()) return Fail("recovery: " + recovered.ToString());
 
+  // What the API reads of the store: the sandboxes' event logs and the ledger.
+  supervisor::SandboxEvents sandbox_events(**store);
+  supervisor::Ledger ledger(**store);
   api::ServerLimits limits;
   limits.max_body_bytes = config->max_body_bytes;
   limits.max_body_memory = config->max_body_memory_bytes;
@@ -385,8 +391,8 @@ int Run(int argc, char** argv) {
   limits.allowed_origins = config->allowed_origins;
   api::Server server(io, limits, api::MakeAuthenticator(**issuers, *config), metrics);
   api::RegisterAuthAdmin(server, **issuers, *config);
-  auto reload_api = api::RegisterApi(server, io, pool, manager, sessions, **store, *config);
-  api::RegisterExecute(server, executions, *config);
+  auto reload_api = api::RegisterApi(server, io, pool, manager, sessions, sandbox_events, ledger, *config);
+  api::RegisterExecuteRoutes(server, executions, *config);
   server.Route("GET", "/metrics", api::Auth::kNone, [&metrics](api::HttpRequest, api::Responder respond) {
     api::HttpResponse response;
     response.content_type = "text/plain; version=0.0.4; charset=utf-8";
@@ -464,7 +470,7 @@ int Run(int argc, char** argv) {
   sd_notifyf(0, "READY=1\nSTATUS=listening on %s", address.c_str());
   io.run();
   // The API's event watchers post to the loop, which is done: appends from here on go nowhere.
-  (*store)->SetEventListener(nullptr);
+  sandbox_events.Watch(nullptr);
   pool.join();
   unlink(config->admin_socket.c_str());
   return 0;

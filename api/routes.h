@@ -1,0 +1,67 @@
+// The HTTP routes of docs/PROTOCOL.md, one registrar per resource. Each route parses its request
+// (protocol_json.h), checks the token's scope, calls the supervisor and answers; the work, and
+// every check of who owns what, is the supervisor's. RegisterApi (daemon_api.h) calls them all
+// but RegisterExecuteRoutes, which corrald calls with the executions.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/thread_pool.hpp>
+
+#include "api/server.h"
+#include "supervisor/config.h"
+#include "supervisor/executions.h"
+#include "supervisor/ledger.h"
+#include "supervisor/sandbox_events.h"
+#include "supervisor/sandbox_manager.h"
+#include "supervisor/session_runner.h"
+
+namespace corral::api {
+
+// sandbox_routes.cc:
+//   POST   /v1/sandboxes                    scope sandboxes: 201, the sandbox
+//   GET    /v1/sandboxes, /v1/sandboxes/{id}
+//   POST   /v1/sandboxes/{id}/start, /stop  scope sandboxes
+//   GET    /v1/sandboxes/{id}/egress        its egress rules
+//   PUT    /v1/sandboxes/{id}/egress        scope sandboxes: replaces them (the next connection obeys)
+//   GET    /v1/sandboxes/{id}/events        its event log from ?after_seq= (&limit=, &type=)
+//   DELETE /v1/sandboxes/{id}               scope sandboxes
+//   POST   /v1/sandboxes/{id}/snapshot, /fork
+//                                           scope sandboxes: 201
+//   GET    /v1/snapshots, /v1/snapshots/{id}; DELETE /v1/snapshots/{id} (scope sandboxes)
+void RegisterSandboxRoutes(Server& server, supervisor::SandboxManager& manager, supervisor::SandboxEvents& events);
+
+// command_routes.cc (read-only; commands run over the WebSocket):
+//   GET /v1/sandboxes/{id}/commands, /v1/sandboxes/{id}/commands/{cid}
+void RegisterCommandRoutes(Server& server, supervisor::SandboxManager& manager);
+
+// file_routes.cc, scope files, on the worker pool as the sandbox's agent:
+//   GET  /v1/sandboxes/{id}/fs/read, stat, list, tar    ?path=
+//   PUT  /v1/sandboxes/{id}/fs/write, tar               ?path= (write: &mode=, &append=)
+//   POST /v1/sandboxes/{id}/fs/mkdir, remove, rename    ?path= (rename: ?from=&to=)
+void RegisterFileRoutes(Server& server, boost::asio::io_context& io, boost::asio::thread_pool& pool,
+                        supervisor::SandboxManager& manager, const supervisor::DaemonConfig& config);
+
+// session_routes.cc (the sessions' streams are on the WebSocket):
+//   POST /v1/sandboxes/{id}/sessions        scope sessions: 201, the session
+//   GET  /v1/sessions (?sandbox=), /v1/sessions/{id}
+void RegisterSessionRoutes(Server& server, supervisor::SessionRunner& sessions);
+
+// usage_routes.cc:
+//   GET /v1/usage                           the caller's window of its token's budget
+//   GET /v1/admin/usage                     admin socket: the ledger's export (JSON lines or CSV)
+void RegisterUsageRoutes(Server& server, const supervisor::Ledger& ledger, supervisor::SandboxManager& manager);
+
+// admin_routes.cc, on the admin socket only (issuers and tokens: auth_api.h):
+//   POST /v1/admin/backup {"path"}          an online copy of the store, on the worker pool
+//   GET  /v1/admin/sandboxes                every user's sandboxes, with their owners
+void RegisterAdminRoutes(Server& server, boost::asio::io_context& io, boost::asio::thread_pool& pool,
+                         supervisor::SandboxManager& manager, const supervisor::DaemonConfig& config);
+
+// execute_routes.cc ("Headless execute" and "Git"):
+//   POST /v1/execute                        scopes sandboxes + sessions: 202, the running record
+//   GET  /v1/executions, /v1/executions/{id}, /v1/executions/{id}/bundle; DELETE /v1/executions/{id}
+//   GET  /v1/sandboxes/{id}/git/diff, /git/bundle
+//                                           scope files: the working tree against ?base=, ?path=
+void RegisterExecuteRoutes(Server& server, supervisor::Executions& executions, const supervisor::DaemonConfig& config);
+
+}  // namespace corral::api

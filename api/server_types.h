@@ -1,0 +1,122 @@
+// The server's vocabulary (server.h is the server itself): its limits, the requests and
+// responses handlers see, how a token is verified, and the WebSocket connection handlers talk
+// to. Shared by the server's inside (server_core.h) and the protocol on top (the route files).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "api/auth_context.h"
+#include "common/status.h"
+
+namespace corral::api {
+
+struct ServerLimits {
+  size_t max_header_bytes = 16 * 1024;
+  size_t max_body_bytes = 64 * 1024 * 1024;  // a route may allow more (RouteOptions)
+  // What the request bodies being read at once may hold in all (503 with Retry-After above it).
+  size_t max_body_memory = 256 * 1024 * 1024;
+  // A body (and a response) must move at least this many bytes a second, after a grace of the
+  // handshake timeout (408 otherwise). 0: no minimum.
+  size_t body_min_rate = 16 * 1024;
+  size_t max_ws_message_bytes = 1024 * 1024;
+  size_t max_connections = 4096;            // TCP + unix, in total
+  size_t max_ws_connections_per_user = 64;
+  // A new connection's first request, every later request's headers (from its first byte), a
+  // body's silence, and a WebSocket's opening or closing handshake.
+  std::chrono::seconds handshake_timeout{10};
+  // A keep-alive connection between requests; a WebSocket without traffic (pings keep it up).
+  std::chrono::seconds idle_timeout{300};
+  // A WebSocket connection's write queue: above high water it is "full" (see WsConnection);
+  // above hard_limit the client is too slow and the connection is closed (1008 "too slow").
+  size_t ws_queue_high_water = 1024 * 1024;
+  size_t ws_queue_hard_limit = 64 * 1024 * 1024;
+  std::vector<std::string> allowed_origins;  // exact "scheme://host[:port]"; empty: no browser
+};
+
+// Verifies a bearer token. The error's message is the reason, for the log only. On success the
+// context's `expires_at` says until when (unix seconds, inclusive) the token verifies: the server
+// ends a connection bound to it then (0: it does not expire).
+using Authenticator = std::function<StatusOr<AuthContext>(std::string_view token)>;
+
+struct HttpRequest {
+  std::string method;      // "GET", "POST", ...
+  std::string target;      // as sent, with the query
+  std::string path;        // percent-decoded path without the query
+  std::map<std::string, std::string> query;   // percent-decoded
+  std::map<std::string, std::string> params;  // from the route pattern: "/v1/sandboxes/{id}" -> {"id": ...}
+  std::map<std::string, std::string> headers; // lower-case names
+  std::string body;
+  AuthContext auth;        // empty iss/sub for Auth::kNone routes
+  std::string request_id;  // unique per request, also sent back as X-Request-Id
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+// Calls back exactly once, on the io_context thread (post to it from other threads).
+using Responder = std::function<void(HttpResponse)>;
+using HttpHandler = std::function<void(HttpRequest request, Responder respond)>;
+
+enum class Auth { kRequired, kNone, kAdminOnly };
+
+// Asked about every authenticated request (HTTP, and WebSocket upgrades) once its token has
+// verified, before its handler: an answer refuses the request with it (e.g. a rate limit).
+using RequestGate = std::function<std::optional<HttpResponse>(const AuthContext& auth)>;
+
+class WsConnection;
+
+// One per server; called for every WebSocket connection on the io_context thread.
+class WsHandler {
+ public:
+  virtual ~WsHandler() = default;
+  virtual void OnOpen(const std::shared_ptr<WsConnection>& connection) = 0;
+  virtual void OnText(const std::shared_ptr<WsConnection>& connection, std::string message) = 0;
+  virtual void OnBinary(const std::shared_ptr<WsConnection>& connection, std::string message) = 0;
+  // The connection is gone (either side closed, or an error). No call follows.
+  virtual void OnClose(const std::shared_ptr<WsConnection>& connection) = 0;
+};
+
+// A WebSocket connection, as handlers see it. All methods must be called on the io_context
+// thread. Sends never block: messages queue and are written in order.
+class WsConnection {
+ public:
+  virtual ~WsConnection() = default;
+  virtual uint64_t id() const = 0;
+  virtual const AuthContext& auth() const = 0;
+  virtual void SendText(std::string message) = 0;
+  virtual void SendBinary(std::string message) = 0;
+  // Bytes queued and not yet written to the socket.
+  virtual size_t queued_bytes() const = 0;
+  // True while queued_bytes() is above ServerLimits::ws_queue_high_water: producers should stop
+  // reading their sources until the drain callback runs.
+  virtual bool full() const = 0;
+  // Called (on the io_context thread) each time the queue falls to or below high water after
+  // having been above it. One callback per connection; a later call replaces it.
+  virtual void SetOnDrain(std::function<void()> on_drain) = 0;
+  // Stops reading the client's messages (the next one stays in the socket, so TCP pushes back
+  // on the client) until ResumeReading. For input that has nowhere to go yet.
+  virtual void PauseReading() = 0;
+  virtual void ResumeReading() = 0;
+  // Sends a close frame with `code` (RFC 6455) once the queue is written, then closes.
+  virtual void Close(uint16_t code, std::string reason) = 0;
+  virtual bool closed() const = 0;
+  // Binds the connection to a fresh token of the same user (the `auth` op): auth() becomes the
+  // new token's, and its expiry the connection's. Returns the token's `exp`. Errors: EKEYREJECTED
+  // when the token does not verify (the reason is logged), EPERM when it names another user,
+  // EINVAL on the admin socket. The connection keeps its old token on any error.
+  virtual StatusOr<int64_t> Renew(const std::string& token) = 0;
+};
+
+}  // namespace corral::api
