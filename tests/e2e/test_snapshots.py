@@ -81,8 +81,8 @@ class Snapshots(DaemonTestCase):
             client = await WsClient.connect(self.daemon.ws_url(), token)
             try:
                 reply = await client.request("exec", sandbox=sid,
-                                             argv=["sh", "-c", "i=0; while [ $i -lt 40 ]; do echo $i; "
-                                                               "echo $i > ~/counter; i=$((i+1)); sleep 0.05; done"])
+                                             argv=["sh", "-c", "i=0; while [ $i -lt 40 ]; do echo $i > ~/counter; "
+                                                               "echo $i; i=$((i+1)); sleep 0.05; done"])
                 self.assertTrue(reply["ok"], reply)
                 lines = b""
                 snapshot = None
@@ -107,7 +107,8 @@ class Snapshots(DaemonTestCase):
         self.assertEqual(snapshot["sandbox"], sid)
         self.assertGreater(snapshot["bytes"], 0)
 
-        # A sandbox from the snapshot has the counter as it was then: some value before the end.
+        # A sandbox from the snapshot has the counter as it was then: some value before the end. (The
+        # counter is written before its line, so line 4 seen means the counter is at least 4.)
         status, made = self.daemon.http("POST", "/v1/sandboxes", token, {"snapshot": snapshot["id"]})
         self.assertEqual(status, 201, made)
         self.assertEqual(made["source"], snapshot["id"])

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "common/file_util.h"
+#include "tests/testing/temp_dir.h"
 
 namespace corral::supervisor {
 namespace {
@@ -16,9 +17,6 @@ namespace {
 class LedgerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string pattern = "/tmp/corral-ledger-XXXXXX";
-    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
-    dir_ = pattern;
     auto store = Store::Open(dir_ + "/corrald.db");
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     store_ = std::move(*store);
@@ -27,7 +25,6 @@ class LedgerTest : public ::testing::Test {
   void TearDown() override {
     ledger_.reset();
     store_.reset();
-    (void)RemoveTree(dir_);
   }
 
   int64_t Debit(const std::string& iss, const std::string& sub, int64_t ms, int64_t at) {
@@ -43,7 +40,8 @@ class LedgerTest : public ::testing::Test {
     return id.ok() ? *id : -1;
   }
 
-  std::string dir_;
+  test::TempDir tmp_{"ledger"};
+  const std::string dir_ = tmp_.path();
   std::unique_ptr<Store> store_;
   std::unique_ptr<Ledger> ledger_;
 };

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/file_util.h"
+#include "tests/testing/temp_dir.h"
 
 namespace corral::supervisor {
 namespace {
@@ -17,9 +18,6 @@ namespace {
 class SandboxEventsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string pattern = "/tmp/corral-events-XXXXXX";
-    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
-    dir_ = pattern;
     auto store = Store::Open(dir_ + "/corrald.db");
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     store_ = std::move(*store);
@@ -28,7 +26,6 @@ class SandboxEventsTest : public ::testing::Test {
   void TearDown() override {
     events_.reset();
     store_.reset();
-    (void)RemoveTree(dir_);
   }
 
   int64_t Append(const std::string& sandbox, const std::string& type) {
@@ -37,7 +34,8 @@ class SandboxEventsTest : public ::testing::Test {
     return seq.ok() ? *seq : -1;
   }
 
-  std::string dir_;
+  test::TempDir tmp_{"events"};
+  const std::string dir_ = tmp_.path();
   std::unique_ptr<Store> store_;
   std::unique_ptr<SandboxEvents> events_;
 };

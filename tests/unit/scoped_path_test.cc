@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/file_util.h"
+#include "tests/testing/temp_dir.h"
 
 namespace corral::rootfs {
 namespace {
@@ -32,9 +33,6 @@ std::string ReadFd(int fd) {
 class ScopedPathTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string pattern = "/tmp/corral-scoped-XXXXXX";
-    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
-    dir_ = pattern;
     const std::string root = dir_ + "/root";
     ASSERT_TRUE(MakeDirs(root + "/etc").ok());
     ASSERT_TRUE(MakeDirs(root + "/sub").ok());
@@ -49,7 +47,6 @@ class ScopedPathTest : public ::testing::Test {
   }
   void TearDown() override {
     if (root_ >= 0) close(root_);
-    if (!dir_.empty()) (void)RemoveTree(dir_);
   }
 
   // What OpenInRoot(root, path) reads, or "errno <name>".
@@ -66,7 +63,8 @@ class ScopedPathTest : public ::testing::Test {
     return ReadFd(fd.get());
   }
 
-  std::string dir_;
+  test::TempDir tmp_{"scoped"};
+  const std::string dir_ = tmp_.path();
   int root_ = -1;
 };
 
