@@ -215,9 +215,9 @@ StatusOr<supervisor::RelayConfig> RelayConfigOf(const supervisor::DaemonConfig& 
   return relay;
 }
 
-int Run(int argc, char** argv) {
-  std::string config_path = kDefaultConfig;
-  bool config_given = false;
+// The command line. Returns the exit code when corrald is to stop here (--help, --version, a
+// bad argument).
+std::optional<int> ParseArgs(int argc, char** argv, std::string& config_path, bool& config_given) {
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--config" && i + 1 < argc) {
@@ -236,7 +236,11 @@ int Run(int argc, char** argv) {
       return 2;
     }
   }
-  if (geteuid() != 0) return Fail("corrald must run as root (it creates namespaces, cgroups and mounts)");
+  return std::nullopt;
+}
+
+// The process itself: signals, crash reports, the log sink, malloc and descriptor limits.
+void PrepareProcess() {
   signal(SIGPIPE, SIG_IGN);
   InstallCrashHandler();
   // Under systemd (stderr is the journal): entries with fields instead of JSON lines.
@@ -253,23 +257,14 @@ int Run(int argc, char** argv) {
     files.rlim_cur = files.rlim_max;
     (void)setrlimit(RLIMIT_NOFILE, &files);
   }
+}
 
-  auto config = supervisor::LoadConfig(config_path, /*missing_ok=*/!config_given);
-  if (!config.ok()) return Fail(config.status().ToString());
-
-  auto backend = cgroups::DetectBackend(config->cgroup_mount);
-  if (!backend.ok()) return Fail("cgroups: " + backend.status().ToString());
-  // Under systemd, the sandboxes' scope (cgroup_placement.h), before any thread: its anchor is a
-  // child that dies with the thread that forked it.
-  auto placed = supervisor::PlaceSandboxes(*config, **backend);
-  if (!placed.ok()) return Fail("cgroups: " + placed.status().ToString());
-  const supervisor::CgroupPlacement& placement = placed->placement;
-
-  // The host's checks (corral doctor's), before anything is made and before any thread: they fork.
+// The host's checks (corral doctor's): warnings are logged, failures refuse to start.
+Status CheckHost(const supervisor::DaemonConfig& config, const supervisor::CgroupPlacement& placement) {
   supervisor::DoctorOptions doctor;
-  doctor.cgroup_mount = config->cgroup_mount;
+  doctor.cgroup_mount = config.cgroup_mount;
   doctor.cgroup_parent = placement.sandboxes_parent;
-  doctor.state_dir = config->state_dir;
+  doctor.state_dir = config.state_dir;
   doctor.claude_version = supervisor::TestedClaudeCodeVersion();
   std::string failed;
   for (const auto& check : supervisor::RunDoctor(doctor)) {
@@ -280,34 +275,164 @@ int Run(int argc, char** argv) {
       failed += (failed.empty() ? "" : "; ") + check.name + ": " + check.detail;
     }
   }
-  if (!failed.empty()) return Fail("this host cannot run corrald (corral doctor says why): " + failed);
+  if (!failed.empty()) return Status::Error("this host cannot run corrald (corral doctor says why): " + failed);
+  return Status();
+}
 
-  for (const auto& [dir, mode] : {std::pair{config->state_dir, 0700}, std::pair{config->run_dir, 0755}}) {
-    Status made = MakeDirs(dir, mode);
-    if (!made.ok()) return Fail(made.ToString());
+// The state and run directories, and the state directory's lock: one daemon per state directory.
+StatusOr<UniqueFd> LockStateDir(const supervisor::DaemonConfig& config) {
+  for (const auto& [dir, mode] : {std::pair{config.state_dir, 0700}, std::pair{config.run_dir, 0755}}) {
+    RETURN_IF_ERROR(MakeDirs(dir, mode));
   }
-  // One daemon per state directory.
-  const std::string lock_path = config->state_dir + "/corrald.lock";
+  const std::string lock_path = config.state_dir + "/corrald.lock";
   UniqueFd lock(open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
   if (!lock || flock(lock.get(), LOCK_EX | LOCK_NB) != 0) {
-    return Fail("another corrald is running on " + config->state_dir + " (" + lock_path + " is locked)");
+    return Status::Error("another corrald is running on " + config.state_dir + " (" + lock_path + " is locked)");
   }
+  return lock;
+}
 
-  auto store = supervisor::Store::Open(config->state_dir + "/corrald.db",
-                                       config->store_synchronous_full ? supervisor::Synchronous::kFull
-                                                                      : supervisor::Synchronous::kNormal);
-  if (!store.ok()) return Fail(store.status().ToString());
-  auto issuers = supervisor::Issuers::Load(**store);
-  if (!issuers.ok()) return Fail("issuers: " + issuers.status().ToString());
-  const std::string init_path = InitPath(*config);
-  if (access(init_path.c_str(), X_OK) != 0) return Fail("corral-init not found at " + init_path);
+// The egress proxy (egress.enabled), the one way out to the network.
+StatusOr<std::unique_ptr<supervisor::EgressProxy>> MakeEgressProxy(boost::asio::io_context& io,
+                                                                   const supervisor::DaemonConfig& config,
+                                                                   supervisor::Store& store) {
+  supervisor::EgressProxyConfig egress_config;
+  egress_config.port = static_cast<uint16_t>(config.egress_port);
+  egress_config.netns = config.egress_netns;
+  if (!config.egress_resolver.empty()) egress_config.resolver = supervisor::ParseResolverAddress(config.egress_resolver);
+  egress_config.max_connections = config.egress_max_connections;
+  egress_config.bandwidth = config.egress_bandwidth;
+  egress_config.connect_timeout_s = config.egress_connect_timeout_s;
+  egress_config.idle_timeout_s = config.egress_idle_timeout_s;
+  return supervisor::EgressProxy::Create(io, std::move(egress_config), store);
+}
 
-  auto relay_config = RelayConfigOf(*config);
-  if (!relay_config.ok()) return Fail(relay_config.status().ToString());
-  if (relay_config->api_key.empty()) {
-    LogWarn("corrald", "relay.api_key_file is not set: agents in sandboxes cannot reach a model");
+// The API server's limits, from [api].
+api::ServerLimits ServerLimitsOf(const supervisor::DaemonConfig& config) {
+  api::ServerLimits limits;
+  limits.max_body_bytes = config.max_body_bytes;
+  limits.max_body_memory = config.max_body_memory_bytes;
+  limits.body_min_rate = config.body_min_rate_bytes;
+  limits.max_ws_message_bytes = config.max_message_bytes;
+  limits.max_connections = config.max_connections;
+  limits.max_ws_connections_per_user = config.max_connections_per_user;
+  limits.handshake_timeout = std::chrono::seconds(config.handshake_timeout_s);
+  limits.idle_timeout = std::chrono::seconds(config.idle_timeout_s);
+  limits.ws_queue_high_water = supervisor::kWsQueueHighWater;
+  limits.ws_queue_hard_limit = config.ws_queue_hard_limit;
+  limits.allowed_origins = config.allowed_origins;
+  return limits;
+}
+
+// The metrics, the web page (api.web) and the listeners: TCP and the admin socket.
+Status ServeExtrasAndListen(api::Server& server, api::Metrics& metrics, const supervisor::DaemonConfig& config) {
+  server.Route("GET", "/metrics", api::Auth::kNone, [&metrics](api::HttpRequest, api::Responder respond) {
+    api::HttpResponse response;
+    response.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    response.body = metrics.Render();
+    respond(std::move(response));
+  });
+  if (config.web) {
+    auto page = WebPage(config);
+    if (!page.ok()) return Status::Error("api.web_dir: " + page.status().ToString());
+    if (page->empty()) {
+      LogWarn("corrald", std::string("the web page is not installed (no web/ beside corrald nor ") + CORRAL_WEB_DIR +
+                             "): / answers 404");
+    } else {
+      LogInfo("corrald", "web page", {{"files", std::to_string(page->size())}});
+      api::RegisterWebPage(server, std::move(*page));
+    }
   }
+  Status listening = server.ListenTcp(config.listen_address, config.listen_port);
+  if (!listening.ok()) return Status::Error("listen: " + listening.ToString());
+  auto admin_group = AdminGroup(config);
+  if (!admin_group.ok()) return Status::Error("admin socket: " + admin_group.status().ToString());
+  Status admin = *admin_group == static_cast<gid_t>(-1) ? server.ListenUnix(config.admin_socket, 0600)
+                                                         : server.ListenUnix(config.admin_socket, 0660, *admin_group);
+  if (!admin.ok()) return Status::Error("admin socket: " + admin.ToString());
+  return Status();
+}
 
+// The store, with the durability the config asks for.
+StatusOr<std::unique_ptr<supervisor::Store>> OpenStore(const supervisor::DaemonConfig& config) {
+  return supervisor::Store::Open(config.state_dir + "/corrald.db", config.store_synchronous_full
+                                                                        ? supervisor::Synchronous::kFull
+                                                                        : supervisor::Synchronous::kNormal);
+}
+
+// Full network mode ([network]).
+supervisor::FullNetworkConfig FullNetworkConfigOf(const supervisor::DaemonConfig& config) {
+  supervisor::FullNetworkConfig network;
+  network.netns = config.network_netns;
+  network.subnet = config.network_full_subnet;
+  network.dns = config.network_dns;
+  return network;
+}
+
+// The log line and systemd's READY=1 once corrald listens.
+void AnnounceReady(const supervisor::DaemonConfig& config, uint16_t port, cgroups::CgroupBackend& backend,
+                   const supervisor::CgroupPlacement& placement) {
+  const std::string address = config.listen_address + ":" + std::to_string(port);
+  LogInfo("corrald", "listening", {{"address", address}, {"admin_socket", config.admin_socket},
+                                   {"state_dir", config.state_dir},
+                                   {"cgroups", backend.version() == cgroups::CgroupVersion::kV2 ? "v2" : "v1"},
+                                   {"cgroup_parent", placement.sandboxes_parent},
+                                   {"cgroup_placement", placement.reason}});
+  sd_notifyf(0, "READY=1\nSTATUS=listening on %s", address.c_str());
+}
+
+// Runs `reload` on every SIGHUP, between systemd's RELOADING=1 and READY=1, until `hangups` is
+// cancelled.
+void OnEachHangup(boost::asio::signal_set& hangups, std::function<void()> reload) {
+  hangups.async_wait([&hangups, reload = std::move(reload)](boost::system::error_code error, int) mutable {
+    if (error) return;
+    sd_notify(0, "RELOADING=1");
+    reload();
+    sd_notify(0, "READY=1");
+    OnEachHangup(hangups, std::move(reload));
+  });
+}
+
+// What Run made before there is an event loop, for Serve.
+struct Foundation {
+  std::string config_path = kDefaultConfig;
+  bool config_given = false;
+  supervisor::DaemonConfig* config = nullptr;
+  cgroups::CgroupBackend* backend = nullptr;
+  supervisor::PlacedSandboxes* placed = nullptr;
+  supervisor::Store* store = nullptr;
+  supervisor::Issuers* issuers = nullptr;
+  std::string init_path;
+  supervisor::RelayConfig relay_config;
+};
+
+// SIGHUP: the config again. What can change while corrald runs does (ApplyReload says what),
+// for the requests that come next; connections, sandboxes and sessions go on. An invalid file
+// changes nothing.
+void Reload(const Foundation& base, api::Server& server, const std::function<void(uint64_t)>& reload_api,
+            supervisor::ModelRelay& relay) {
+  supervisor::DaemonConfig& config = *base.config;
+  auto fresh = supervisor::LoadConfig(base.config_path, /*missing_ok=*/!base.config_given);
+  if (!fresh.ok()) {
+    LogError("corrald", "reload refused; the running config stays", {{"error", fresh.status().ToString()}});
+    return;
+  }
+  std::vector<std::string> restart = supervisor::ApplyReload(config, *fresh);
+  server.SetAllowedOrigins(config.allowed_origins);
+  reload_api(config.requests_per_minute);
+  relay.Reload(config.relay_prices, config.relay_requests_per_minute);
+  std::string later;
+  for (const auto& key : restart) later += (later.empty() ? "" : ", ") + key;
+  LogInfo("corrald", "config reloaded", {{"config", base.config_path}});
+  if (!later.empty()) LogWarn("corrald", "changed but applied only at the next start", {{"keys", later}});
+}
+
+// The services, the API and the event loop, until SIGTERM or SIGINT.
+int Serve(Foundation& base) {
+  supervisor::DaemonConfig* config = base.config;
+  cgroups::CgroupBackend* backend = base.backend;
+  const supervisor::CgroupPlacement& placement = base.placed->placement;
+  supervisor::Store* store = base.store;
   // Declared before the io_context, so that it outlives it: handlers still queued when the loop
   // stops are destroyed with the io_context, and a connection's destructor updates its gauges.
   api::Metrics metrics;
@@ -319,21 +444,21 @@ int Run(int argc, char** argv) {
   if (config->relay_port == supervisor::kToolBridgePort) {
     return Fail("relay.port: " + std::to_string(config->relay_port) + " is the tool bridge's port");
   }
-  supervisor::SandboxHost host(*config, **backend, init_path);
+  supervisor::SandboxHost host(*config, *backend, base.init_path);
   host.SetCgroupPlacement(placement.sandboxes_parent, placement.legacy_parents, placement.parent_is_corralds);
-  if (placed->scope) host.SetParentKeeper([scope = placed->scope.get()] { return scope->Ensure().status(); });
+  if (base.placed->scope) host.SetParentKeeper([scope = base.placed->scope.get()] { return scope->Ensure().status(); });
   host.SetMcpBinary(*mcp);
   api::ApiMetrics api_metrics(metrics, nullptr);
-  supervisor::SandboxManager manager(io, pool, *config, **store, host, &api_metrics);
+  supervisor::SandboxManager manager(io, pool, *config, *store, host, &api_metrics);
   api_metrics.SetManager(&manager);
   api::SupervisorMetrics supervisor_metrics(metrics);
   manager.SetBudgetObserver(&supervisor_metrics);
   // Each sandbox's loopback: the model relay (sessions issue the keys it takes) and the tool
   // bridge (client tools and permission requests, through corral-mcp).
   supervisor::RelayKeys relay_keys;
-  supervisor::ModelRelay relay(io, std::move(*relay_config), **store, relay_keys);
+  supervisor::ModelRelay relay(io, std::move(base.relay_config), *store, relay_keys);
   relay.SetObserver(&supervisor_metrics);
-  supervisor::SessionRunner sessions(*config, **store, manager, relay_keys);
+  supervisor::SessionRunner sessions(*config, *store, manager, relay_keys);
   sessions.SetObserver(&supervisor_metrics);
   supervisor_metrics.SetSessions(&sessions);
   supervisor::ToolBridge tool_bridge(io, sessions, supervisor::kToolBridgePort);
@@ -342,15 +467,7 @@ int Run(int argc, char** argv) {
   std::unique_ptr<supervisor::EgressProxy> egress;
   std::vector<supervisor::LoopbackServices*> loopback_members{&relay, &tool_bridge};
   if (config->egress_enabled) {
-    supervisor::EgressProxyConfig egress_config;
-    egress_config.port = static_cast<uint16_t>(config->egress_port);
-    egress_config.netns = config->egress_netns;
-    if (!config->egress_resolver.empty()) egress_config.resolver = supervisor::ParseResolverAddress(config->egress_resolver);
-    egress_config.max_connections = config->egress_max_connections;
-    egress_config.bandwidth = config->egress_bandwidth;
-    egress_config.connect_timeout_s = config->egress_connect_timeout_s;
-    egress_config.idle_timeout_s = config->egress_idle_timeout_s;
-    auto created = supervisor::EgressProxy::Create(io, std::move(egress_config), **store);
+    auto created = MakeEgressProxy(io, *config, *store);
     if (!created.ok()) return Fail(created.status().ToString());
     egress = std::move(*created);
     egress->SetObserver(&supervisor_metrics);
@@ -361,92 +478,28 @@ int Run(int argc, char** argv) {
   manager.SetLoopbackServices(&loopback);
   // Full network mode ([network]): nothing is made until a "network": "full" sandbox starts, but
   // recovery removes what such sandboxes left.
-  supervisor::FullNetworkConfig network_config;
-  network_config.netns = config->network_netns;
-  network_config.subnet = config->network_full_subnet;
-  network_config.dns = config->network_dns;
-  auto full_network = supervisor::FullNetwork::Create(std::move(network_config));
+  auto full_network = supervisor::FullNetwork::Create(FullNetworkConfigOf(*config));
   if (!full_network.ok()) return Fail(full_network.status().ToString());
   manager.SetFullNetwork(full_network->get());
-  supervisor::Executions executions(io, pool, *config, **store, manager, sessions);  // headless execute
+  supervisor::Executions executions(io, pool, *config, *store, manager, sessions);  // headless execute
   Status recovered = manager.Recover();
   if (recovered.ok()) recovered = sessions.Recover();
   if (recovered.ok()) recovered = executions.Recover();
   if (!recovered.ok()) return Fail("recovery: " + recovered.ToString());
 
   // What the API reads of the store: the sandboxes' event logs and the ledger.
-  supervisor::SandboxEvents sandbox_events(**store);
-  supervisor::Ledger ledger(**store);
-  api::ServerLimits limits;
-  limits.max_body_bytes = config->max_body_bytes;
-  limits.max_body_memory = config->max_body_memory_bytes;
-  limits.body_min_rate = config->body_min_rate_bytes;
-  limits.max_ws_message_bytes = config->max_message_bytes;
-  limits.max_connections = config->max_connections;
-  limits.max_ws_connections_per_user = config->max_connections_per_user;
-  limits.handshake_timeout = std::chrono::seconds(config->handshake_timeout_s);
-  limits.idle_timeout = std::chrono::seconds(config->idle_timeout_s);
-  limits.ws_queue_high_water = supervisor::kWsQueueHighWater;
-  limits.ws_queue_hard_limit = config->ws_queue_hard_limit;
-  limits.allowed_origins = config->allowed_origins;
-  api::Server server(io, limits, api::MakeAuthenticator(**issuers, *config), metrics);
-  api::RegisterAuthAdmin(server, **issuers, *config);
+  supervisor::SandboxEvents sandbox_events(*store);
+  supervisor::Ledger ledger(*store);
+  api::Server server(io, ServerLimitsOf(*config), api::MakeAuthenticator(*base.issuers, *config), metrics);
+  api::RegisterAuthAdmin(server, *base.issuers, *config);
   auto reload_api = api::RegisterApi(server, io, pool, manager, sessions, sandbox_events, ledger, *config);
   api::RegisterExecuteRoutes(server, executions, *config);
-  server.Route("GET", "/metrics", api::Auth::kNone, [&metrics](api::HttpRequest, api::Responder respond) {
-    api::HttpResponse response;
-    response.content_type = "text/plain; version=0.0.4; charset=utf-8";
-    response.body = metrics.Render();
-    respond(std::move(response));
-  });
-
-  if (config->web) {
-    auto page = WebPage(*config);
-    if (!page.ok()) return Fail("api.web_dir: " + page.status().ToString());
-    if (page->empty()) {
-      LogWarn("corrald", std::string("the web page is not installed (no web/ beside corrald nor ") + CORRAL_WEB_DIR +
-                             "): / answers 404");
-    } else {
-      LogInfo("corrald", "web page", {{"files", std::to_string(page->size())}});
-      api::RegisterWebPage(server, std::move(*page));
-    }
-  }
-
-  Status listening = server.ListenTcp(config->listen_address, config->listen_port);
-  if (!listening.ok()) return Fail("listen: " + listening.ToString());
-  auto admin_group = AdminGroup(*config);
-  if (!admin_group.ok()) return Fail("admin socket: " + admin_group.status().ToString());
-  Status admin = *admin_group == static_cast<gid_t>(-1) ? server.ListenUnix(config->admin_socket, 0600)
-                                                         : server.ListenUnix(config->admin_socket, 0660, *admin_group);
-  if (!admin.ok()) return Fail("admin socket: " + admin.ToString());
+  Status serving = ServeExtrasAndListen(server, metrics, *config);
+  if (!serving.ok()) return Fail(serving.ToString());
   manager.StartTimers();
 
-  // SIGHUP: the config again. What can change while corrald runs does (ApplyReload says what),
-  // for the requests that come next; connections, sandboxes and sessions go on. An invalid file
-  // changes nothing.
   boost::asio::signal_set hangups(io, SIGHUP);
-  std::function<void()> wait_for_hangup = [&] {
-    hangups.async_wait([&](boost::system::error_code error, int) {
-      if (error) return;
-      sd_notify(0, "RELOADING=1");
-      auto fresh = supervisor::LoadConfig(config_path, /*missing_ok=*/!config_given);
-      if (!fresh.ok()) {
-        LogError("corrald", "reload refused; the running config stays", {{"error", fresh.status().ToString()}});
-      } else {
-        std::vector<std::string> restart = supervisor::ApplyReload(*config, *fresh);
-        server.SetAllowedOrigins(config->allowed_origins);
-        reload_api(config->requests_per_minute);
-        relay.Reload(config->relay_prices, config->relay_requests_per_minute);
-        std::string later;
-        for (const auto& key : restart) later += (later.empty() ? "" : ", ") + key;
-        LogInfo("corrald", "config reloaded", {{"config", config_path}});
-        if (!later.empty()) LogWarn("corrald", "changed but applied only at the next start", {{"keys", later}});
-      }
-      sd_notify(0, "READY=1");
-      wait_for_hangup();
-    });
-  };
-  wait_for_hangup();
+  OnEachHangup(hangups, [&] { Reload(base, server, reload_api, relay); });
   boost::asio::signal_set signals(io, SIGTERM, SIGINT);
   signals.async_wait([&](boost::system::error_code ec, int signal) {
     if (ec) return;
@@ -461,19 +514,59 @@ int Run(int argc, char** argv) {
   uint64_t watchdog_usec = 0;
   if (sd_watchdog_enabled(0, &watchdog_usec) > 0) ArmWatchdog(watchdog, std::chrono::microseconds(watchdog_usec));
 
-  const std::string address = config->listen_address + ":" + std::to_string(server.tcp_port());
-  LogInfo("corrald", "listening", {{"address", address}, {"admin_socket", config->admin_socket},
-                                   {"state_dir", config->state_dir},
-                                   {"cgroups", (*backend)->version() == cgroups::CgroupVersion::kV2 ? "v2" : "v1"},
-                                   {"cgroup_parent", placement.sandboxes_parent},
-                                   {"cgroup_placement", placement.reason}});
-  sd_notifyf(0, "READY=1\nSTATUS=listening on %s", address.c_str());
+  AnnounceReady(*config, server.tcp_port(), *backend, placement);
   io.run();
   // The API's event watchers post to the loop, which is done: appends from here on go nowhere.
   sandbox_events.Watch(nullptr);
   pool.join();
   unlink(config->admin_socket.c_str());
   return 0;
+}
+
+int Run(int argc, char** argv) {
+  Foundation base;
+  if (auto stop = ParseArgs(argc, argv, base.config_path, base.config_given)) return *stop;
+  if (geteuid() != 0) return Fail("corrald must run as root (it creates namespaces, cgroups and mounts)");
+  PrepareProcess();
+
+  auto config = supervisor::LoadConfig(base.config_path, /*missing_ok=*/!base.config_given);
+  if (!config.ok()) return Fail(config.status().ToString());
+
+  auto backend = cgroups::DetectBackend(config->cgroup_mount);
+  if (!backend.ok()) return Fail("cgroups: " + backend.status().ToString());
+  // Under systemd, the sandboxes' scope (cgroup_placement.h), before any thread: its anchor is a
+  // child that dies with the thread that forked it.
+  auto placed = supervisor::PlaceSandboxes(*config, **backend);
+  if (!placed.ok()) return Fail("cgroups: " + placed.status().ToString());
+  const supervisor::CgroupPlacement& placement = placed->placement;
+
+  // The host's checks (corral doctor's), before anything is made and before any thread: they fork.
+  Status host_ok = CheckHost(*config, placement);
+  if (!host_ok.ok()) return Fail(host_ok.message());
+  auto lock = LockStateDir(*config);
+  if (!lock.ok()) return Fail(lock.status().ToString());
+
+  auto store = OpenStore(*config);
+  if (!store.ok()) return Fail(store.status().ToString());
+  auto issuers = supervisor::Issuers::Load(**store);
+  if (!issuers.ok()) return Fail("issuers: " + issuers.status().ToString());
+  const std::string init_path = InitPath(*config);
+  if (access(init_path.c_str(), X_OK) != 0) return Fail("corral-init not found at " + init_path);
+
+  auto relay_config = RelayConfigOf(*config);
+  if (!relay_config.ok()) return Fail(relay_config.status().ToString());
+  if (relay_config->api_key.empty()) {
+    LogWarn("corrald", "relay.api_key_file is not set: agents in sandboxes cannot reach a model");
+  }
+
+  base.config = &*config;
+  base.backend = backend->get();
+  base.placed = &*placed;
+  base.store = store->get();
+  base.issuers = issuers->get();
+  base.init_path = init_path;
+  base.relay_config = std::move(*relay_config);
+  return Serve(base);
 }
 
 }  // namespace
