@@ -38,13 +38,14 @@
 #include "common/status.h"
 #include "common/unique_fd.h"
 #include "supervisor/egress_policy.h"
-#include "supervisor/sandbox_manager.h"
+#include "supervisor/loopback_ports.h"
+#include "supervisor/loopback_services.h"
 #include "supervisor/store.h"
 
 namespace corral::supervisor {
 
 struct EgressProxyConfig {
-  uint16_t port = 7882;
+  uint16_t port = kEgressProxyPort;
   std::string netns;                      // path of a network namespace; "" = the daemon's
   std::optional<ServerAddress> resolver;  // nullopt = the system's (getaddrinfo)
   uint64_t max_connections = 64;          // per sandbox

@@ -35,6 +35,7 @@
 #include "supervisor/budget.h"
 #include "supervisor/command.h"
 #include "supervisor/config.h"
+#include "supervisor/loopback_services.h"
 #include "supervisor/sandbox_host.h"
 #include "supervisor/store.h"
 
@@ -111,21 +112,6 @@ struct FileAccess {
   UniqueFd root;
   uid_t uid = 0;
   gid_t gid = 0;
-};
-
-// What the daemon serves on each sandbox's own loopback (the model relay; later the egress proxy
-// and the tool bridge). The sandbox's init listens on Ports() from its start and holds the
-// sockets; the manager hands them over when a sandbox starts or is adopted, and says when it
-// stops.
-class LoopbackServices {
- public:
-  virtual ~LoopbackServices() = default;
-  // Ports on the sandbox's 127.0.0.1, at most isolation::kMaxLoopbackListeners.
-  virtual std::vector<uint16_t> Ports() const = 0;
-  // The listening sockets of a running sandbox, in the order of Ports() when it started.
-  virtual void Serve(const std::string& sandbox_id, std::vector<UniqueFd> listeners) = 0;
-  // The sandbox stopped: stop accepting for it and drop its connections.
-  virtual void Forget(const std::string& sandbox_id) = 0;
 };
 
 class EgressProxy;
