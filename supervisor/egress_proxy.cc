@@ -26,6 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/log.h"
+#include "supervisor/loopback_acceptor.h"
 
 namespace corral::supervisor {
 namespace {
@@ -239,7 +240,6 @@ struct EgressProxy::Impl : std::enable_shared_from_this<Impl> {
         own_netns(std::move(own_fd)) {}
 
   struct Sandbox {
-    std::unique_ptr<tcp::acceptor> acceptor;
     EgressRules rules;
     Bucket bucket;
     std::set<std::shared_ptr<beast::tcp_stream>> streams;  // both sides of every connection
@@ -270,31 +270,18 @@ struct EgressProxy::Impl : std::enable_shared_from_this<Impl> {
   UniqueFd own_netns;
   asio::thread_pool resolvers{2};
   std::map<std::string, Sandbox> sandboxes;
+  LoopbackAcceptor acceptor{io, "egress",
+                            [this](const std::string& id, tcp::socket socket) { OnAccept(id, std::move(socket)); }};
   bool stopped = false;
   EgressObserver* observer = nullptr;
   uint64_t decisions = 0;
   uint64_t generations = 0;
 
-  void Accept(const std::string& sandbox_id) {
-    auto it = sandboxes.find(sandbox_id);
-    if (it == sandboxes.end() || !it->second.acceptor) return;
-    auto self = shared_from_this();
-    it->second.acceptor->async_accept([self, sandbox_id](boost::system::error_code ec, tcp::socket socket) {
-      if (ec == asio::error::operation_aborted || self->stopped) return;
-      auto sandbox = self->sandboxes.find(sandbox_id);
-      if (sandbox == self->sandboxes.end()) return;
-      if (!ec) {
-        // Bytes are relayed as they come: no Nagle delay on a TLS handshake's small writes.
-        boost::system::error_code ignored;
-        socket.set_option(tcp::no_delay(true), ignored);
-        auto client = std::make_shared<beast::tcp_stream>(std::move(socket));
-        sandbox->second.streams.insert(client);
-        asio::co_spawn(self->io, self->ServeConnection(sandbox_id, client), asio::detached);
-      } else if (ec == asio::error::no_descriptors) {
-        LogWarn("egress", "accept: out of file descriptors", {{"sandbox", sandbox_id}});
-      }
-      self->Accept(sandbox_id);
-    });
+  // A connection to a served sandbox (the acceptor calls this between Serve and Forget only).
+  void OnAccept(const std::string& sandbox_id, tcp::socket socket) {
+    auto client = std::make_shared<beast::tcp_stream>(std::move(socket));
+    sandboxes[sandbox_id].streams.insert(client);
+    asio::co_spawn(io, shared_from_this()->ServeConnection(sandbox_id, client), asio::detached);
   }
 
   void Decided(const Record& record, std::string_view reason) {
@@ -660,23 +647,16 @@ void EgressProxy::Serve(const std::string& sandbox_id, std::vector<UniqueFd> lis
       LogError("egress", "the stored rules do not parse; none apply", {{"sandbox", sandbox_id}, {"error", rules.status().ToString()}});
     }
   }
-  sandbox.acceptor = std::make_unique<tcp::acceptor>(impl_->io);
-  boost::system::error_code ec;
-  sandbox.acceptor->assign(tcp::v4(), listeners[0].release(), ec);
-  if (ec) {
-    LogError("egress", "cannot take the sandbox's listener", {{"sandbox", sandbox_id}, {"error", ec.message()}});
-    return;
-  }
+  if (!impl_->acceptor.Serve(sandbox_id, std::move(listeners[0]))) return;
   sandbox.generation = ++impl_->generations;
   impl_->sandboxes[sandbox_id] = std::move(sandbox);
-  impl_->Accept(sandbox_id);
 }
 
 void EgressProxy::Forget(const std::string& sandbox_id) {
   auto it = impl_->sandboxes.find(sandbox_id);
   if (it == impl_->sandboxes.end()) return;
+  impl_->acceptor.Forget(sandbox_id);
   boost::system::error_code ignored;
-  if (it->second.acceptor) it->second.acceptor->close(ignored);
   for (const auto& stream : it->second.streams) {
     stream->socket().shutdown(tcp::socket::shutdown_both, ignored);
     stream->close();

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/log.h"
+#include "supervisor/loopback_acceptor.h"
 #include "supervisor/rate_limiter.h"
 
 namespace corral::supervisor {
@@ -87,7 +88,6 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
   }
 
   struct Sandbox {
-    std::unique_ptr<tcp::acceptor> acceptor;
     std::set<std::shared_ptr<beast::tcp_stream>> clients;
   };
 
@@ -100,6 +100,8 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
   std::optional<UpstreamUrl> upstream;
   Status upstream_error;
   std::map<std::string, Sandbox> sandboxes;
+  LoopbackAcceptor acceptor{io, "relay",
+                            [this](const std::string& id, tcp::socket socket) { OnAccept(id, std::move(socket)); }};
   RateLimiter limiter{config.requests_per_minute};
   // Per user: the calls admitted and not yet priced, and what they may cost at most. Near the
   // edge of a budget a call waits for those to be priced instead of joining them.
@@ -164,26 +166,11 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
     return CostMicroUsd(dearer, usage);
   }
 
-  void Accept(const std::string& sandbox_id) {
-    auto it = sandboxes.find(sandbox_id);
-    if (it == sandboxes.end() || !it->second.acceptor) return;
-    auto self = shared_from_this();
-    it->second.acceptor->async_accept([self, sandbox_id](boost::system::error_code ec, tcp::socket socket) {
-      if (ec == asio::error::operation_aborted || self->stopped) return;
-      auto sandbox = self->sandboxes.find(sandbox_id);
-      if (sandbox == self->sandboxes.end()) return;
-      if (!ec) {
-        // Events go out as they come: no Nagle delay on small writes (nor on the upstream's).
-        boost::system::error_code ignored;
-        socket.set_option(tcp::no_delay(true), ignored);
-        auto client = std::make_shared<beast::tcp_stream>(std::move(socket));
-        sandbox->second.clients.insert(client);
-        asio::co_spawn(self->io, self->ServeConnection(sandbox_id, client), asio::detached);
-      } else if (ec == asio::error::no_descriptors) {
-        LogWarn("relay", "accept: out of file descriptors", {{"sandbox", sandbox_id}});
-      }
-      self->Accept(sandbox_id);
-    });
+  // A connection to a served sandbox (the acceptor calls this between Serve and Forget only).
+  void OnAccept(const std::string& sandbox_id, tcp::socket socket) {
+    auto client = std::make_shared<beast::tcp_stream>(std::move(socket));
+    sandboxes[sandbox_id].clients.insert(client);
+    asio::co_spawn(io, shared_from_this()->ServeConnection(sandbox_id, client), asio::detached);
   }
 
   awaitable<void> ServeConnection(std::string sandbox_id, std::shared_ptr<beast::tcp_stream> client) {
@@ -611,9 +598,9 @@ std::string_view RelayResultName(RelayResult result) {
 ModelRelay::~ModelRelay() {
   impl_->stopped = true;
   impl_->observer = nullptr;
+  impl_->acceptor.Close();
   for (auto& [id, sandbox] : impl_->sandboxes) {
     boost::system::error_code ec;
-    if (sandbox.acceptor) sandbox.acceptor->close(ec);
     for (const auto& client : sandbox.clients) client->socket().close(ec);
   }
   impl_->sandboxes.clear();
@@ -626,23 +613,14 @@ void ModelRelay::Serve(const std::string& sandbox_id, std::vector<UniqueFd> list
   if (listeners.empty()) return;
   // The first listener is the relay's port (Ports()); a sandbox started with other ports by an
   // earlier configuration is served on what it has.
-  Impl::Sandbox sandbox;
-  sandbox.acceptor = std::make_unique<tcp::acceptor>(io_);
-  boost::system::error_code ec;
-  sandbox.acceptor->assign(tcp::v4(), listeners[0].release(), ec);
-  if (ec) {
-    LogError("relay", "cannot take the sandbox's listener", {{"sandbox", sandbox_id}, {"error", ec.message()}});
-    return;
-  }
-  impl_->sandboxes[sandbox_id] = std::move(sandbox);
-  impl_->Accept(sandbox_id);
+  if (impl_->acceptor.Serve(sandbox_id, std::move(listeners[0]))) impl_->sandboxes[sandbox_id] = Impl::Sandbox{};
 }
 
 void ModelRelay::Forget(const std::string& sandbox_id) {
   auto it = impl_->sandboxes.find(sandbox_id);
   if (it == impl_->sandboxes.end()) return;
+  impl_->acceptor.Forget(sandbox_id);
   boost::system::error_code ec;
-  if (it->second.acceptor) it->second.acceptor->close(ec);
   for (const auto& client : it->second.clients) client->socket().close(ec);
   impl_->sandboxes.erase(it);
 }
