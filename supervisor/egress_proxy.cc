@@ -240,7 +240,6 @@ struct EgressProxy::Impl : std::enable_shared_from_this<Impl> {
         own_netns(std::move(own_fd)) {}
 
   struct Sandbox {
-    EgressRules rules;
     Bucket bucket;
     std::set<std::shared_ptr<beast::tcp_stream>> streams;  // both sides of every connection
     size_t connections = 0;
@@ -270,12 +269,26 @@ struct EgressProxy::Impl : std::enable_shared_from_this<Impl> {
   UniqueFd own_netns;
   asio::thread_pool resolvers{2};
   std::map<std::string, Sandbox> sandboxes;
+  std::map<std::string, EgressRules> handed_rules;  // by sandbox, as SetRules handed them
   LoopbackAcceptor acceptor{io, "egress",
                             [this](const std::string& id, tcp::socket socket) { OnAccept(id, std::move(socket)); }};
   bool stopped = false;
   EgressObserver* observer = nullptr;
   uint64_t decisions = 0;
   uint64_t generations = 0;
+
+  // Stops accepting for the sandbox and closes its connections (its rules stay).
+  void Close(const std::string& sandbox_id) {
+    auto it = sandboxes.find(sandbox_id);
+    if (it == sandboxes.end()) return;
+    acceptor.Forget(sandbox_id);
+    boost::system::error_code ignored;
+    for (const auto& stream : it->second.streams) {
+      stream->socket().shutdown(tcp::socket::shutdown_both, ignored);
+      stream->close();
+    }
+    sandboxes.erase(it);
+  }
 
   // A connection to a served sandbox (the acceptor calls this between Serve and Forget only).
   void OnAccept(const std::string& sandbox_id, tcp::socket socket) {
@@ -422,7 +435,9 @@ struct EgressProxy::Impl : std::enable_shared_from_this<Impl> {
                        " connections open through the proxy already (egress.max_connections)";
       co_return co_await Refuse(sandbox_id, client, record, 429, "Too Many Requests", "denied");
     }
-    const EgressRules rules = sandbox->second.rules;  // as of now: a change applies to the next connection
+    // As of now: a change applies to the next connection.
+    const auto handed = handed_rules.find(sandbox_id);
+    const EgressRules rules = handed == handed_rules.end() ? EgressRules{} : handed->second;
     HostDecision host = DecideHost(rules, record.host, record.port);
     if (!host.allowed) {
       record.reason = host.reason;
@@ -633,40 +648,23 @@ EgressProxy::~EgressProxy() {
 }
 
 void EgressProxy::Serve(const std::string& sandbox_id, std::vector<UniqueFd> listeners) {
-  Forget(sandbox_id);
+  impl_->Close(sandbox_id);
   if (listeners.empty()) return;
   Impl::Sandbox sandbox;
   sandbox.bucket.rate = impl_->config.bandwidth;
   sandbox.bucket.tokens = static_cast<double>(impl_->config.bandwidth);
-  auto row = impl_->store.GetSandbox(sandbox_id);
-  if (row.ok() && row->has_value() && !(*row)->egress_json.empty()) {
-    auto rules = ParseEgressRules(nlohmann::json::parse((*row)->egress_json, nullptr, false), "egress", {});
-    if (rules.ok()) {
-      sandbox.rules = *rules;
-    } else {
-      LogError("egress", "the stored rules do not parse; none apply", {{"sandbox", sandbox_id}, {"error", rules.status().ToString()}});
-    }
-  }
   if (!impl_->acceptor.Serve(sandbox_id, std::move(listeners[0]))) return;
   sandbox.generation = ++impl_->generations;
   impl_->sandboxes[sandbox_id] = std::move(sandbox);
 }
 
 void EgressProxy::Forget(const std::string& sandbox_id) {
-  auto it = impl_->sandboxes.find(sandbox_id);
-  if (it == impl_->sandboxes.end()) return;
-  impl_->acceptor.Forget(sandbox_id);
-  boost::system::error_code ignored;
-  for (const auto& stream : it->second.streams) {
-    stream->socket().shutdown(tcp::socket::shutdown_both, ignored);
-    stream->close();
-  }
-  impl_->sandboxes.erase(it);
+  impl_->Close(sandbox_id);
+  impl_->handed_rules.erase(sandbox_id);
 }
 
 void EgressProxy::SetRules(const std::string& sandbox_id, EgressRules rules) {
-  auto it = impl_->sandboxes.find(sandbox_id);
-  if (it != impl_->sandboxes.end()) it->second.rules = std::move(rules);
+  impl_->handed_rules[sandbox_id] = std::move(rules);
 }
 
 size_t EgressProxy::open_connections() const {
