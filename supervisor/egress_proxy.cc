@@ -411,17 +411,7 @@ struct EgressProxy::Impl : std::enable_shared_from_this<Impl> {
     const std::string target(request.target());
     const bool tunnel = request.method() == http::verb::connect;
     std::string path;
-    bool parsed = false;
-    if (tunnel) {
-      parsed = SplitHostPort(target, 0, record.host, record.port);
-    } else if (target.size() > 7 && strncasecmp(target.c_str(), "http://", 7) == 0) {
-      const size_t end = target.find_first_of("/?#", 7);
-      const std::string authority = target.substr(7, end == std::string::npos ? std::string::npos : end - 7);
-      path = end == std::string::npos ? "/" : target.substr(end);
-      if (path[0] != '/') path = "/" + path;
-      parsed = authority.find('@') == std::string::npos && SplitHostPort(authority, 80, record.host, record.port);
-    }
-    if (!parsed) {
+    if (!ParseTarget(target, tunnel, record, path)) {
       record.reason = "bad_request";
       record.message = "this is an HTTP proxy: ask for CONNECT host:port, or GET http://host/path (https:// goes through CONNECT)";
       record.host = target.substr(0, 255);
@@ -475,6 +465,38 @@ struct EgressProxy::Impl : std::enable_shared_from_this<Impl> {
       }
     }
     // Connect to a checked address: the first that answers.
+    std::optional<std::string> connect_error = co_await ConnectUpstream(sandbox_id, candidates, record, upstream);
+    if (!connect_error) co_return;  // the sandbox went away meanwhile
+    if (!upstream) {
+      record.reason = "connect";
+      record.message = "cannot connect to " + record.host + " port " + std::to_string(record.port) + ": " + *connect_error;
+      co_return co_await Refuse(sandbox_id, client, record, 502, "Bad Gateway", "failed");
+    }
+    record.decision = "allowed";
+    Decided(record, host.literal ? "cidr" : "domain");
+    // Named arguments only: with GCC 12, a temporary among them aborted the daemon in the pumps.
+    co_await Splice(sandbox_id, client, buffer, request, path, record, upstream);  // path "": a tunnel
+    Write(sandbox_id, record);
+  }
+
+  // "CONNECT host:port" (`path` stays ""), or an absolute http:// URL (its path, "/" at least,
+  // into `path`), into the record's host and port. False for anything else.
+  static bool ParseTarget(const std::string& target, bool tunnel, Record& record, std::string& path) {
+    if (tunnel) return SplitHostPort(target, 0, record.host, record.port);
+    if (target.size() <= 7 || strncasecmp(target.c_str(), "http://", 7) != 0) return false;
+    const size_t end = target.find_first_of("/?#", 7);
+    const std::string authority = target.substr(7, end == std::string::npos ? std::string::npos : end - 7);
+    path = end == std::string::npos ? "/" : target.substr(end);
+    if (path[0] != '/') path = "/" + path;
+    return authority.find('@') == std::string::npos && SplitHostPort(authority, 80, record.host, record.port);
+  }
+
+  // Connects `upstream` to the first of the checked addresses that answers (the record gets its
+  // address). Why the last one failed ("" once one answered); nullopt when the sandbox went away.
+  awaitable<std::optional<std::string>> ConnectUpstream(const std::string& sandbox_id,
+                                                        const std::vector<IpAddress>& candidates, Record& record,
+                                                        std::shared_ptr<beast::tcp_stream>& upstream) {
+    boost::system::error_code ec;
     std::string connect_error;
     for (const IpAddress& address : candidates) {
       auto fd = OutboundSocket(address.v4);
@@ -495,7 +517,7 @@ struct EgressProxy::Impl : std::enable_shared_from_this<Impl> {
                                         : asio::ip::address(asio::ip::make_address_v6(address.ToString()));
       stream->expires_after(std::chrono::seconds(config.connect_timeout_s));
       co_await stream->async_connect(tcp::endpoint(ip, record.port), asio::redirect_error(use_awaitable, ec));
-      if (stopped || sandboxes.find(sandbox_id) == sandboxes.end()) co_return;
+      if (stopped || sandboxes.find(sandbox_id) == sandboxes.end()) co_return std::nullopt;
       record.address = address.ToString();
       if (!ec) {
         boost::system::error_code ignored;
@@ -506,15 +528,17 @@ struct EgressProxy::Impl : std::enable_shared_from_this<Impl> {
       stream->close();
       upstream.reset();
     }
-    if (!upstream) {
-      record.reason = "connect";
-      record.message = "cannot connect to " + record.host + " port " + std::to_string(record.port) + ": " + connect_error;
-      co_return co_await Refuse(sandbox_id, client, record, 502, "Bad Gateway", "failed");
-    }
-    record.decision = "allowed";
-    Decided(record, host.literal ? "cidr" : "domain");
-    // The first bytes: CONNECT's answer to the sandbox, or the request head to the server.
-    if (tunnel) {
+    co_return upstream ? std::string() : connect_error;
+  }
+
+  // The connection allowed and connected: the first bytes (CONNECT's answer to the sandbox, or
+  // the request head to the server, `path` "" for a tunnel), then the bytes both ways until both
+  // ends are done.
+  awaitable<void> Splice(const std::string& sandbox_id, beast::tcp_stream& client, beast::flat_buffer& buffer,
+                         const http::request<http::empty_body>& request, const std::string& path, Record& record,
+                         const std::shared_ptr<beast::tcp_stream>& upstream) {
+    boost::system::error_code ec;
+    if (path.empty()) {
       static constexpr std::string_view kEstablished = "HTTP/1.1 200 Connection established\r\n\r\n";
       client.expires_after(std::chrono::seconds(config.idle_timeout_s));
       co_await asio::async_write(client, asio::buffer(kEstablished), asio::redirect_error(use_awaitable, ec));
@@ -552,7 +576,6 @@ struct EgressProxy::Impl : std::enable_shared_from_this<Impl> {
         if (!up_done->finished) co_await up_done->timer.async_wait(asio::redirect_error(use_awaitable, ec));
       }
     }
-    Write(sandbox_id, record);
   }
 
   std::shared_ptr<beast::tcp_stream> FindStream(const std::string& sandbox_id, beast::tcp_stream& stream) {

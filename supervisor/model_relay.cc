@@ -256,69 +256,9 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
     }
     std::optional<Reservation> reservation;  // held until this call is priced and done
     if (messages) {
-      // The user's rate (relay.requests_per_minute), over all their sessions: the API's own 429,
-      // which the CLI answers by waiting Retry-After and trying again.
-      const std::string user = who.iss + std::string(1, '\0') + who.sub;
-      if (!limiter.Allow(user)) {
-        const uint64_t retry = limiter.RetryAfterSeconds(user);
-        LogInfo("relay", "rate limited", {{"session", who.session_id}, {"retry_after_s", std::to_string(retry)}});
-        Count(RelayResult::kRefusedRate);
-        Refused(BudgetRefusal::kRate);
-        co_return co_await Reply(client, http::status::too_many_requests, "rate_limit_error",
-                                 "corral: at most " + std::to_string(limiter.per_minute()) +
-                                     " model calls a minute per user (relay.requests_per_minute)",
-                                 keep, retry);
+      if (std::optional<Refusal> refused = Admit(who, model, price, request.body(), body, reservation)) {
+        co_return co_await Reply(client, refused->status, refused->type, refused->message, keep, refused->retry_after_s);
       }
-      if (!price) {
-        Count(RelayResult::kRefusedUnpriced);
-        co_return co_await Reply(client, http::status::bad_request, "invalid_request_error",
-                                 "corral: the model \"" + model + "\" has no price in the relay's table (relay.prices)",
-                                 keep);
-      }
-      if (!who.budget.ai_micro_usd) {
-        Count(RelayResult::kRefusedBudget);
-        Refused(BudgetRefusal::kAi);
-        authority.OnBudgetExhausted(who);
-        co_return co_await Reply(client, http::status::forbidden, "permission_error",
-                                 "corral: this session's token carries no AI budget (budget.ai_usd)", keep);
-      }
-      const int64_t now = static_cast<int64_t>(time(nullptr));
-      const WindowRange window = CurrentWindow(who.budget, now);
-      auto spent = store.LedgerSum(who.iss, who.sub, "ai", window.start, window.end);
-      if (!spent.ok()) {
-        LogError("relay", "cannot read the ledger", {{"error", spent.status().ToString()}});
-        Count(RelayResult::kError);
-        co_return co_await Reply(client, http::status::internal_server_error, "api_error",
-                                 "corral: the ledger cannot be read", keep);
-      }
-      if (*spent >= *who.budget.ai_micro_usd) {
-        Count(RelayResult::kRefusedBudget);
-        Refused(BudgetRefusal::kAi);
-        authority.OnBudgetExhausted(who);
-        co_return co_await Reply(client, http::status::forbidden, "permission_error",
-                                 "corral: the AI budget of this " + std::string(WindowName(who.budget.window)) +
-                                     " is spent (USD " + FormatMicroUsd(*spent) + " of " +
-                                     FormatMicroUsd(*who.budget.ai_micro_usd) + "; the window ends " +
-                                     IsoTime(window.end) + ")",
-                                 keep);
-      }
-      // The ledger knows only what has been priced. When what is left might not cover the calls
-      // in flight and this one at their most, this one waits (the API's own 429, which the CLI
-      // answers by retrying) until they are priced: at the edge of a budget a user overspends by
-      // one call, not by every call in flight. One call always goes ahead.
-      const int64_t estimate = MaxCost(request.body(), body, *price);
-      Held& mine = held[user];
-      if (mine.calls > 0 && *spent + mine.micro_usd + estimate > *who.budget.ai_micro_usd) {
-        LogInfo("relay", "near the budget's end: waiting for calls in flight",
-                {{"session", who.session_id}, {"in_flight", std::to_string(mine.calls)}});
-        Count(RelayResult::kRefusedInFlight);
-        Refused(BudgetRefusal::kAiInFlight);
-        co_return co_await Reply(client, http::status::too_many_requests, "rate_limit_error",
-                                 "corral: the AI budget is nearly spent and " + std::to_string(mine.calls) +
-                                     " call(s) are still being priced; retry shortly",
-                                 keep, 2);
-      }
-      reservation.emplace(shared_from_this(), user, estimate);
     }
     if (!upstream || config.api_key.empty()) {
       Count(RelayResult::kError);
@@ -328,18 +268,7 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
                                                        "(relay.api_key_file)"),
                                keep);
     }
-    // The request as the upstream gets it.
-    http::request<http::string_body> forward{request.method(), request.target(), 11};
-    for (const auto& field : request) {
-      if (!IsRelayOwnedHeader(field.name_string())) forward.insert(field.name_string(), field.value());
-    }
-    forward.set(http::field::host, upstream->host);
-    forward.set("x-api-key", config.api_key);
-    forward.set(http::field::accept_encoding, "identity");  // the relay reads the usage
-    forward.keep_alive(true);  // the connection is kept for the next call
-    forward.body() = std::move(request.body());
-    forward.prepare_payload();
-
+    http::request<http::string_body> forward = UpstreamRequest(request);
     Metered metered;
     // Written once the answer is complete and before its last bytes reach the agent, so that
     // its next request is checked against it; or, for an answer cut short, once it ends. (After
@@ -350,52 +279,12 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
       debited = true;
       Debit(who, model, *price, metered);
     };
-    Outcome outcome = Outcome::kNoAnswer;
-    // A kept connection the upstream has closed meanwhile fails before any answer: once, the
-    // call is made again on a new one.
-    for (int attempt = 0; attempt < 2; ++attempt) {
-      bool reused = false;
-      metered = Metered{};
-      if (upstream->tls) {
-        std::unique_ptr<beast::ssl_stream<beast::tcp_stream>> stream;
-        if (!idle_tls.empty() && attempt == 0) {
-          stream = std::move(idle_tls.back());
-          idle_tls.pop_back();
-          reused = true;
-        } else {
-          stream = std::make_unique<beast::ssl_stream<beast::tcp_stream>>(io, tls);
-          std::string failed = co_await OpenTls(*stream);
-          if (!failed.empty()) {
-            LogWarn("relay", "upstream unreachable", {{"error", failed}});
-            Count(RelayResult::kUpstreamError);
-            co_return co_await Reply(client, http::status::bad_gateway, "api_error", "corral: " + failed, keep);
-          }
-        }
-        outcome = co_await Exchange(*stream, beast::get_lowest_layer(*stream), client, forward, metered, debit);
-        if (outcome == Outcome::kDone && metered.upstream_keep_alive && idle_tls.size() < kMaxIdle && !stopped) {
-          idle_tls.push_back(std::move(stream));
-        }
-      } else {
-        std::unique_ptr<beast::tcp_stream> stream;
-        if (!idle_plain.empty() && attempt == 0) {
-          stream = std::move(idle_plain.back());
-          idle_plain.pop_back();
-          reused = true;
-        } else {
-          stream = std::make_unique<beast::tcp_stream>(io);
-          std::string failed = co_await Connect(*stream);
-          if (!failed.empty()) {
-            LogWarn("relay", "upstream unreachable", {{"error", failed}});
-            Count(RelayResult::kUpstreamError);
-            co_return co_await Reply(client, http::status::bad_gateway, "api_error", "corral: " + failed, keep);
-          }
-        }
-        outcome = co_await Exchange(*stream, *stream, client, forward, metered, debit);
-        if (outcome == Outcome::kDone && metered.upstream_keep_alive && idle_plain.size() < kMaxIdle && !stopped) {
-          idle_plain.push_back(std::move(stream));
-        }
-      }
-      if (outcome != Outcome::kNoAnswer || !reused) break;
+    std::string unreachable;
+    const Outcome outcome = co_await Forward(client, forward, metered, debit, unreachable);
+    if (!unreachable.empty()) {
+      LogWarn("relay", "upstream unreachable", {{"error", unreachable}});
+      Count(RelayResult::kUpstreamError);
+      co_return co_await Reply(client, http::status::bad_gateway, "api_error", "corral: " + unreachable, keep);
     }
     Count(outcome == Outcome::kDone          ? RelayResult::kForwarded
           : outcome == Outcome::kClientGone ? RelayResult::kClientGone
@@ -407,8 +296,96 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
     co_return outcome == Outcome::kDone && keep;
   }
 
-  // A new TLS connection to the upstream: SNI, then the certificate checked against the CAs and
-  // the upstream's host name. "" or what failed.
+  // Why a call is refused before it goes upstream: the answer the agent gets.
+  struct Refusal {
+    http::status status;
+    std::string_view type;
+    std::string message;
+    uint64_t retry_after_s = 0;
+  };
+
+  // A model call's admission: the user's rate (relay.requests_per_minute), the model's price,
+  // the AI budget and the calls in flight. Admitted, `reservation` holds its most possible cost.
+  std::optional<Refusal> Admit(const RelayClient& who, const std::string& model, const std::optional<ModelPrice>& price,
+                               const std::string& raw_body, const nlohmann::json& body,
+                               std::optional<Reservation>& reservation) {
+    // The user's rate, over all their sessions: the API's own 429, which the CLI answers by
+    // waiting Retry-After and trying again.
+    const std::string user = who.iss + std::string(1, '\0') + who.sub;
+    if (!limiter.Allow(user)) {
+      const uint64_t retry = limiter.RetryAfterSeconds(user);
+      LogInfo("relay", "rate limited", {{"session", who.session_id}, {"retry_after_s", std::to_string(retry)}});
+      Count(RelayResult::kRefusedRate);
+      Refused(BudgetRefusal::kRate);
+      return Refusal{http::status::too_many_requests, "rate_limit_error",
+                     "corral: at most " + std::to_string(limiter.per_minute()) +
+                         " model calls a minute per user (relay.requests_per_minute)",
+                     retry};
+    }
+    if (!price) {
+      Count(RelayResult::kRefusedUnpriced);
+      return Refusal{http::status::bad_request, "invalid_request_error",
+                     "corral: the model \"" + model + "\" has no price in the relay's table (relay.prices)"};
+    }
+    if (!who.budget.ai_micro_usd) {
+      Count(RelayResult::kRefusedBudget);
+      Refused(BudgetRefusal::kAi);
+      authority.OnBudgetExhausted(who);
+      return Refusal{http::status::forbidden, "permission_error",
+                     "corral: this session's token carries no AI budget (budget.ai_usd)"};
+    }
+    const int64_t now = static_cast<int64_t>(time(nullptr));
+    const WindowRange window = CurrentWindow(who.budget, now);
+    auto spent = store.LedgerSum(who.iss, who.sub, "ai", window.start, window.end);
+    if (!spent.ok()) {
+      LogError("relay", "cannot read the ledger", {{"error", spent.status().ToString()}});
+      Count(RelayResult::kError);
+      return Refusal{http::status::internal_server_error, "api_error", "corral: the ledger cannot be read"};
+    }
+    if (*spent >= *who.budget.ai_micro_usd) {
+      Count(RelayResult::kRefusedBudget);
+      Refused(BudgetRefusal::kAi);
+      authority.OnBudgetExhausted(who);
+      return Refusal{http::status::forbidden, "permission_error",
+                     "corral: the AI budget of this " + std::string(WindowName(who.budget.window)) + " is spent (USD " +
+                         FormatMicroUsd(*spent) + " of " + FormatMicroUsd(*who.budget.ai_micro_usd) +
+                         "; the window ends " + IsoTime(window.end) + ")"};
+    }
+    // The ledger knows only what has been priced. When what is left might not cover the calls
+    // in flight and this one at their most, this one waits (the API's own 429, which the CLI
+    // answers by retrying) until they are priced: at the edge of a budget a user overspends by
+    // one call, not by every call in flight. One call always goes ahead.
+    const int64_t estimate = MaxCost(raw_body, body, *price);
+    Held& mine = held[user];
+    if (mine.calls > 0 && *spent + mine.micro_usd + estimate > *who.budget.ai_micro_usd) {
+      LogInfo("relay", "near the budget's end: waiting for calls in flight",
+              {{"session", who.session_id}, {"in_flight", std::to_string(mine.calls)}});
+      Count(RelayResult::kRefusedInFlight);
+      Refused(BudgetRefusal::kAiInFlight);
+      return Refusal{http::status::too_many_requests, "rate_limit_error",
+                     "corral: the AI budget is nearly spent and " + std::to_string(mine.calls) +
+                         " call(s) are still being priced; retry shortly",
+                     2};
+    }
+    reservation.emplace(shared_from_this(), user, estimate);
+    return std::nullopt;
+  }
+
+  // The request as the upstream gets it: the operator's key, no hop-by-hop or relay-owned headers.
+  http::request<http::string_body> UpstreamRequest(http::request<http::string_body>& request) {
+    http::request<http::string_body> forward{request.method(), request.target(), 11};
+    for (const auto& field : request) {
+      if (!IsRelayOwnedHeader(field.name_string())) forward.insert(field.name_string(), field.value());
+    }
+    forward.set(http::field::host, upstream->host);
+    forward.set("x-api-key", config.api_key);
+    forward.set(http::field::accept_encoding, "identity");  // the relay reads the usage
+    forward.keep_alive(true);  // the connection is kept for the next call
+    forward.body() = std::move(request.body());
+    forward.prepare_payload();
+    return forward;
+  }
+
   awaitable<std::string> OpenTls(beast::ssl_stream<beast::tcp_stream>& stream) {
     if (!SSL_set_tlsext_host_name(stream.native_handle(), upstream->host.c_str())) co_return "TLS set-up failed";
     stream.set_verify_callback(asio::ssl::host_name_verification(upstream->host));
@@ -521,6 +498,52 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
       if (ec) co_return Outcome::kClientGone;  // what was used so far is still paid for
       if (serializer.is_done()) co_return Outcome::kDone;
     }
+  }
+
+  // Sends `forward` upstream (on an idle kept connection when there is one) and streams the
+  // answer to the agent. A kept connection the upstream has closed meanwhile fails before any
+  // answer: once, the call is made again on a new one. When no connection can be made,
+  // `unreachable` says why.
+  awaitable<Outcome> Forward(beast::tcp_stream& client, http::request<http::string_body>& forward, Metered& metered,
+                             const std::function<void()>& debit, std::string& unreachable) {
+    Outcome outcome = Outcome::kNoAnswer;
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      bool reused = false;
+      metered = Metered{};
+      if (upstream->tls) {
+        std::unique_ptr<beast::ssl_stream<beast::tcp_stream>> stream;
+        if (!idle_tls.empty() && attempt == 0) {
+          stream = std::move(idle_tls.back());
+          idle_tls.pop_back();
+          reused = true;
+        } else {
+          stream = std::make_unique<beast::ssl_stream<beast::tcp_stream>>(io, tls);
+          unreachable = co_await OpenTls(*stream);
+          if (!unreachable.empty()) co_return Outcome::kNoAnswer;
+        }
+        outcome = co_await Exchange(*stream, beast::get_lowest_layer(*stream), client, forward, metered, debit);
+        if (outcome == Outcome::kDone && metered.upstream_keep_alive && idle_tls.size() < kMaxIdle && !stopped) {
+          idle_tls.push_back(std::move(stream));
+        }
+      } else {
+        std::unique_ptr<beast::tcp_stream> stream;
+        if (!idle_plain.empty() && attempt == 0) {
+          stream = std::move(idle_plain.back());
+          idle_plain.pop_back();
+          reused = true;
+        } else {
+          stream = std::make_unique<beast::tcp_stream>(io);
+          unreachable = co_await Connect(*stream);
+          if (!unreachable.empty()) co_return Outcome::kNoAnswer;
+        }
+        outcome = co_await Exchange(*stream, *stream, client, forward, metered, debit);
+        if (outcome == Outcome::kDone && metered.upstream_keep_alive && idle_plain.size() < kMaxIdle && !stopped) {
+          idle_plain.push_back(std::move(stream));
+        }
+      }
+      if (outcome != Outcome::kNoAnswer || !reused) break;
+    }
+    co_return outcome;
   }
 
   void Debit(const RelayClient& who, const std::string& requested_model, const ModelPrice& requested_price,
