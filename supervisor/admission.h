@@ -15,18 +15,11 @@
 #include "common/status.h"
 #include "supervisor/config.h"
 #include "supervisor/egress_policy.h"
-#include "supervisor/sandbox_request.h"
+#include "supervisor/sandbox_types.h"
 #include "supervisor/store.h"
 
 namespace corral::supervisor {
 
-// The effective limits of a sandbox, as stored (limits_json) and shown by the API.
-struct SandboxLimits {
-  uint64_t memory_bytes = 0;
-  uint64_t cpu_millicores = 0;
-  uint64_t pids = 0;
-  uint64_t disk_bytes = 0;
-};
 // The row's limits_json, both ways.
 StatusOr<SandboxLimits> ParseLimits(const std::string& limits_json);
 std::string LimitsJson(const SandboxLimits& limits);

@@ -46,7 +46,7 @@
 #include "supervisor/config.h"
 #include "supervisor/loopback_services.h"
 #include "supervisor/sandbox_host.h"
-#include "supervisor/sandbox_request.h"
+#include "supervisor/sandbox_types.h"
 #include "supervisor/store.h"
 
 namespace corral::supervisor {

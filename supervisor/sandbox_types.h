@@ -1,6 +1,6 @@
-// What callers hand the sandbox manager: who asks (Caller), what their token allows (UserCaps),
-// and what they ask for (a new sandbox, a fork, a command). Plain values; admission.h holds them
-// against the daemon's configuration.
+// The values the sandbox manager takes and gives: who asks (Caller), what their token allows
+// (UserCaps), what they ask for (a new sandbox, a fork, a command), and the limits a sandbox gets
+// (SandboxLimits). Plain values; admission.h holds requests against the daemon's configuration.
 #pragma once
 
 #include <cstdint>
@@ -67,6 +67,14 @@ struct ExecSpec {
   // calls run as the same user, and could otherwise write into it through /proc/<pid>/fd/1.
   // Otherwise the pipes belong to the command's user, who may reopen them (/dev/stdout).
   bool private_stdio = false;
+};
+
+// The effective limits of a sandbox, as stored (limits_json) and shown by the API.
+struct SandboxLimits {
+  uint64_t memory_bytes = 0;
+  uint64_t cpu_millicores = 0;
+  uint64_t pids = 0;
+  uint64_t disk_bytes = 0;
 };
 
 }  // namespace corral::supervisor
