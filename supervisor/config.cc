@@ -16,8 +16,8 @@
 
 #include "common/file_util.h"
 #include "common/parse.h"
-#include "supervisor/model_relay.h"
-#include "supervisor/tool_bridge.h"
+#include "supervisor/loopback_ports.h"
+#include "supervisor/upstream_url.h"
 
 namespace corral::supervisor {
 namespace {

@@ -15,6 +15,7 @@
 #include "common/status.h"
 #include "supervisor/budget.h"
 #include "supervisor/egress_policy.h"
+#include "supervisor/loopback_ports.h"
 
 namespace corral::supervisor {
 
@@ -90,7 +91,7 @@ struct DaemonConfig {
   uint64_t agent_silence_timeout_s = 900;         // an agent silent this long during a turn is hung
 
   // [relay]: the model relay on each sandbox's loopback (supervisor/model_relay.h)
-  uint64_t relay_port = 7880;                     // ANTHROPIC_BASE_URL=http://127.0.0.1:<port> inside
+  uint64_t relay_port = kModelRelayPort;          // ANTHROPIC_BASE_URL=http://127.0.0.1:<port> inside
   std::string relay_upstream = "https://api.anthropic.com";
   std::string relay_api_key_file;                 // the operator's key; "" = no model calls
   std::string relay_ca_file;                      // extra CAs for the upstream; "" = the system's
@@ -107,7 +108,7 @@ struct DaemonConfig {
 
   // [egress]: the HTTP/CONNECT proxy on each sandbox's loopback (supervisor/egress_proxy.h)
   bool egress_enabled = false;                    // true: the proxy and its variables in every sandbox
-  uint64_t egress_port = 7882;                    // HTTP(S)_PROXY=http://127.0.0.1:<port> inside
+  uint64_t egress_port = kEgressProxyPort;         // HTTP(S)_PROXY=http://127.0.0.1:<port> inside
   EgressRules egress_defaults{{}, {443, 80}, {}}; // domains/ports/cidrs: a new sandbox's rules unless it names its own
   EgressRules egress_allowed{{"*"}, {443, 80}, {}};  // allowed_domains/_ports/_cidrs: what any rule may name
   std::string egress_netns;                       // outbound connections from this network namespace; "" = corrald's

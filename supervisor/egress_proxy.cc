@@ -26,6 +26,7 @@
 
 #include "common/log.h"
 #include "isolation/netns.h"
+#include "supervisor/loopback_acceptor.h"
 
 namespace corral::supervisor {
 namespace {
@@ -239,8 +240,6 @@ struct EgressProxy::Impl : std::enable_shared_from_this<Impl> {
         own_netns(std::move(own_fd)) {}
 
   struct Sandbox {
-    std::unique_ptr<tcp::acceptor> acceptor;
-    EgressRules rules;
     Bucket bucket;
     std::set<std::shared_ptr<beast::tcp_stream>> streams;  // both sides of every connection
     size_t connections = 0;
@@ -270,31 +269,32 @@ struct EgressProxy::Impl : std::enable_shared_from_this<Impl> {
   UniqueFd own_netns;
   asio::thread_pool resolvers{2};
   std::map<std::string, Sandbox> sandboxes;
+  std::map<std::string, EgressRules> handed_rules;  // by sandbox, as SetRules handed them
+  LoopbackAcceptor acceptor{io, "egress",
+                            [this](const std::string& id, tcp::socket socket) { OnAccept(id, std::move(socket)); }};
   bool stopped = false;
   EgressObserver* observer = nullptr;
   uint64_t decisions = 0;
   uint64_t generations = 0;
 
-  void Accept(const std::string& sandbox_id) {
+  // Stops accepting for the sandbox and closes its connections (its rules stay).
+  void Close(const std::string& sandbox_id) {
     auto it = sandboxes.find(sandbox_id);
-    if (it == sandboxes.end() || !it->second.acceptor) return;
-    auto self = shared_from_this();
-    it->second.acceptor->async_accept([self, sandbox_id](boost::system::error_code ec, tcp::socket socket) {
-      if (ec == asio::error::operation_aborted || self->stopped) return;
-      auto sandbox = self->sandboxes.find(sandbox_id);
-      if (sandbox == self->sandboxes.end()) return;
-      if (!ec) {
-        // Bytes are relayed as they come: no Nagle delay on a TLS handshake's small writes.
-        boost::system::error_code ignored;
-        socket.set_option(tcp::no_delay(true), ignored);
-        auto client = std::make_shared<beast::tcp_stream>(std::move(socket));
-        sandbox->second.streams.insert(client);
-        asio::co_spawn(self->io, self->ServeConnection(sandbox_id, client), asio::detached);
-      } else if (ec == asio::error::no_descriptors) {
-        LogWarn("egress", "accept: out of file descriptors", {{"sandbox", sandbox_id}});
-      }
-      self->Accept(sandbox_id);
-    });
+    if (it == sandboxes.end()) return;
+    acceptor.Forget(sandbox_id);
+    boost::system::error_code ignored;
+    for (const auto& stream : it->second.streams) {
+      stream->socket().shutdown(tcp::socket::shutdown_both, ignored);
+      stream->close();
+    }
+    sandboxes.erase(it);
+  }
+
+  // A connection to a served sandbox (the acceptor calls this between Serve and Forget only).
+  void OnAccept(const std::string& sandbox_id, tcp::socket socket) {
+    auto client = std::make_shared<beast::tcp_stream>(std::move(socket));
+    sandboxes[sandbox_id].streams.insert(client);
+    asio::co_spawn(io, shared_from_this()->ServeConnection(sandbox_id, client), asio::detached);
   }
 
   void Decided(const Record& record, std::string_view reason) {
@@ -403,17 +403,7 @@ struct EgressProxy::Impl : std::enable_shared_from_this<Impl> {
     const std::string target(request.target());
     const bool tunnel = request.method() == http::verb::connect;
     std::string path;
-    bool parsed = false;
-    if (tunnel) {
-      parsed = SplitHostPort(target, 0, record.host, record.port);
-    } else if (target.size() > 7 && strncasecmp(target.c_str(), "http://", 7) == 0) {
-      const size_t end = target.find_first_of("/?#", 7);
-      const std::string authority = target.substr(7, end == std::string::npos ? std::string::npos : end - 7);
-      path = end == std::string::npos ? "/" : target.substr(end);
-      if (path[0] != '/') path = "/" + path;
-      parsed = authority.find('@') == std::string::npos && SplitHostPort(authority, 80, record.host, record.port);
-    }
-    if (!parsed) {
+    if (!ParseTarget(target, tunnel, record, path)) {
       record.reason = "bad_request";
       record.message = "this is an HTTP proxy: ask for CONNECT host:port, or GET http://host/path (https:// goes through CONNECT)";
       record.host = target.substr(0, 255);
@@ -427,7 +417,9 @@ struct EgressProxy::Impl : std::enable_shared_from_this<Impl> {
                        " connections open through the proxy already (egress.max_connections)";
       co_return co_await Refuse(sandbox_id, client, record, 429, "Too Many Requests", "denied");
     }
-    const EgressRules rules = sandbox->second.rules;  // as of now: a change applies to the next connection
+    // As of now: a change applies to the next connection.
+    const auto handed = handed_rules.find(sandbox_id);
+    const EgressRules rules = handed == handed_rules.end() ? EgressRules{} : handed->second;
     HostDecision host = DecideHost(rules, record.host, record.port);
     if (!host.allowed) {
       record.reason = host.reason;
@@ -465,6 +457,38 @@ struct EgressProxy::Impl : std::enable_shared_from_this<Impl> {
       }
     }
     // Connect to a checked address: the first that answers.
+    std::optional<std::string> connect_error = co_await ConnectUpstream(sandbox_id, candidates, record, upstream);
+    if (!connect_error) co_return;  // the sandbox went away meanwhile
+    if (!upstream) {
+      record.reason = "connect";
+      record.message = "cannot connect to " + record.host + " port " + std::to_string(record.port) + ": " + *connect_error;
+      co_return co_await Refuse(sandbox_id, client, record, 502, "Bad Gateway", "failed");
+    }
+    record.decision = "allowed";
+    Decided(record, host.literal ? "cidr" : "domain");
+    // Named arguments only: with GCC 12, a temporary among them aborted the daemon in the pumps.
+    co_await Splice(sandbox_id, client, buffer, request, path, record, upstream);  // path "": a tunnel
+    Write(sandbox_id, record);
+  }
+
+  // "CONNECT host:port" (`path` stays ""), or an absolute http:// URL (its path, "/" at least,
+  // into `path`), into the record's host and port. False for anything else.
+  static bool ParseTarget(const std::string& target, bool tunnel, Record& record, std::string& path) {
+    if (tunnel) return SplitHostPort(target, 0, record.host, record.port);
+    if (target.size() <= 7 || strncasecmp(target.c_str(), "http://", 7) != 0) return false;
+    const size_t end = target.find_first_of("/?#", 7);
+    const std::string authority = target.substr(7, end == std::string::npos ? std::string::npos : end - 7);
+    path = end == std::string::npos ? "/" : target.substr(end);
+    if (path[0] != '/') path = "/" + path;
+    return authority.find('@') == std::string::npos && SplitHostPort(authority, 80, record.host, record.port);
+  }
+
+  // Connects `upstream` to the first of the checked addresses that answers (the record gets its
+  // address). Why the last one failed ("" once one answered); nullopt when the sandbox went away.
+  awaitable<std::optional<std::string>> ConnectUpstream(const std::string& sandbox_id,
+                                                        const std::vector<IpAddress>& candidates, Record& record,
+                                                        std::shared_ptr<beast::tcp_stream>& upstream) {
+    boost::system::error_code ec;
     std::string connect_error;
     for (const IpAddress& address : candidates) {
       auto fd = OutboundSocket(address.v4);
@@ -485,7 +509,7 @@ struct EgressProxy::Impl : std::enable_shared_from_this<Impl> {
                                         : asio::ip::address(asio::ip::make_address_v6(address.ToString()));
       stream->expires_after(std::chrono::seconds(config.connect_timeout_s));
       co_await stream->async_connect(tcp::endpoint(ip, record.port), asio::redirect_error(use_awaitable, ec));
-      if (stopped || sandboxes.find(sandbox_id) == sandboxes.end()) co_return;
+      if (stopped || sandboxes.find(sandbox_id) == sandboxes.end()) co_return std::nullopt;
       record.address = address.ToString();
       if (!ec) {
         boost::system::error_code ignored;
@@ -496,15 +520,17 @@ struct EgressProxy::Impl : std::enable_shared_from_this<Impl> {
       stream->close();
       upstream.reset();
     }
-    if (!upstream) {
-      record.reason = "connect";
-      record.message = "cannot connect to " + record.host + " port " + std::to_string(record.port) + ": " + connect_error;
-      co_return co_await Refuse(sandbox_id, client, record, 502, "Bad Gateway", "failed");
-    }
-    record.decision = "allowed";
-    Decided(record, host.literal ? "cidr" : "domain");
-    // The first bytes: CONNECT's answer to the sandbox, or the request head to the server.
-    if (tunnel) {
+    co_return upstream ? std::string() : connect_error;
+  }
+
+  // The connection allowed and connected: the first bytes (CONNECT's answer to the sandbox, or
+  // the request head to the server, `path` "" for a tunnel), then the bytes both ways until both
+  // ends are done.
+  awaitable<void> Splice(const std::string& sandbox_id, beast::tcp_stream& client, beast::flat_buffer& buffer,
+                         const http::request<http::empty_body>& request, const std::string& path, Record& record,
+                         const std::shared_ptr<beast::tcp_stream>& upstream) {
+    boost::system::error_code ec;
+    if (path.empty()) {
       static constexpr std::string_view kEstablished = "HTTP/1.1 200 Connection established\r\n\r\n";
       client.expires_after(std::chrono::seconds(config.idle_timeout_s));
       co_await asio::async_write(client, asio::buffer(kEstablished), asio::redirect_error(use_awaitable, ec));
@@ -542,7 +568,6 @@ struct EgressProxy::Impl : std::enable_shared_from_this<Impl> {
         if (!up_done->finished) co_await up_done->timer.async_wait(asio::redirect_error(use_awaitable, ec));
       }
     }
-    Write(sandbox_id, record);
   }
 
   std::shared_ptr<beast::tcp_stream> FindStream(const std::string& sandbox_id, beast::tcp_stream& stream) {
@@ -637,47 +662,23 @@ EgressProxy::~EgressProxy() {
 }
 
 void EgressProxy::Serve(const std::string& sandbox_id, std::vector<UniqueFd> listeners) {
-  Forget(sandbox_id);
+  impl_->Close(sandbox_id);
   if (listeners.empty()) return;
   Impl::Sandbox sandbox;
   sandbox.bucket.rate = impl_->config.bandwidth;
   sandbox.bucket.tokens = static_cast<double>(impl_->config.bandwidth);
-  auto row = impl_->store.GetSandbox(sandbox_id);
-  if (row.ok() && row->has_value() && !(*row)->egress_json.empty()) {
-    auto rules = ParseEgressRules(nlohmann::json::parse((*row)->egress_json, nullptr, false), "egress", {});
-    if (rules.ok()) {
-      sandbox.rules = *rules;
-    } else {
-      LogError("egress", "the stored rules do not parse; none apply", {{"sandbox", sandbox_id}, {"error", rules.status().ToString()}});
-    }
-  }
-  sandbox.acceptor = std::make_unique<tcp::acceptor>(impl_->io);
-  boost::system::error_code ec;
-  sandbox.acceptor->assign(tcp::v4(), listeners[0].release(), ec);
-  if (ec) {
-    LogError("egress", "cannot take the sandbox's listener", {{"sandbox", sandbox_id}, {"error", ec.message()}});
-    return;
-  }
+  if (!impl_->acceptor.Serve(sandbox_id, std::move(listeners[0]))) return;
   sandbox.generation = ++impl_->generations;
   impl_->sandboxes[sandbox_id] = std::move(sandbox);
-  impl_->Accept(sandbox_id);
 }
 
 void EgressProxy::Forget(const std::string& sandbox_id) {
-  auto it = impl_->sandboxes.find(sandbox_id);
-  if (it == impl_->sandboxes.end()) return;
-  boost::system::error_code ignored;
-  if (it->second.acceptor) it->second.acceptor->close(ignored);
-  for (const auto& stream : it->second.streams) {
-    stream->socket().shutdown(tcp::socket::shutdown_both, ignored);
-    stream->close();
-  }
-  impl_->sandboxes.erase(it);
+  impl_->Close(sandbox_id);
+  impl_->handed_rules.erase(sandbox_id);
 }
 
 void EgressProxy::SetRules(const std::string& sandbox_id, EgressRules rules) {
-  auto it = impl_->sandboxes.find(sandbox_id);
-  if (it != impl_->sandboxes.end()) it->second.rules = std::move(rules);
+  impl_->handed_rules[sandbox_id] = std::move(rules);
 }
 
 size_t EgressProxy::open_connections() const {

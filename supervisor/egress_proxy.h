@@ -7,8 +7,9 @@
 //   1. reads one request head: `CONNECT host:port` (TLS, and anything else tunnelled), or a plain
 //      HTTP request in absolute form (`GET http://host/path`), which it forwards with
 //      `Connection: close` (one request per connection, so every request is decided);
-//   2. decides on host and port against the sandbox's rules (egress_policy.h), read at that
-//      moment, so a rule changed through the API applies from the next connection;
+//   2. decides on host and port against the sandbox's rules (egress_policy.h) as the sandbox
+//      manager last handed them (SetRules), so a rule changed through the API applies from the
+//      next connection;
 //   3. resolves the name (the system's resolver, or the DNS server egress.resolver names, on a
 //      thread pool, never on the event loop), refuses every address that is not public unless a
 //      CIDR rule names it, and connects to an address it checked: there is no second lookup for
@@ -38,13 +39,14 @@
 #include "common/status.h"
 #include "common/unique_fd.h"
 #include "supervisor/egress_policy.h"
-#include "supervisor/sandbox_manager.h"
+#include "supervisor/loopback_ports.h"
+#include "supervisor/loopback_services.h"
 #include "supervisor/store.h"
 
 namespace corral::supervisor {
 
 struct EgressProxyConfig {
-  uint16_t port = 7882;
+  uint16_t port = kEgressProxyPort;
   std::string netns;                      // path of a network namespace; "" = the daemon's
   std::optional<ServerAddress> resolver;  // nullopt = the system's (getaddrinfo)
   uint64_t max_connections = 64;          // per sandbox
@@ -78,11 +80,15 @@ class EgressProxy : public LoopbackServices {
   ~EgressProxy() override;
 
   std::vector<uint16_t> Ports() const override { return {config_.port}; }
-  // Reads the sandbox's rules from the store and accepts on its listener.
+  // Accepts on the sandbox's listener. Its connections are decided by the rules SetRules gave;
+  // a sandbox given none has no rules (nothing leaves).
   void Serve(const std::string& sandbox_id, std::vector<UniqueFd> listeners) override;
+  // Closes the sandbox's listener and connections, and drops its rules.
   void Forget(const std::string& sandbox_id) override;
 
-  // A running sandbox's rules changed: its next connection is decided by these.
+  // A running sandbox's rules: handed by the sandbox manager before Serve (when the sandbox starts
+  // or is adopted), and again each time they change; its next connection is decided by these.
+  // The proxy never reads them from the store.
   void SetRules(const std::string& sandbox_id, EgressRules rules);
 
   // Where decisions and bytes are reported (nullptr: nowhere). Set at start.

@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "supervisor/sandbox_manager.h"
+#include "supervisor/loopback_services.h"
 
 namespace corral::supervisor {
 

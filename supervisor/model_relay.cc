@@ -1,6 +1,5 @@
 #include "supervisor/model_relay.h"
 
-#include <arpa/inet.h>
 #include <openssl/ssl.h>
 #include <time.h>
 
@@ -22,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/log.h"
+#include "supervisor/loopback_acceptor.h"
 #include "supervisor/rate_limiter.h"
 
 namespace corral::supervisor {
@@ -38,13 +38,6 @@ namespace {
 constexpr size_t kMaxHeaderBytes = 64 * 1024;
 constexpr size_t kChunkBytes = 64 * 1024;
 constexpr size_t kMaxWholeBody = 8 << 20;  // a non-streamed answer kept for its usage
-
-bool IsLoopbackHost(std::string_view host) {
-  if (host == "localhost" || host == "::1" || host == "[::1]") return true;
-  struct in_addr address;
-  const std::string text(host);
-  return inet_pton(AF_INET, text.c_str(), &address) == 1 && (ntohl(address.s_addr) >> 24) == 127;
-}
 
 // Hop-by-hop headers and those the relay sets itself: never copied across.
 bool IsRelayOwnedHeader(beast::string_view name) {
@@ -73,38 +66,6 @@ std::string IsoTime(int64_t t) {
 
 }  // namespace
 
-StatusOr<UpstreamUrl> ParseUpstream(std::string_view url) {
-  UpstreamUrl out;
-  std::string_view rest;
-  if (url.substr(0, 8) == "https://") {
-    rest = url.substr(8);
-  } else if (url.substr(0, 7) == "http://") {
-    out.tls = false;
-    rest = url.substr(7);
-  } else {
-    return Status::Error("relay.upstream: expected https://HOST[:PORT], not \"" + std::string(url) + "\"", EINVAL);
-  }
-  while (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);
-  if (rest.find('/') != std::string_view::npos) {
-    return Status::Error("relay.upstream: a host and port only, without a path: \"" + std::string(url) + "\"", EINVAL);
-  }
-  size_t colon = rest.rfind(':');
-  if (!rest.empty() && rest.front() == '[') {  // [v6]:port
-    size_t close = rest.find(']');
-    if (close == std::string_view::npos) return Status::Error("relay.upstream: bad IPv6 host", EINVAL);
-    colon = rest.find(':', close);
-  }
-  out.host = std::string(colon == std::string_view::npos ? rest : rest.substr(0, colon));
-  out.port = colon == std::string_view::npos ? (out.tls ? "443" : "80") : std::string(rest.substr(colon + 1));
-  if (out.host.empty() || out.port.empty() || out.port.find_first_not_of("0123456789") != std::string::npos) {
-    return Status::Error("relay.upstream: expected https://HOST[:PORT], not \"" + std::string(url) + "\"", EINVAL);
-  }
-  if (!out.tls && !IsLoopbackHost(out.host)) {
-    return Status::Error("relay.upstream: plain http only to a loopback host (a test upstream); use https", EINVAL);
-  }
-  return out;
-}
-
 // ---------------------------------------------------------------------------------------------
 
 struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
@@ -127,7 +88,6 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
   }
 
   struct Sandbox {
-    std::unique_ptr<tcp::acceptor> acceptor;
     std::set<std::shared_ptr<beast::tcp_stream>> clients;
   };
 
@@ -140,6 +100,8 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
   std::optional<UpstreamUrl> upstream;
   Status upstream_error;
   std::map<std::string, Sandbox> sandboxes;
+  LoopbackAcceptor acceptor{io, "relay",
+                            [this](const std::string& id, tcp::socket socket) { OnAccept(id, std::move(socket)); }};
   RateLimiter limiter{config.requests_per_minute};
   // Per user: the calls admitted and not yet priced, and what they may cost at most. Near the
   // edge of a budget a call waits for those to be priced instead of joining them.
@@ -204,26 +166,11 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
     return CostMicroUsd(dearer, usage);
   }
 
-  void Accept(const std::string& sandbox_id) {
-    auto it = sandboxes.find(sandbox_id);
-    if (it == sandboxes.end() || !it->second.acceptor) return;
-    auto self = shared_from_this();
-    it->second.acceptor->async_accept([self, sandbox_id](boost::system::error_code ec, tcp::socket socket) {
-      if (ec == asio::error::operation_aborted || self->stopped) return;
-      auto sandbox = self->sandboxes.find(sandbox_id);
-      if (sandbox == self->sandboxes.end()) return;
-      if (!ec) {
-        // Events go out as they come: no Nagle delay on small writes (nor on the upstream's).
-        boost::system::error_code ignored;
-        socket.set_option(tcp::no_delay(true), ignored);
-        auto client = std::make_shared<beast::tcp_stream>(std::move(socket));
-        sandbox->second.clients.insert(client);
-        asio::co_spawn(self->io, self->ServeConnection(sandbox_id, client), asio::detached);
-      } else if (ec == asio::error::no_descriptors) {
-        LogWarn("relay", "accept: out of file descriptors", {{"sandbox", sandbox_id}});
-      }
-      self->Accept(sandbox_id);
-    });
+  // A connection to a served sandbox (the acceptor calls this between Serve and Forget only).
+  void OnAccept(const std::string& sandbox_id, tcp::socket socket) {
+    auto client = std::make_shared<beast::tcp_stream>(std::move(socket));
+    sandboxes[sandbox_id].clients.insert(client);
+    asio::co_spawn(io, shared_from_this()->ServeConnection(sandbox_id, client), asio::detached);
   }
 
   awaitable<void> ServeConnection(std::string sandbox_id, std::shared_ptr<beast::tcp_stream> client) {
@@ -309,69 +256,9 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
     }
     std::optional<Reservation> reservation;  // held until this call is priced and done
     if (messages) {
-      // The user's rate (relay.requests_per_minute), over all their sessions: the API's own 429,
-      // which the CLI answers by waiting Retry-After and trying again.
-      const std::string user = who.iss + std::string(1, '\0') + who.sub;
-      if (!limiter.Allow(user)) {
-        const uint64_t retry = limiter.RetryAfterSeconds(user);
-        LogInfo("relay", "rate limited", {{"session", who.session_id}, {"retry_after_s", std::to_string(retry)}});
-        Count(RelayResult::kRefusedRate);
-        Refused(BudgetRefusal::kRate);
-        co_return co_await Reply(client, http::status::too_many_requests, "rate_limit_error",
-                                 "corral: at most " + std::to_string(limiter.per_minute()) +
-                                     " model calls a minute per user (relay.requests_per_minute)",
-                                 keep, retry);
+      if (std::optional<Refusal> refused = Admit(who, model, price, request.body(), body, reservation)) {
+        co_return co_await Reply(client, refused->status, refused->type, refused->message, keep, refused->retry_after_s);
       }
-      if (!price) {
-        Count(RelayResult::kRefusedUnpriced);
-        co_return co_await Reply(client, http::status::bad_request, "invalid_request_error",
-                                 "corral: the model \"" + model + "\" has no price in the relay's table (relay.prices)",
-                                 keep);
-      }
-      if (!who.budget.ai_micro_usd) {
-        Count(RelayResult::kRefusedBudget);
-        Refused(BudgetRefusal::kAi);
-        authority.OnBudgetExhausted(who);
-        co_return co_await Reply(client, http::status::forbidden, "permission_error",
-                                 "corral: this session's token carries no AI budget (budget.ai_usd)", keep);
-      }
-      const int64_t now = static_cast<int64_t>(time(nullptr));
-      const WindowRange window = CurrentWindow(who.budget, now);
-      auto spent = store.LedgerSum(who.iss, who.sub, "ai", window.start, window.end);
-      if (!spent.ok()) {
-        LogError("relay", "cannot read the ledger", {{"error", spent.status().ToString()}});
-        Count(RelayResult::kError);
-        co_return co_await Reply(client, http::status::internal_server_error, "api_error",
-                                 "corral: the ledger cannot be read", keep);
-      }
-      if (*spent >= *who.budget.ai_micro_usd) {
-        Count(RelayResult::kRefusedBudget);
-        Refused(BudgetRefusal::kAi);
-        authority.OnBudgetExhausted(who);
-        co_return co_await Reply(client, http::status::forbidden, "permission_error",
-                                 "corral: the AI budget of this " + std::string(WindowName(who.budget.window)) +
-                                     " is spent (USD " + FormatMicroUsd(*spent) + " of " +
-                                     FormatMicroUsd(*who.budget.ai_micro_usd) + "; the window ends " +
-                                     IsoTime(window.end) + ")",
-                                 keep);
-      }
-      // The ledger knows only what has been priced. When what is left might not cover the calls
-      // in flight and this one at their most, this one waits (the API's own 429, which the CLI
-      // answers by retrying) until they are priced: at the edge of a budget a user overspends by
-      // one call, not by every call in flight. One call always goes ahead.
-      const int64_t estimate = MaxCost(request.body(), body, *price);
-      Held& mine = held[user];
-      if (mine.calls > 0 && *spent + mine.micro_usd + estimate > *who.budget.ai_micro_usd) {
-        LogInfo("relay", "near the budget's end: waiting for calls in flight",
-                {{"session", who.session_id}, {"in_flight", std::to_string(mine.calls)}});
-        Count(RelayResult::kRefusedInFlight);
-        Refused(BudgetRefusal::kAiInFlight);
-        co_return co_await Reply(client, http::status::too_many_requests, "rate_limit_error",
-                                 "corral: the AI budget is nearly spent and " + std::to_string(mine.calls) +
-                                     " call(s) are still being priced; retry shortly",
-                                 keep, 2);
-      }
-      reservation.emplace(shared_from_this(), user, estimate);
     }
     if (!upstream || config.api_key.empty()) {
       Count(RelayResult::kError);
@@ -381,18 +268,7 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
                                                        "(relay.api_key_file)"),
                                keep);
     }
-    // The request as the upstream gets it.
-    http::request<http::string_body> forward{request.method(), request.target(), 11};
-    for (const auto& field : request) {
-      if (!IsRelayOwnedHeader(field.name_string())) forward.insert(field.name_string(), field.value());
-    }
-    forward.set(http::field::host, upstream->host);
-    forward.set("x-api-key", config.api_key);
-    forward.set(http::field::accept_encoding, "identity");  // the relay reads the usage
-    forward.keep_alive(true);  // the connection is kept for the next call
-    forward.body() = std::move(request.body());
-    forward.prepare_payload();
-
+    http::request<http::string_body> forward = UpstreamRequest(request);
     Metered metered;
     // Written once the answer is complete and before its last bytes reach the agent, so that
     // its next request is checked against it; or, for an answer cut short, once it ends. (After
@@ -403,52 +279,12 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
       debited = true;
       Debit(who, model, *price, metered);
     };
-    Outcome outcome = Outcome::kNoAnswer;
-    // A kept connection the upstream has closed meanwhile fails before any answer: once, the
-    // call is made again on a new one.
-    for (int attempt = 0; attempt < 2; ++attempt) {
-      bool reused = false;
-      metered = Metered{};
-      if (upstream->tls) {
-        std::unique_ptr<beast::ssl_stream<beast::tcp_stream>> stream;
-        if (!idle_tls.empty() && attempt == 0) {
-          stream = std::move(idle_tls.back());
-          idle_tls.pop_back();
-          reused = true;
-        } else {
-          stream = std::make_unique<beast::ssl_stream<beast::tcp_stream>>(io, tls);
-          std::string failed = co_await OpenTls(*stream);
-          if (!failed.empty()) {
-            LogWarn("relay", "upstream unreachable", {{"error", failed}});
-            Count(RelayResult::kUpstreamError);
-            co_return co_await Reply(client, http::status::bad_gateway, "api_error", "corral: " + failed, keep);
-          }
-        }
-        outcome = co_await Exchange(*stream, beast::get_lowest_layer(*stream), client, forward, metered, debit);
-        if (outcome == Outcome::kDone && metered.upstream_keep_alive && idle_tls.size() < kMaxIdle && !stopped) {
-          idle_tls.push_back(std::move(stream));
-        }
-      } else {
-        std::unique_ptr<beast::tcp_stream> stream;
-        if (!idle_plain.empty() && attempt == 0) {
-          stream = std::move(idle_plain.back());
-          idle_plain.pop_back();
-          reused = true;
-        } else {
-          stream = std::make_unique<beast::tcp_stream>(io);
-          std::string failed = co_await Connect(*stream);
-          if (!failed.empty()) {
-            LogWarn("relay", "upstream unreachable", {{"error", failed}});
-            Count(RelayResult::kUpstreamError);
-            co_return co_await Reply(client, http::status::bad_gateway, "api_error", "corral: " + failed, keep);
-          }
-        }
-        outcome = co_await Exchange(*stream, *stream, client, forward, metered, debit);
-        if (outcome == Outcome::kDone && metered.upstream_keep_alive && idle_plain.size() < kMaxIdle && !stopped) {
-          idle_plain.push_back(std::move(stream));
-        }
-      }
-      if (outcome != Outcome::kNoAnswer || !reused) break;
+    std::string unreachable;
+    const Outcome outcome = co_await Forward(client, forward, metered, debit, unreachable);
+    if (!unreachable.empty()) {
+      LogWarn("relay", "upstream unreachable", {{"error", unreachable}});
+      Count(RelayResult::kUpstreamError);
+      co_return co_await Reply(client, http::status::bad_gateway, "api_error", "corral: " + unreachable, keep);
     }
     Count(outcome == Outcome::kDone          ? RelayResult::kForwarded
           : outcome == Outcome::kClientGone ? RelayResult::kClientGone
@@ -460,8 +296,96 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
     co_return outcome == Outcome::kDone && keep;
   }
 
-  // A new TLS connection to the upstream: SNI, then the certificate checked against the CAs and
-  // the upstream's host name. "" or what failed.
+  // Why a call is refused before it goes upstream: the answer the agent gets.
+  struct Refusal {
+    http::status status;
+    std::string_view type;
+    std::string message;
+    uint64_t retry_after_s = 0;
+  };
+
+  // A model call's admission: the user's rate (relay.requests_per_minute), the model's price,
+  // the AI budget and the calls in flight. Admitted, `reservation` holds its most possible cost.
+  std::optional<Refusal> Admit(const RelayClient& who, const std::string& model, const std::optional<ModelPrice>& price,
+                               const std::string& raw_body, const nlohmann::json& body,
+                               std::optional<Reservation>& reservation) {
+    // The user's rate, over all their sessions: the API's own 429, which the CLI answers by
+    // waiting Retry-After and trying again.
+    const std::string user = who.iss + std::string(1, '\0') + who.sub;
+    if (!limiter.Allow(user)) {
+      const uint64_t retry = limiter.RetryAfterSeconds(user);
+      LogInfo("relay", "rate limited", {{"session", who.session_id}, {"retry_after_s", std::to_string(retry)}});
+      Count(RelayResult::kRefusedRate);
+      Refused(BudgetRefusal::kRate);
+      return Refusal{http::status::too_many_requests, "rate_limit_error",
+                     "corral: at most " + std::to_string(limiter.per_minute()) +
+                         " model calls a minute per user (relay.requests_per_minute)",
+                     retry};
+    }
+    if (!price) {
+      Count(RelayResult::kRefusedUnpriced);
+      return Refusal{http::status::bad_request, "invalid_request_error",
+                     "corral: the model \"" + model + "\" has no price in the relay's table (relay.prices)"};
+    }
+    if (!who.budget.ai_micro_usd) {
+      Count(RelayResult::kRefusedBudget);
+      Refused(BudgetRefusal::kAi);
+      authority.OnBudgetExhausted(who);
+      return Refusal{http::status::forbidden, "permission_error",
+                     "corral: this session's token carries no AI budget (budget.ai_usd)"};
+    }
+    const int64_t now = static_cast<int64_t>(time(nullptr));
+    const WindowRange window = CurrentWindow(who.budget, now);
+    auto spent = store.LedgerSum(who.iss, who.sub, "ai", window.start, window.end);
+    if (!spent.ok()) {
+      LogError("relay", "cannot read the ledger", {{"error", spent.status().ToString()}});
+      Count(RelayResult::kError);
+      return Refusal{http::status::internal_server_error, "api_error", "corral: the ledger cannot be read"};
+    }
+    if (*spent >= *who.budget.ai_micro_usd) {
+      Count(RelayResult::kRefusedBudget);
+      Refused(BudgetRefusal::kAi);
+      authority.OnBudgetExhausted(who);
+      return Refusal{http::status::forbidden, "permission_error",
+                     "corral: the AI budget of this " + std::string(WindowName(who.budget.window)) + " is spent (USD " +
+                         FormatMicroUsd(*spent) + " of " + FormatMicroUsd(*who.budget.ai_micro_usd) +
+                         "; the window ends " + IsoTime(window.end) + ")"};
+    }
+    // The ledger knows only what has been priced. When what is left might not cover the calls
+    // in flight and this one at their most, this one waits (the API's own 429, which the CLI
+    // answers by retrying) until they are priced: at the edge of a budget a user overspends by
+    // one call, not by every call in flight. One call always goes ahead.
+    const int64_t estimate = MaxCost(raw_body, body, *price);
+    Held& mine = held[user];
+    if (mine.calls > 0 && *spent + mine.micro_usd + estimate > *who.budget.ai_micro_usd) {
+      LogInfo("relay", "near the budget's end: waiting for calls in flight",
+              {{"session", who.session_id}, {"in_flight", std::to_string(mine.calls)}});
+      Count(RelayResult::kRefusedInFlight);
+      Refused(BudgetRefusal::kAiInFlight);
+      return Refusal{http::status::too_many_requests, "rate_limit_error",
+                     "corral: the AI budget is nearly spent and " + std::to_string(mine.calls) +
+                         " call(s) are still being priced; retry shortly",
+                     2};
+    }
+    reservation.emplace(shared_from_this(), user, estimate);
+    return std::nullopt;
+  }
+
+  // The request as the upstream gets it: the operator's key, no hop-by-hop or relay-owned headers.
+  http::request<http::string_body> UpstreamRequest(http::request<http::string_body>& request) {
+    http::request<http::string_body> forward{request.method(), request.target(), 11};
+    for (const auto& field : request) {
+      if (!IsRelayOwnedHeader(field.name_string())) forward.insert(field.name_string(), field.value());
+    }
+    forward.set(http::field::host, upstream->host);
+    forward.set("x-api-key", config.api_key);
+    forward.set(http::field::accept_encoding, "identity");  // the relay reads the usage
+    forward.keep_alive(true);  // the connection is kept for the next call
+    forward.body() = std::move(request.body());
+    forward.prepare_payload();
+    return forward;
+  }
+
   awaitable<std::string> OpenTls(beast::ssl_stream<beast::tcp_stream>& stream) {
     if (!SSL_set_tlsext_host_name(stream.native_handle(), upstream->host.c_str())) co_return "TLS set-up failed";
     stream.set_verify_callback(asio::ssl::host_name_verification(upstream->host));
@@ -576,6 +500,52 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
     }
   }
 
+  // Sends `forward` upstream (on an idle kept connection when there is one) and streams the
+  // answer to the agent. A kept connection the upstream has closed meanwhile fails before any
+  // answer: once, the call is made again on a new one. When no connection can be made,
+  // `unreachable` says why.
+  awaitable<Outcome> Forward(beast::tcp_stream& client, http::request<http::string_body>& forward, Metered& metered,
+                             const std::function<void()>& debit, std::string& unreachable) {
+    Outcome outcome = Outcome::kNoAnswer;
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      bool reused = false;
+      metered = Metered{};
+      if (upstream->tls) {
+        std::unique_ptr<beast::ssl_stream<beast::tcp_stream>> stream;
+        if (!idle_tls.empty() && attempt == 0) {
+          stream = std::move(idle_tls.back());
+          idle_tls.pop_back();
+          reused = true;
+        } else {
+          stream = std::make_unique<beast::ssl_stream<beast::tcp_stream>>(io, tls);
+          unreachable = co_await OpenTls(*stream);
+          if (!unreachable.empty()) co_return Outcome::kNoAnswer;
+        }
+        outcome = co_await Exchange(*stream, beast::get_lowest_layer(*stream), client, forward, metered, debit);
+        if (outcome == Outcome::kDone && metered.upstream_keep_alive && idle_tls.size() < kMaxIdle && !stopped) {
+          idle_tls.push_back(std::move(stream));
+        }
+      } else {
+        std::unique_ptr<beast::tcp_stream> stream;
+        if (!idle_plain.empty() && attempt == 0) {
+          stream = std::move(idle_plain.back());
+          idle_plain.pop_back();
+          reused = true;
+        } else {
+          stream = std::make_unique<beast::tcp_stream>(io);
+          unreachable = co_await Connect(*stream);
+          if (!unreachable.empty()) co_return Outcome::kNoAnswer;
+        }
+        outcome = co_await Exchange(*stream, *stream, client, forward, metered, debit);
+        if (outcome == Outcome::kDone && metered.upstream_keep_alive && idle_plain.size() < kMaxIdle && !stopped) {
+          idle_plain.push_back(std::move(stream));
+        }
+      }
+      if (outcome != Outcome::kNoAnswer || !reused) break;
+    }
+    co_return outcome;
+  }
+
   void Debit(const RelayClient& who, const std::string& requested_model, const ModelPrice& requested_price,
              const Metered& metered) {
     ModelUsage usage = metered.streamed ? metered.sse.usage() : UsageFromMessage(metered.whole);
@@ -651,9 +621,9 @@ std::string_view RelayResultName(RelayResult result) {
 ModelRelay::~ModelRelay() {
   impl_->stopped = true;
   impl_->observer = nullptr;
+  impl_->acceptor.Close();
   for (auto& [id, sandbox] : impl_->sandboxes) {
     boost::system::error_code ec;
-    if (sandbox.acceptor) sandbox.acceptor->close(ec);
     for (const auto& client : sandbox.clients) client->socket().close(ec);
   }
   impl_->sandboxes.clear();
@@ -666,23 +636,14 @@ void ModelRelay::Serve(const std::string& sandbox_id, std::vector<UniqueFd> list
   if (listeners.empty()) return;
   // The first listener is the relay's port (Ports()); a sandbox started with other ports by an
   // earlier configuration is served on what it has.
-  Impl::Sandbox sandbox;
-  sandbox.acceptor = std::make_unique<tcp::acceptor>(io_);
-  boost::system::error_code ec;
-  sandbox.acceptor->assign(tcp::v4(), listeners[0].release(), ec);
-  if (ec) {
-    LogError("relay", "cannot take the sandbox's listener", {{"sandbox", sandbox_id}, {"error", ec.message()}});
-    return;
-  }
-  impl_->sandboxes[sandbox_id] = std::move(sandbox);
-  impl_->Accept(sandbox_id);
+  if (impl_->acceptor.Serve(sandbox_id, std::move(listeners[0]))) impl_->sandboxes[sandbox_id] = Impl::Sandbox{};
 }
 
 void ModelRelay::Forget(const std::string& sandbox_id) {
   auto it = impl_->sandboxes.find(sandbox_id);
   if (it == impl_->sandboxes.end()) return;
+  impl_->acceptor.Forget(sandbox_id);
   boost::system::error_code ec;
-  if (it->second.acceptor) it->second.acceptor->close(ec);
   for (const auto& client : it->second.clients) client->socket().close(ec);
   impl_->sandboxes.erase(it);
 }

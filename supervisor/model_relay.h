@@ -34,13 +34,15 @@
 #include "common/status.h"
 #include "common/unique_fd.h"
 #include "supervisor/budget.h"
-#include "supervisor/sandbox_manager.h"
+#include "supervisor/loopback_ports.h"
+#include "supervisor/loopback_services.h"
 #include "supervisor/store.h"
+#include "supervisor/upstream_url.h"
 
 namespace corral::supervisor {
 
 struct RelayConfig {
-  uint16_t port = 7880;  // on each sandbox's 127.0.0.1
+  uint16_t port = kModelRelayPort;  // on each sandbox's 127.0.0.1
   // https://host[:port] (any host) or http://host[:port] (loopback hosts only).
   std::string upstream = "https://api.anthropic.com";
   std::string api_key;   // the operator's key, sent upstream as x-api-key; "" refuses every call
@@ -50,14 +52,6 @@ struct RelayConfig {
   uint64_t timeout_s = 600;  // for each read or write on either side
   uint64_t requests_per_minute = 0;  // model calls per user (over all their sessions); 0 = no limit
 };
-
-// The upstream, parsed. Errors name what is wrong ("plain http only to a loopback host").
-struct UpstreamUrl {
-  bool tls = true;
-  std::string host;
-  std::string port;
-};
-StatusOr<UpstreamUrl> ParseUpstream(std::string_view url);
 
 // Who a placeholder key belongs to.
 struct RelayClient {

@@ -16,8 +16,15 @@
 // is debited to its user's ledger (kind "compute", milliseconds); once the user's compute for
 // the window reaches the budget's compute_ms, the sandbox is frozen, then stopped, its commands
 // ending `budget_exhausted`, and start and exec are refused until the next window.
+//
+// The manager's methods live in one file per concept: sandbox_manager.cc (ownership, activity,
+// egress rules, timers, metering rounds, metrics), lifecycle.cc (create, start, stop, destroy,
+// init's control connection), snapshots.cc (snapshots and forks), exec.cc (commands),
+// recovery.cc (adopting and cleaning up at start). What a user may have is admission.h; the CPU
+// time debited to the ledger is compute_meter.h.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -32,100 +39,23 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
 
+#include "supervisor/admission.h"
 #include "supervisor/budget.h"
 #include "supervisor/command.h"
+#include "supervisor/compute_meter.h"
 #include "supervisor/config.h"
+#include "supervisor/loopback_services.h"
 #include "supervisor/sandbox_host.h"
+#include "supervisor/sandbox_types.h"
 #include "supervisor/store.h"
 
 namespace corral::supervisor {
-
-struct Caller {
-  std::string iss;
-  std::string sub;
-  bool admin = false;  // the admin socket: every sandbox
-  Budget budget;       // the token's (no amounts: compute not limited, no model use)
-};
-
-// What the issuer allows this user (from the token); unset: the daemon's maxima.
-struct UserCaps {
-  std::optional<uint64_t> sandboxes;
-  std::optional<uint64_t> memory_bytes;
-  std::optional<uint64_t> cpu_millicores;
-  std::optional<uint64_t> pids;
-  std::optional<uint64_t> disk_bytes;
-  std::optional<uint64_t> idle_timeout_s;
-  std::optional<uint64_t> commands;
-  std::optional<uint64_t> sessions;
-  std::string egress_json;  // the token's limits.egress ({"domains", "ports", "cidrs"}); "" = none
-  bool full_network = false;  // the scope unsafe:full_network: it may create "network": "full" sandboxes
-};
-
-struct CreateRequest {
-  std::string name;
-  std::string image = "host";
-  std::optional<uint64_t> memory_bytes;
-  std::optional<uint64_t> cpu_millicores;
-  std::optional<uint64_t> pids;
-  std::optional<uint64_t> disk_bytes;
-  std::optional<uint64_t> idle_timeout_s;
-  bool start = true;
-  std::string snapshot;  // "snap_...": start from a copy of it
-  std::string egress_json;  // its egress rules ({"domains", "ports", "cidrs"}); "" = the config's defaults
-  std::string network = "loopback";  // "loopback" | "full" (supervisor/full_network.h; needs caps.full_network)
-};
-
-struct ForkRequest {
-  std::string name;  // "": the source's
-  bool start = true;
-};
-
-struct ExecSpec {
-  std::string sandbox;
-  std::vector<std::string> argv;
-  std::vector<std::string> env;  // KEY=VALUE
-  std::string cwd;               // "" = the user's home
-  std::string user = "agent";    // agent | root
-  bool stdin_open = false;
-  bool pty = false;
-  uint16_t rows = 24;
-  uint16_t cols = 80;
-  // The command's stdio pipes stay the daemon's: nothing inside, the command included, can
-  // open them by path. For a stream the daemon trusts, an agent session's events: its tool
-  // calls run as the same user, and could otherwise write into it through /proc/<pid>/fd/1.
-  // Otherwise the pipes belong to the command's user, who may reopen them (/dev/stdout).
-  bool private_stdio = false;
-};
-
-// The effective limits of a sandbox, as stored (limits_json) and shown by the API.
-struct SandboxLimits {
-  uint64_t memory_bytes = 0;
-  uint64_t cpu_millicores = 0;
-  uint64_t pids = 0;
-  uint64_t disk_bytes = 0;
-};
-StatusOr<SandboxLimits> ParseLimits(const std::string& limits_json);
 
 // For the file API: the sandbox's root as the host sees it, and the agent's host ids.
 struct FileAccess {
   UniqueFd root;
   uid_t uid = 0;
   gid_t gid = 0;
-};
-
-// What the daemon serves on each sandbox's own loopback (the model relay; later the egress proxy
-// and the tool bridge). The sandbox's init listens on Ports() from its start and holds the
-// sockets; the manager hands them over when a sandbox starts or is adopted, and says when it
-// stops.
-class LoopbackServices {
- public:
-  virtual ~LoopbackServices() = default;
-  // Ports on the sandbox's 127.0.0.1, at most isolation::kMaxLoopbackListeners.
-  virtual std::vector<uint16_t> Ports() const = 0;
-  // The listening sockets of a running sandbox, in the order of Ports() when it started.
-  virtual void Serve(const std::string& sandbox_id, std::vector<UniqueFd> listeners) = 0;
-  // The sandbox stopped: stop accepting for it and drop its connections.
-  virtual void Forget(const std::string& sandbox_id) = 0;
 };
 
 class EgressProxy;
@@ -146,13 +76,13 @@ class SandboxManager {
   void StartTimers();
   // Before Recover: who serves the sandboxes' loopback (null: nobody; sandboxes get no listeners).
   void SetLoopbackServices(LoopbackServices* services) { loopback_ = services; }
-  // The egress proxy (one of those services), told when a running sandbox's rules change; null
-  // when egress.enabled is false.
+  // The egress proxy (one of those services): handed a sandbox's rules when it starts or is
+  // adopted, and again when they change; null when egress.enabled is false.
   void SetEgressProxy(EgressProxy* proxy) { egress_ = proxy; }
   // Before Recover: full network mode (null: "network": "full" is refused as unavailable).
   void SetFullNetwork(FullNetwork* network) { network_ = network; }
   // Where compute budget refusals (a start) and stops (a running sandbox) are reported.
-  void SetBudgetObserver(BudgetObserver* observer) { budget_observer_ = observer; }
+  void SetBudgetObserver(BudgetObserver* observer) { meter_.SetObserver(observer); }
   // Stops timers and lets go of every sandbox (they keep running for the next daemon).
   void Detach();
 
@@ -207,11 +137,20 @@ class SandboxManager {
   std::vector<std::shared_ptr<Command>> LiveCommands(const std::string& sandbox_id) const;
 
  private:
-  struct Live;
-
-  void StoreActivity(const Live& live);
-  // The row with the activity the daemon holds and has not written yet.
-  void Fresh(SandboxRow& row) const;
+  // A running sandbox: its init, the control connection, its live commands by seq.
+  struct Live {
+    std::string id;
+    SandboxProcess process;
+    std::unique_ptr<boost::asio::posix::stream_descriptor> control;
+    std::unique_ptr<boost::asio::posix::stream_descriptor> init_exit;
+    std::map<uint64_t, std::shared_ptr<Command>> commands;
+    // Activity is kept here and written to the store at most every kActivityWrite: every exec
+    // would otherwise cost a write. Readers of last_active_at take the newer of the two (Fresh).
+    int64_t active_at = 0;
+    int64_t active_stored = 0;
+    ComputeAccount compute;
+    int control_fd() const { return control ? control->native_handle() : -1; }
+  };
 
   // Where a new sandbox's layer comes from: a snapshot's image, or another sandbox's layer.
   struct LayerSource {
@@ -222,32 +161,6 @@ class SandboxManager {
     int64_t uid_base = 0;          // the range the files belong to
   };
 
-  StatusOr<SandboxRow> Owned(const Caller& caller, const std::string& id);
-  // The rules a sandbox gets (as stored): `requested` ("" = the config's defaults, narrowed to
-  // the token's caps) held against the config's and the token's caps.
-  // `current` (stored JSON) gives the fields `requested` leaves out, when set.
-  StatusOr<std::string> EgressRulesFor(const UserCaps& caps, const std::string& requested,
-                                       const std::string& current = "");
-  // Whether this caller may have a sandbox with this network mode (EINVAL: no such mode; EPERM:
-  // not with this token; EAGAIN: not on this daemon).
-  Status CheckNetwork(const Caller& caller, const UserCaps& caps, const std::string& network) const;
-  StatusOr<SnapshotRow> OwnedSnapshot(const Caller& caller, const std::string& id);
-  StatusOr<SandboxRow> InsertSandbox(const Caller& caller, const UserCaps& caps, const SandboxRow& row);
-  void FillLayer(SandboxRow row, LayerSource source, bool start, Done<SandboxRow> done);
-  void RemoveOrphanSnapshots();
-  StatusOr<SandboxLimits> Resolve(const UserCaps& caps, const CreateRequest& request) const;
-  SandboxShape ShapeOf(const SandboxRow& row) const;
-  void DoStart(SandboxRow row, Done<SandboxRow> done);
-  // immediate: no SIGTERM and grace period (the sandbox is already frozen or dead).
-  void DoStop(const std::string& id, bool by_request, std::function<void(Status)> done, bool immediate = false);
-  // The ledger's compute for the caller's current window against the budget; EKEYEXPIRED when
-  // it is spent.
-  Status CheckCompute(const std::string& iss, const std::string& sub, const Budget& budget);
-  void Meter(Live& live);
-  // Debits what `stats` counted above the sandbox's last debit.
-  void Meter(Live& live, const cgroups::CgroupStats& stats);
-  // Whole CPU milliseconds of a running sandbox not debited yet.
-  int64_t UnmeteredMs(const Live& live);
   // What a stop reads from the kernel before the cgroups go (on the worker pool): everything in
   // the sandbox is killed first, so the figures are final.
   struct StopFigures {
@@ -255,21 +168,62 @@ class SandboxManager {
     std::vector<StatusOr<cgroups::CgroupStats>> commands;  // one per seq asked for
     uint64_t killed_us = 0;                                // MonotonicMicros() after the kill
   };
-  StopFigures KillAndRead(const std::string& id, const std::vector<uint64_t>& seqs);
-  // Stores a command's outcome `lost` (the daemon could not learn its end), with the figures its
-  // cgroup still held when they could be read.
-  void StoreLost(CommandRow& row, const StatusOr<cgroups::CgroupStats>& figures);
-  void ComputeExhausted(const std::string& id, int64_t spent_ms, int64_t budget_ms);
+
+  // How long a started or adopted sandbox's init has to answer hello.
+  static constexpr std::chrono::milliseconds kHelloTimeout{5000};
+
+  // sandbox_manager.cc
+  static int64_t Now();  // seconds since the epoch
+  static Status NotFound(const std::string& what);
+  StatusOr<SandboxRow> Owned(const Caller& caller, const std::string& id);
+  // The row with the activity the daemon holds and has not written yet.
+  void Fresh(SandboxRow& row) const;
+  void StoreActivity(const Live& live);
+  void SetState(SandboxRow& row, const std::string& state);
+  SandboxShape ShapeOf(const SandboxRow& row) const;
+  Command::Context CommandContext();
+  void SweepIdle();
+  void ComputeExhausted(const std::string& id, const ComputeSpent& spent);
+
+  // lifecycle.cc
+  void DoStart(SandboxRow row, Done<SandboxRow> done);
+  // On the worker pool: launches the sandbox, and attaches its full network if it has one.
+  struct Launched;
+  Launched Launch(const SandboxRow& row, const SandboxShape& shape);
   void OnStarted(SandboxRow row, SandboxProcess process, std::vector<UniqueFd> listeners);
+  // immediate: no SIGTERM and grace period (the sandbox is already frozen or dead).
+  void DoStop(const std::string& id, bool by_request, std::function<void(Status)> done, bool immediate = false);
+  // The stop proper, once the commands ended or the grace period is over.
+  void FinishStop(const std::string& id, bool by_request, bool full_network, std::shared_ptr<Live> live,
+                  std::function<void(Status)> done);
+  // SIGTERM to every command, then `finish` once they all ended or the grace period is over.
+  void StopGracefully(const std::shared_ptr<Live>& live, bool by_request, std::function<void()> finish);
+  StopFigures KillAndRead(const std::string& id, const std::vector<uint64_t>& seqs);
   void WatchControl(const std::shared_ptr<Live>& live);
   void WatchInit(const std::shared_ptr<Live>& live);
   void OnControlMessage(const std::shared_ptr<Live>& live, InitMessage message);
   void OnInitGone(const std::string& id);
+
+  // snapshots.cc
+  StatusOr<SnapshotRow> OwnedSnapshot(const Caller& caller, const std::string& id);
+  void FillLayer(SandboxRow row, LayerSource source, bool start, Done<SandboxRow> done);
+  void RemoveOrphanSnapshots();
+
+  // exec.cc
+  // The request init gets for `spec` in the sandbox of `row` (EINVAL for a bad user, cwd or env).
+  StatusOr<ExecRequest> ExecRequestFor(const SandboxRow& row, const ExecSpec& spec) const;
   void AdoptCommands(const std::shared_ptr<Live>& live, std::map<uint64_t, HeldCommand> held);
   void OnCommandFinished(const std::string& sandbox_id, uint64_t seq, Command& finished);
-  void SweepIdle();
-  void SetState(SandboxRow& row, const std::string& state);
-  Command::Context CommandContext();
+  // Stores a command's outcome `lost` (the daemon could not learn its end), with the figures its
+  // cgroup still held when they could be read.
+  void StoreLost(CommandRow& row, const StatusOr<cgroups::CgroupStats>& figures);
+
+  // recovery.cc
+  // A sandbox the previous daemon left running, starting or stopping: adopted if its init lives,
+  // else stopped (its last CPU time debited, its commands `lost`). True when adopted.
+  StatusOr<bool> RecoverSandbox(SandboxRow& row);
+  // cgroups and full-network leftovers of sandboxes that are not running.
+  void RemoveLeftovers(const std::vector<SandboxRow>& rows);
 
   boost::asio::io_context& io_;
   boost::asio::thread_pool& pool_;
@@ -277,9 +231,10 @@ class SandboxManager {
   Store& store_;
   SandboxHost& host_;
   CommandObserver* observer_;
+  Admission admission_;
+  ComputeMeter meter_;
   LoopbackServices* loopback_ = nullptr;
   EgressProxy* egress_ = nullptr;
-  BudgetObserver* budget_observer_ = nullptr;
   FullNetwork* network_ = nullptr;
   std::map<std::string, std::shared_ptr<Live>> live_;  // running sandboxes by id
   std::map<std::string, bool> busy_;                   // a lifecycle operation is under way
@@ -287,7 +242,6 @@ class SandboxManager {
   std::map<std::string, std::shared_ptr<Command>> recent_;    // ended, kept for late attaches
   std::deque<std::string> recent_order_;
   boost::asio::steady_timer idle_timer_;
-  int64_t compute_debited_ms_ = 0;  // since this daemon started (ComputeCountedMs)
   bool detached_ = false;
 };
 

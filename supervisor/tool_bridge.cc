@@ -18,6 +18,7 @@
 #include "common/base64.h"
 #include "common/log.h"
 #include "supervisor/ids.h"
+#include "supervisor/loopback_acceptor.h"
 
 namespace corral::supervisor {
 
@@ -78,23 +79,23 @@ namespace {
 class ToolConnection;
 }  // namespace
 
-struct ToolBridge::Impl {
+struct ToolBridge::Impl : std::enable_shared_from_this<Impl> {
   Impl(asio::io_context& io_context, ToolAuthority& the_authority) : io(io_context), authority(the_authority) {}
 
   struct Sandbox {
-    std::unique_ptr<tcp::acceptor> acceptor;
     std::set<std::shared_ptr<ToolConnection>> connections;
   };
 
-  void Accept(const std::string& sandbox_id, const std::shared_ptr<Impl>& self);
+  void OnAccept(const std::string& sandbox_id, tcp::socket socket);
   void Remove(const std::string& sandbox_id, const std::shared_ptr<ToolConnection>& connection);
   void Close(const std::string& sandbox_id);
 
   asio::io_context& io;
   ToolAuthority& authority;
   std::map<std::string, Sandbox> sandboxes;
+  LoopbackAcceptor acceptor{io, "tools",
+                            [this](const std::string& id, tcp::socket socket) { OnAccept(id, std::move(socket)); }};
   uint64_t calls = 0;
-  bool stopped = false;
 };
 
 namespace {
@@ -339,29 +340,16 @@ class ToolConnection : public std::enable_shared_from_this<ToolConnection> {
 
 }  // namespace
 
-void ToolBridge::Impl::Accept(const std::string& sandbox_id, const std::shared_ptr<Impl>& self) {
-  auto it = sandboxes.find(sandbox_id);
-  if (it == sandboxes.end() || !it->second.acceptor) return;
-  it->second.acceptor->async_accept([self, sandbox_id](boost::system::error_code ec, tcp::socket socket) {
-    if (ec == asio::error::operation_aborted || self->stopped) return;
-    auto sandbox = self->sandboxes.find(sandbox_id);
-    if (sandbox == self->sandboxes.end()) return;
-    if (!ec) {
-      if (sandbox->second.connections.size() >= kMaxToolConnectionsPerSandbox) {
-        LogWarn("tools", "too many connections; refusing one", {{"sandbox", sandbox_id}});
-        socket.close(ec);
-      } else {
-        boost::system::error_code ignored;
-        socket.set_option(tcp::no_delay(true), ignored);
-        auto connection = std::make_shared<ToolConnection>(self, sandbox_id, std::move(socket));
-        sandbox->second.connections.insert(connection);
-        connection->Start();
-      }
-    } else if (ec == asio::error::no_descriptors) {
-      LogWarn("tools", "accept: out of file descriptors", {{"sandbox", sandbox_id}});
-    }
-    self->Accept(sandbox_id, self);
-  });
+// The acceptor calls this between Serve and Forget only: the sandbox has its entry.
+void ToolBridge::Impl::OnAccept(const std::string& sandbox_id, tcp::socket socket) {
+  Sandbox& sandbox = sandboxes[sandbox_id];
+  if (sandbox.connections.size() >= kMaxToolConnectionsPerSandbox) {
+    LogWarn("tools", "too many connections; refusing one", {{"sandbox", sandbox_id}});
+    return;  // the socket closes
+  }
+  auto connection = std::make_shared<ToolConnection>(shared_from_this(), sandbox_id, std::move(socket));
+  sandbox.connections.insert(connection);
+  connection->Start();
 }
 
 void ToolBridge::Impl::Remove(const std::string& sandbox_id, const std::shared_ptr<ToolConnection>& connection) {
@@ -371,8 +359,7 @@ void ToolBridge::Impl::Remove(const std::string& sandbox_id, const std::shared_p
 void ToolBridge::Impl::Close(const std::string& sandbox_id) {
   auto it = sandboxes.find(sandbox_id);
   if (it == sandboxes.end()) return;
-  boost::system::error_code ec;
-  if (it->second.acceptor) it->second.acceptor->close(ec);
+  acceptor.Forget(sandbox_id);
   // Close() removes each connection from the set: iterate over a copy.
   const auto connections = it->second.connections;
   for (const auto& connection : connections) connection->Close();
@@ -383,7 +370,6 @@ ToolBridge::ToolBridge(asio::io_context& io, ToolAuthority& authority, uint16_t 
     : port_(port), impl_(std::make_shared<Impl>(io, authority)) {}
 
 ToolBridge::~ToolBridge() {
-  impl_->stopped = true;
   std::vector<std::string> ids;
   for (const auto& [id, sandbox] : impl_->sandboxes) ids.push_back(id);
   for (const auto& id : ids) impl_->Close(id);
@@ -392,17 +378,7 @@ ToolBridge::~ToolBridge() {
 void ToolBridge::Serve(const std::string& sandbox_id, std::vector<UniqueFd> listeners) {
   Forget(sandbox_id);
   if (listeners.empty()) return;
-  Impl::Sandbox sandbox;
-  sandbox.acceptor = std::make_unique<tcp::acceptor>(impl_->io);
-  boost::system::error_code ec;
-  sandbox.acceptor->assign(tcp::v4(), listeners[0].get(), ec);
-  if (ec) {
-    LogError("tools", "cannot take the sandbox's listener", {{"sandbox", sandbox_id}, {"error", ec.message()}});
-    return;
-  }
-  (void)listeners[0].release();  // the acceptor owns it now
-  impl_->sandboxes[sandbox_id] = std::move(sandbox);
-  impl_->Accept(sandbox_id, impl_);
+  if (impl_->acceptor.Serve(sandbox_id, std::move(listeners[0]))) impl_->sandboxes[sandbox_id] = Impl::Sandbox{};
 }
 
 void ToolBridge::Forget(const std::string& sandbox_id) { impl_->Close(sandbox_id); }

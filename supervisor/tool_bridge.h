@@ -59,7 +59,8 @@
 #include <nlohmann/json.hpp>
 
 #include "common/unique_fd.h"
-#include "supervisor/sandbox_manager.h"
+#include "supervisor/loopback_ports.h"
+#include "supervisor/loopback_services.h"
 
 namespace corral::supervisor {
 
@@ -67,7 +68,6 @@ inline constexpr size_t kToolBridgeMaxLine = 8u << 20;       // 8 MiB, either di
 inline constexpr size_t kMaxOutstandingToolCalls = 64;       // per connection
 inline constexpr size_t kMaxToolConnectionsPerSandbox = 32;  // each is a file descriptor of the daemon
 inline constexpr int kToolBridgeHelloTimeoutSeconds = 10;
-inline constexpr uint16_t kToolBridgePort = 7881;  // on every sandbox's 127.0.0.1
 
 // A new session key for corral-mcp (CORRAL_TOOL_KEY): "ctk-" and 43 characters of base64url
 // (32 random bytes).
@@ -102,7 +102,7 @@ class ToolAuthority {
 class ToolBridge : public LoopbackServices {
  public:
   // `port` is where corral-mcp finds the bridge on each sandbox's 127.0.0.1 (CORRAL_TOOL_BRIDGE).
-  ToolBridge(boost::asio::io_context& io, ToolAuthority& authority, uint16_t port = 7881);
+  ToolBridge(boost::asio::io_context& io, ToolAuthority& authority, uint16_t port = kToolBridgePort);
   ~ToolBridge() override;
   ToolBridge(const ToolBridge&) = delete;
   ToolBridge& operator=(const ToolBridge&) = delete;
