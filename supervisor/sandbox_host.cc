@@ -145,6 +145,50 @@ Status SandboxHost::Prepare(const SandboxShape& shape) {
   return rootfs::EnsureDiskImage(LayerPath(shape.id), shape.disk_bytes, base, base);
 }
 
+namespace {
+
+// What corral-init is launched with, but its mounts: root inside over the sandbox's uid range,
+// the precompiled seccomp policy, the CPUs it is pinned to, its rlimits, argv and environment.
+isolation::LaunchPlan InitLaunchPlan(const SandboxShape& shape, const std::vector<int>& cpus) {
+  const uid_t base = static_cast<uid_t>(shape.uid_base);
+  isolation::LaunchPlan plan;
+  plan.cpu_mask = isolation::CpuMask(cpus);
+  plan.seccomp = isolation::PrecompiledSeccompPolicy();
+  plan.hostname = shape.hostname;
+  plan.host_uid_base = base;
+  plan.host_gid_base = base;
+  plan.uid = 0;
+  plan.gid = 0;
+  plan.cwd = "/";
+  plan.rlimits.push_back({RLIMIT_CORE, 0});
+  // Not the daemon's own (raised) limit: a fixed one, plenty for compilers and package managers,
+  // unless the daemon's hard limit is lower (raising it needs CAP_SYS_RESOURCE on the host).
+  struct rlimit files;
+  rlim_t open_files = kSandboxOpenFiles;
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_max < open_files) open_files = files.rlim_max;
+  plan.rlimits.push_back({RLIMIT_NOFILE, open_files});
+  plan.argv = {"corral-init", "--control"};
+  if (!shape.loopback_ports.empty()) {
+    plan.argv.push_back("--listeners=" + std::to_string(shape.loopback_ports.size()));
+    plan.loopback_ports = shape.loopback_ports;
+  }
+  plan.env = {"PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"};
+  plan.die_with_parent = false;
+  plan.init_capabilities = kInitCapabilities;
+  return plan;
+}
+
+// The sandbox's cgroup limits: memory, pids, and the CPU quota of its millicores.
+cgroups::CgroupLimits CgroupLimitsOf(const SandboxShape& shape) {
+  cgroups::CgroupLimits limits;
+  if (shape.memory_bytes > 0) limits.memory_max_bytes = shape.memory_bytes;
+  if (shape.pids > 0) limits.pids_max = shape.pids;
+  if (shape.cpu_millicores > 0) limits.cpu_quota_us = shape.cpu_millicores * limits.cpu_period_us / 1000;
+  return limits;
+}
+
+}  // namespace
+
 StatusOr<SandboxProcess> SandboxHost::Start(const SandboxShape& shape) {
   const uid_t base = static_cast<uid_t>(shape.uid_base);
   RETURN_IF_ERROR(Prepare(shape));
@@ -189,31 +233,8 @@ StatusOr<SandboxProcess> SandboxHost::Start(const SandboxShape& shape) {
     input.cpus_online = isolation::CpuListText(cpus);
   }
 
-  isolation::LaunchPlan plan;
+  isolation::LaunchPlan plan = InitLaunchPlan(shape, cpus);
   ASSIGN_OR_RETURN(plan.mounts, rootfs::BuildMountPlan(input));
-  plan.cpu_mask = isolation::CpuMask(cpus);
-  plan.seccomp = isolation::PrecompiledSeccompPolicy();
-  plan.hostname = shape.hostname;
-  plan.host_uid_base = base;
-  plan.host_gid_base = base;
-  plan.uid = 0;
-  plan.gid = 0;
-  plan.cwd = "/";
-  plan.rlimits.push_back({RLIMIT_CORE, 0});
-  // Not the daemon's own (raised) limit: a fixed one, plenty for compilers and package managers,
-  // unless the daemon's hard limit is lower (raising it needs CAP_SYS_RESOURCE on the host).
-  struct rlimit files;
-  rlim_t open_files = kSandboxOpenFiles;
-  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_max < open_files) open_files = files.rlim_max;
-  plan.rlimits.push_back({RLIMIT_NOFILE, open_files});
-  plan.argv = {"corral-init", "--control"};
-  if (!shape.loopback_ports.empty()) {
-    plan.argv.push_back("--listeners=" + std::to_string(shape.loopback_ports.size()));
-    plan.loopback_ports = shape.loopback_ports;
-  }
-  plan.env = {"PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"};
-  plan.die_with_parent = false;
-  plan.init_capabilities = kInitCapabilities;
 
   // A cgroup left by a sandbox that died with the previous daemon goes first, also at an older
   // corrald's place; a new start is always at the current one.
@@ -223,10 +244,7 @@ StatusOr<SandboxProcess> SandboxHost::Start(const SandboxShape& shape) {
   // rooted there (commands see "/cmd-N", and /sys/fs/cgroup is the whole sandbox); once it has
   // made it, init moves to its own leaf, <cgroup>/init.
   RETURN_IF_ERROR(backend_.Create(cgroup));
-  cgroups::CgroupLimits limits;
-  if (shape.memory_bytes > 0) limits.memory_max_bytes = shape.memory_bytes;
-  if (shape.pids > 0) limits.pids_max = shape.pids;
-  if (shape.cpu_millicores > 0) limits.cpu_quota_us = shape.cpu_millicores * limits.cpu_period_us / 1000;
+  const cgroups::CgroupLimits limits = CgroupLimitsOf(shape);
   auto fail = [&](Status status) {
     (void)backend_.Destroy(cgroup);
     return status;
