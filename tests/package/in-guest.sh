@@ -3,6 +3,9 @@
 # systemd (PID 1) and cgroup v2, with the package's dependencies and nothing of corral. Each step
 # is what an operator does, checked from outside corrald.
 set -euo pipefail
+# `... | has PATTERN`: like `grep -q`, but it reads all its input. Under pipefail, grep -q's early
+# exit makes the command before it die of SIGPIPE, and the pipeline fails although it matched.
+has() { [ "$(grep -c "$@")" != 0 ]; }
 DEB=$1
 # The previous release's corrald, corral, corral-init, corral-mcp, corrald.toml and commit
 # (run-package-test.sh), for the upgrade in place; "" skips that step.
@@ -112,7 +115,7 @@ done
 sed -i 's|^cgroup_parent = "corral"$|# cgroup_parent = ""|' /etc/corral/corrald.toml
 systemctl try-restart corrald
 expect_eq "$(systemctl is-active corrald)" active "corrald after the upgrade"
-journalctl -u corrald --no-pager -o cat | grep -q "joined the sandboxes' scope" || fail "corrald did not join the running scope"
+journalctl -u corrald --no-pager -o cat | has "joined the sandboxes' scope" || fail "corrald did not join the running scope"
 expect_eq "$(cat "/sys/fs/cgroup/corral/$OLD/init/cgroup.procs")" "$OLD_INIT" "the old sandbox's init after the upgrade"
 [ -d "/proc/$SLEEPER" ] || fail "the old sandbox's command died in the upgrade"
 expect_eq "$(corral exec "$OLD" -- cat old.txt)" old "the old sandbox's workspace"
@@ -151,10 +154,10 @@ step "the journal has corrald's fields"
 journalctl -u corrald -o json --no-pager > /tmp/journal.json
 grep -q '"COMPONENT"' /tmp/journal.json || fail "no COMPONENT field in corrald's journal entries"
 grep -q '"SANDBOX":"'"$SB"'"' /tmp/journal.json || fail "no entry carries SANDBOX=$SB"
-grep '"COMPONENT":"corrald"' /tmp/journal.json | grep '"MESSAGE":"listening address=' | grep -q '"PRIORITY":"6"' \
+grep '"COMPONENT":"corrald"' /tmp/journal.json | grep '"MESSAGE":"listening address=' | has '"PRIORITY":"6"' \
   || fail "no listening entry of corrald at PRIORITY 6 (info)"
-grep '"COMPONENT":"doctor"' /tmp/journal.json | grep -q '"PRIORITY":"4"' || fail "no doctor WARN at PRIORITY 4"
-journalctl -u corrald -p warning --no-pager -o cat | grep -q 'claude not found' || fail "journalctl -p warning misses the doctor's WARN"
+grep '"COMPONENT":"doctor"' /tmp/journal.json | has '"PRIORITY":"4"' || fail "no doctor WARN at PRIORITY 4"
+journalctl -u corrald -p warning --no-pager -o cat | has 'claude not found' || fail "journalctl -p warning misses the doctor's WARN"
 echo "$(grep -c '"COMPONENT"' /tmp/journal.json) entries with COMPONENT; e.g.:"
 journalctl -u corrald --no-pager -o cat SANDBOX="$SB" | head -3
 # No secret in the journal: the issuer's, nor the token's signature.
@@ -184,8 +187,8 @@ nothing_left() {
     [ ! -e "$p" ] || fail "$p is still there after purge"
   done
   ! grep -qE ' /(var/lib|run)/corral[/ ]' /proc/self/mountinfo || fail "mounts left: $(grep -E ' /(var/lib|run)/corral' /proc/self/mountinfo)"
-  for _ in $(seq 50); do find /sys/fs/cgroup -name '*corral*' | grep -q . || break; sleep 0.1; done
-  ! find /sys/fs/cgroup -name '*corral*' | grep -q . || fail "cgroups left: $(find /sys/fs/cgroup -name '*corral*')"
+  for _ in $(seq 50); do find /sys/fs/cgroup -name '*corral*' | has . || break; sleep 0.1; done
+  ! find /sys/fs/cgroup -name '*corral*' | has . || fail "cgroups left: $(find /sys/fs/cgroup -name '*corral*')"
   ! ls /etc/systemd/system/*/corrald.service >/dev/null 2>&1 || fail "the unit is still enabled"
 }
 
@@ -218,7 +221,7 @@ if [ -n "$PREV" ]; then
   [ -n "$SLEEPER" ] || fail "the previous release's command did not start"
   dpkg -i "$DEB" > /dev/null  # the upgrade: the postinst's try-restart starts this corrald
   expect_eq "$(systemctl is-active corrald)" active "corrald after the upgrade"
-  journalctl -u corrald --no-pager -o cat | grep -q "adopted where it runs.*sandbox=$OLD cgroup=corral/$OLD" \
+  journalctl -u corrald --no-pager -o cat | has "adopted where it runs.*sandbox=$OLD cgroup=corral/$OLD" \
     || fail "the upgraded corrald did not adopt $OLD at corral/$OLD"
   expect_eq "$(cat "/sys/fs/cgroup/corral/$OLD/init/cgroup.procs")" "$OLD_INIT" "the sandbox's init after the upgrade"
   [ -d "/proc/$SLEEPER" ] || fail "the sandbox's command died in the upgrade"
