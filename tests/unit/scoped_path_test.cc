@@ -143,8 +143,12 @@ TEST_F(ScopedPathTest, PseudoFileSystemsAreNamed) {
   EXPECT_EQ(PseudoFsOf(-1).status().error_number(), EBADF);
 }
 
+// On a node whose path exists in the test's root only: were the resolution to escape, the host
+// has no /sub/node to read or chmod (a broken OpenInRoot once chmod'ed the host's /etc/passwd).
 TEST_F(ScopedPathTest, ReopenAndChmodActOnTheNode) {
-  UniqueFd node = OpenInRoot(root_, "/etc/passwd", O_PATH);
+  ASSERT_TRUE(WriteNewFile(dir_ + "/root/sub/node", "inside\n").ok());
+  ASSERT_NE(access("/sub/node", F_OK), 0) << "the host has a /sub/node: this test would touch it";
+  UniqueFd node = OpenInRoot(root_, "/sub/node", O_PATH);
   ASSERT_TRUE(node);
   // An O_PATH fd reads nothing; reopened, the same inode does.
   char byte;
@@ -159,7 +163,7 @@ TEST_F(ScopedPathTest, ReopenAndChmodActOnTheNode) {
   EXPECT_EQ(a.st_ino, b.st_ino);
 
   EXPECT_EQ(ChmodNode(node.get(), 0640), 0);
-  ASSERT_EQ(stat((dir_ + "/root/etc/passwd").c_str(), &a), 0);
+  ASSERT_EQ(stat((dir_ + "/root/sub/node").c_str(), &a), 0);
   EXPECT_EQ(a.st_mode & 07777, 0640u);
   // Control: fchmod refuses an O_PATH fd.
   EXPECT_EQ(fchmod(node.get(), 0600), -1);
