@@ -1,29 +1,18 @@
 """The include-graph check itself: it must see an upward arrow and a cycle when there is one."""
 import os
-import shutil
-import tempfile
 import unittest
+
+import fake_tree
 
 import include_graph
 
 
-_made = []
-
-
 def tearDownModule():
-    for root in _made:
-        shutil.rmtree(root, ignore_errors=True)
+    fake_tree.remove_all()
 
 
 def tree(files):
-    root = tempfile.mkdtemp(prefix="corral-include-graph-")
-    _made.append(root)
-    for path, text in files.items():
-        full = os.path.join(root, path)
-        os.makedirs(os.path.dirname(full), exist_ok=True)
-        with open(full, "w", encoding="utf-8") as f:
-            f.write(text)
-    return root
+    return fake_tree.tree(files, prefix="corral-include-graph-")
 
 
 class IncludeGraphTest(unittest.TestCase):

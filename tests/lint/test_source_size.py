@@ -1,29 +1,17 @@
 """The size check itself: it must see a long file and a long function, and pass their controls."""
-import os
-import shutil
-import tempfile
 import unittest
+
+import fake_tree
 
 import source_size
 
 
-_made = []
-
-
 def tearDownModule():
-    for root in _made:
-        shutil.rmtree(root, ignore_errors=True)
+    fake_tree.remove_all()
 
 
 def tree(files):
-    root = tempfile.mkdtemp(prefix="corral-source-size-")
-    _made.append(root)
-    for path, text in files.items():
-        full = os.path.join(root, path)
-        os.makedirs(os.path.dirname(full), exist_ok=True)
-        with open(full, "w", encoding="utf-8") as f:
-            f.write(text)
-    return root
+    return fake_tree.tree(files, prefix="corral-source-size-")
 
 
 def function(name, body_lines):
