@@ -4,6 +4,7 @@
 // iproute2 and nft, not with the code under test. The packet-level behaviour (NAT, refusals,
 // DNS) is tried end to end by tests/e2e/test_full_network.py.
 #include "supervisor/full_network.h"
+#include "tests/root/netns_child_util.h"
 
 #include <fcntl.h>
 #include <sched.h>
@@ -39,44 +40,8 @@ std::optional<std::string> Shell(const std::string& command) {
   return out;
 }
 
-// A stand-in for a sandbox's init: a child in a network namespace of its own, until killed.
-struct FakeSandbox {
-  pid_t pid = -1;
-  int pidfd = -1;
-
-  static std::unique_ptr<FakeSandbox> Start() {
-    auto sandbox = std::make_unique<FakeSandbox>();
-    int ready[2];
-    if (pipe2(ready, O_CLOEXEC) != 0) return nullptr;
-    sandbox->pid = fork();
-    if (sandbox->pid == 0) {
-      if (unshare(CLONE_NEWNET) != 0) _exit(1);
-      (void)!write(ready[1], "r", 1);
-      for (;;) pause();
-    }
-    close(ready[1]);
-    char byte = 0;
-    const bool ok = read(ready[0], &byte, 1) == 1;
-    close(ready[0]);
-    if (!ok) return nullptr;
-    sandbox->pidfd = static_cast<int>(syscall(SYS_pidfd_open, sandbox->pid, 0));
-    return sandbox;
-  }
-
-  std::string In(const std::string& command) const {
-    return "nsenter --net=/proc/" + std::to_string(pid) + "/ns/net " + command;
-  }
-
-  void Kill() {
-    if (pid <= 0) return;
-    kill(pid, SIGKILL);
-    waitpid(pid, nullptr, 0);
-    pid = -1;
-    if (pidfd >= 0) close(pidfd);
-    pidfd = -1;
-  }
-  ~FakeSandbox() { Kill(); }
-};
+// A stand-in for a sandbox's init.
+using FakeSandbox = testing::NetnsChild;
 
 class FullNetworkTest : public ::testing::Test {
  protected:
@@ -155,7 +120,7 @@ TEST_F(FullNetworkTest, AttachGivesTheSandboxEth0ItsAddressARouteAndAFilter) {
   EXPECT_THAT(*Shell(sandbox.In("ip -o link show")), Not(HasSubstr("eth0")));
   EXPECT_THAT(HostTables(), Not(::testing::Contains("inet corral_sb_one")));
 
-  auto attached = network->Attach("sb_one", sandbox.pidfd, {*Cidr::Parse("10.77.0.5/32")});
+  auto attached = network->Attach("sb_one", sandbox.pidfd.get(), {*Cidr::Parse("10.77.0.5/32")});
   ASSERT_TRUE(attached.ok()) << attached.status().ToString();
   EXPECT_EQ(attached->interface, "crl0");
   EXPECT_EQ(attached->address, "10.99.0.2");
@@ -193,14 +158,14 @@ TEST_F(FullNetworkTest, EachSandboxGetsItsOwnSlotUntilTheSubnetIsFull) {
   FakeSandbox& a = NewSandbox();
   FakeSandbox& b = NewSandbox();
   FakeSandbox& c = NewSandbox();
-  auto first = network->Attach("sb_a", a.pidfd, {});
-  auto second = network->Attach("sb_b", b.pidfd, {});
+  auto first = network->Attach("sb_a", a.pidfd.get(), {});
+  auto second = network->Attach("sb_b", b.pidfd.get(), {});
   ASSERT_TRUE(first.ok()) << first.status().ToString();
   ASSERT_TRUE(second.ok()) << second.status().ToString();
   EXPECT_EQ(first->address, "10.99.1.2");
   EXPECT_EQ(second->address, "10.99.1.6");
   EXPECT_EQ(second->interface, "crl1");
-  auto third = network->Attach("sb_c", c.pidfd, {});
+  auto third = network->Attach("sb_c", c.pidfd.get(), {});
   ASSERT_FALSE(third.ok());
   EXPECT_EQ(third.status().error_number(), EAGAIN);
   EXPECT_THAT(std::string(third.status().message()), HasSubstr("10.99.1.0/29"));
@@ -211,7 +176,7 @@ TEST_F(FullNetworkTest, EachSandboxGetsItsOwnSlotUntilTheSubnetIsFull) {
   // A slot comes free when its sandbox goes; the next one takes it.
   a.Kill();
   { auto s = network->Detach("sb_a"); ASSERT_TRUE(s.ok()) << s.ToString(); }
-  auto again = network->Attach("sb_c", c.pidfd, {});
+  auto again = network->Attach("sb_c", c.pidfd.get(), {});
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ(again->interface, "crl0");
 }
@@ -221,8 +186,8 @@ TEST_F(FullNetworkTest, DetachRemovesTheTableAndTheLinkAndIsIdempotent) {
   ASSERT_NE(network, nullptr);
   FakeSandbox& sandbox = NewSandbox();
   FakeSandbox& other = NewSandbox();
-  ASSERT_TRUE(network->Attach("sb_gone", sandbox.pidfd, {}).ok());
-  ASSERT_TRUE(network->Attach("sb_kept", other.pidfd, {}).ok());
+  ASSERT_TRUE(network->Attach("sb_gone", sandbox.pidfd.get(), {}).ok());
+  ASSERT_TRUE(network->Attach("sb_kept", other.pidfd.get(), {}).ok());
   { auto s = network->Detach("sb_gone"); ASSERT_TRUE(s.ok()) << s.ToString(); }
   EXPECT_THAT(HostTables(), Not(::testing::Contains("inet corral_sb_gone")));
   EXPECT_THAT(*Shell(sandbox.In("ip -o link show")), Not(HasSubstr("eth0")));  // the pair went
@@ -238,9 +203,9 @@ TEST_F(FullNetworkTest, CleanupRemovesWhatBelongsToNoRunningSandbox) {
   FakeSandbox& running = NewSandbox();
   FakeSandbox& died = NewSandbox();
   FakeSandbox& stale = NewSandbox();
-  ASSERT_TRUE(network->Attach("sb_running", running.pidfd, {}).ok());
-  ASSERT_TRUE(network->Attach("sb_died", died.pidfd, {}).ok());
-  ASSERT_TRUE(network->Attach("sb_stale", stale.pidfd, {}).ok());
+  ASSERT_TRUE(network->Attach("sb_running", running.pidfd.get(), {}).ok());
+  ASSERT_TRUE(network->Attach("sb_died", died.pidfd.get(), {}).ok());
+  ASSERT_TRUE(network->Attach("sb_stale", stale.pidfd.get(), {}).ok());
   // One sandbox died with the daemon: its veth went with it, its table stayed. Another one's
   // process lives on but the store says it is not running: its link and table both go.
   died.Kill();
@@ -261,7 +226,7 @@ TEST_F(FullNetworkTest, UpdateReplacesTheAllowedRangesOfAnAttachedSandbox) {
   auto network = Make("10.99.4.0/24");
   ASSERT_NE(network, nullptr);
   FakeSandbox& sandbox = NewSandbox();
-  ASSERT_TRUE(network->Attach("sb_upd", sandbox.pidfd, {}).ok());
+  ASSERT_TRUE(network->Attach("sb_upd", sandbox.pidfd.get(), {}).ok());
   EXPECT_THAT(*Shell(InHost("nft list table inet corral_sb_upd")), Not(HasSubstr("10.77.0.0/16")));
   ASSERT_TRUE(network->Update("sb_upd", {*Cidr::Parse("10.77.0.0/16"), *Cidr::Parse("fd00::/8")}).ok());
   const std::string rules = *Shell(InHost("nft list table inet corral_sb_upd"));
@@ -288,7 +253,7 @@ TEST_F(FullNetworkTest, BadInputIsRefused) {
   auto network = FullNetwork::Create(config);
   ASSERT_TRUE(network.ok());  // the positive control
   FakeSandbox& sandbox = NewSandbox();
-  auto bad = (*network)->Attach("sb x; flush ruleset", sandbox.pidfd, {});
+  auto bad = (*network)->Attach("sb x; flush ruleset", sandbox.pidfd.get(), {});
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().error_number(), EINVAL);
 }

@@ -25,6 +25,7 @@
 #include "isolation/net/netlink.h"
 #include "isolation/net/nftables.h"
 #include "isolation/netns.h"
+#include "tests/root/netns_child_util.h"
 
 namespace corral::isolation {
 namespace {
@@ -60,54 +61,18 @@ ino_t SocketNetns(int sock) {
   return ns ? InodeOf(ns.get()) : 0;
 }
 
-// A child process in a network namespace of its own, until killed.
-struct Netns {
-  pid_t pid = -1;
-  UniqueFd file;   // /proc/<pid>/ns/net
-  UniqueFd pidfd;
-
-  static std::unique_ptr<Netns> Start() {
-    auto ns = std::make_unique<Netns>();
-    int ready[2];
-    if (pipe2(ready, O_CLOEXEC) != 0) return nullptr;
-    ns->pid = fork();
-    if (ns->pid == 0) {
-      if (unshare(CLONE_NEWNET) != 0) _exit(1);
-      (void)!write(ready[1], "r", 1);
-      for (;;) pause();
-    }
-    close(ready[1]);
-    char byte = 0;
-    const bool ok = read(ready[0], &byte, 1) == 1;
-    close(ready[0]);
-    if (!ok) return nullptr;
-    ns->file.reset(open(("/proc/" + std::to_string(ns->pid) + "/ns/net").c_str(), O_RDONLY | O_CLOEXEC));
-    ns->pidfd.reset(static_cast<int>(syscall(SYS_pidfd_open, ns->pid, 0)));
-    return ns;
-  }
-  std::string In(const std::string& command) const {
-    return "nsenter --net=/proc/" + std::to_string(pid) + "/ns/net " + command;
-  }
-  ~Netns() {
-    if (pid > 0) {
-      kill(pid, SIGKILL);
-      waitpid(pid, nullptr, 0);
-    }
-  }
-};
-
 class IsolationNetTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (geteuid() != 0) GTEST_SKIP() << "needs root (setns, network namespaces, netlink)";
-    a_ = Netns::Start();
-    b_ = Netns::Start();
+    a_ = testing::NetnsChild::Start();
+    b_ = testing::NetnsChild::Start();
     ASSERT_TRUE(a_ && b_ && a_->file && b_->file && a_->pidfd);
     auto home = OpenThreadNetworkNamespace("open the test's network namespace");
     ASSERT_TRUE(home.ok()) << home.status().ToString();
     home_ = std::move(*home);
   }
-  std::unique_ptr<Netns> a_, b_;
+  std::unique_ptr<testing::NetnsChild> a_, b_;
   UniqueFd home_;
 };
 

@@ -9,22 +9,17 @@
 #include <string>
 
 #include "common/file_util.h"
-#include "tests/testing/temp_dir.h"
+#include "tests/unit/store_test_util.h"
 
 namespace corral::supervisor {
 namespace {
 
-class LedgerTest : public ::testing::Test {
+// A store on a temporary directory (store_test_util.h), and the service over it.
+class LedgerTest : public StoreTest {
  protected:
   void SetUp() override {
-    auto store = Store::Open(dir_ + "/corrald.db");
-    ASSERT_TRUE(store.ok()) << store.status().ToString();
-    store_ = std::move(*store);
+    StoreTest::SetUp();
     ledger_ = std::make_unique<Ledger>(*store_);
-  }
-  void TearDown() override {
-    ledger_.reset();
-    store_.reset();
   }
 
   int64_t Debit(const std::string& iss, const std::string& sub, int64_t ms, int64_t at) {
@@ -40,9 +35,6 @@ class LedgerTest : public ::testing::Test {
     return id.ok() ? *id : -1;
   }
 
-  test::TempDir tmp_{"ledger"};
-  const std::string dir_ = tmp_.path();
-  std::unique_ptr<Store> store_;
   std::unique_ptr<Ledger> ledger_;
 };
 

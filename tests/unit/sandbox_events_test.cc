@@ -10,22 +10,17 @@
 #include <vector>
 
 #include "common/file_util.h"
-#include "tests/testing/temp_dir.h"
+#include "tests/unit/store_test_util.h"
 
 namespace corral::supervisor {
 namespace {
 
-class SandboxEventsTest : public ::testing::Test {
+// A store on a temporary directory (store_test_util.h), and the service over it.
+class SandboxEventsTest : public StoreTest {
  protected:
   void SetUp() override {
-    auto store = Store::Open(dir_ + "/corrald.db");
-    ASSERT_TRUE(store.ok()) << store.status().ToString();
-    store_ = std::move(*store);
+    StoreTest::SetUp();
     events_ = std::make_unique<SandboxEvents>(*store_);
-  }
-  void TearDown() override {
-    events_.reset();
-    store_.reset();
   }
 
   int64_t Append(const std::string& sandbox, const std::string& type) {
@@ -34,9 +29,6 @@ class SandboxEventsTest : public ::testing::Test {
     return seq.ok() ? *seq : -1;
   }
 
-  test::TempDir tmp_{"events"};
-  const std::string dir_ = tmp_.path();
-  std::unique_ptr<Store> store_;
   std::unique_ptr<SandboxEvents> events_;
 };
 

@@ -26,47 +26,12 @@
 #include "common/file_util.h"
 #include "supervisor/store.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/unit/store_test_util.h"
 
 namespace corral::supervisor {
 namespace {
 
-// A raw connection, to look at the file the way another process would (as in store_test.cc).
-class RawDb {
- public:
-  explicit RawDb(const std::string& path) {
-    if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK) {
-      ADD_FAILURE() << "sqlite3_open_v2 " << path << ": " << sqlite3_errmsg(db_);
-    }
-  }
-  ~RawDb() { sqlite3_close(db_); }
-  RawDb(const RawDb&) = delete;
-  RawDb& operator=(const RawDb&) = delete;
-
-  // Runs constant SQL; returns the first column of every row it produced, one per line.
-  std::string Exec(const std::string& sql) {
-    std::string result;
-    char* error = nullptr;
-    int rc = sqlite3_exec(
-        db_, sql.c_str(),
-        [](void* out, int columns, char** values, char**) {
-          auto* text = static_cast<std::string*>(out);
-          if (!text->empty()) *text += "\n";
-          if (columns > 0) *text += values[0] ? values[0] : "NULL";
-          return 0;
-        },
-        &result, &error);
-    if (rc != SQLITE_OK) {
-      ADD_FAILURE() << sql << ": " << (error ? error : "?");
-      sqlite3_free(error);
-    }
-    return result;
-  }
-
- private:
-  sqlite3* db_ = nullptr;
-};
-
-bool Exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
+// RawDb and Exists: store_test_util.h.
 
 constexpr int64_t kRows = 2000;  // the child would write this many if nobody stopped it
 
