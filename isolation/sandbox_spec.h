@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "isolation/resource_limits.h"
 
 namespace corral::isolation {
 
@@ -27,16 +28,6 @@ struct BindMount {
   std::string source;  // absolute host path, no symlink components
   std::string target;  // absolute path inside the sandbox, normalized
   bool read_only = false;
-};
-
-struct ResourceLimits {
-  std::optional<uint64_t> memory_bytes;     // swap is off whenever set
-  std::optional<uint64_t> cpu_millicores;   // 1500 = 1.5 cores
-  std::optional<uint64_t> pids;
-  std::optional<uint64_t> wall_time_us;
-  std::optional<uint64_t> cpu_time_us;      // user+system of the whole cgroup tree
-  std::optional<uint64_t> disk_bytes;       // cap on what the sandbox can write
-  std::optional<uint64_t> nofile;           // RLIMIT_NOFILE, soft and hard
 };
 
 class SandboxSpec {
