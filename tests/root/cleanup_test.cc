@@ -12,7 +12,7 @@
 #include "common/file_util.h"
 #include "tests/root/root_test_util.h"
 
-namespace corral::testing {
+namespace corral::test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -123,4 +123,4 @@ TEST_F(CleanupTest, ParallelRunsShareTheParentCgroupSafely) {
 }
 
 }  // namespace
-}  // namespace corral::testing
+}  // namespace corral::test

@@ -41,7 +41,7 @@ std::optional<std::string> Shell(const std::string& command) {
 }
 
 // A stand-in for a sandbox's init.
-using FakeSandbox = testing::NetnsChild;
+using FakeSandbox = test::NetnsChild;
 
 class FullNetworkTest : public ::testing::Test {
  protected:

@@ -65,14 +65,14 @@ class IsolationNetTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (geteuid() != 0) GTEST_SKIP() << "needs root (setns, network namespaces, netlink)";
-    a_ = testing::NetnsChild::Start();
-    b_ = testing::NetnsChild::Start();
+    a_ = test::NetnsChild::Start();
+    b_ = test::NetnsChild::Start();
     ASSERT_TRUE(a_ && b_ && a_->file && b_->file && a_->pidfd);
     auto home = OpenThreadNetworkNamespace("open the test's network namespace");
     ASSERT_TRUE(home.ok()) << home.status().ToString();
     home_ = std::move(*home);
   }
-  std::unique_ptr<testing::NetnsChild> a_, b_;
+  std::unique_ptr<test::NetnsChild> a_, b_;
   UniqueFd home_;
 };
 

@@ -14,7 +14,7 @@
 #include "common/file_util.h"
 #include "tests/root/root_test_util.h"
 
-namespace corral::testing {
+namespace corral::test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -430,4 +430,4 @@ TEST_F(IsolationTest, SymlinkedProcInAWorkspaceFailsClosed) {
 }
 
 }  // namespace
-}  // namespace corral::testing
+}  // namespace corral::test

@@ -7,7 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-namespace corral::testing {
+namespace corral::test {
 
 std::unique_ptr<NetnsChild> NetnsChild::Start() {
   auto child = std::make_unique<NetnsChild>();
@@ -42,4 +42,4 @@ void NetnsChild::Kill() {
   pidfd.reset();
 }
 
-}  // namespace corral::testing
+}  // namespace corral::test

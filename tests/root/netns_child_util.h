@@ -10,7 +10,7 @@
 
 #include "common/unique_fd.h"
 
-namespace corral::testing {
+namespace corral::test {
 
 struct NetnsChild {
   pid_t pid = -1;
@@ -26,4 +26,4 @@ struct NetnsChild {
   ~NetnsChild() { Kill(); }
 };
 
-}  // namespace corral::testing
+}  // namespace corral::test

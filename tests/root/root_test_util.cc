@@ -18,7 +18,7 @@
 #include "cgroups/cgroup_backend.h"
 #include "common/file_util.h"
 
-namespace corral::testing {
+namespace corral::test {
 namespace {
 
 const char* const kCgroupRoots[] = {"/sys/fs/cgroup/pids", "/sys/fs/cgroup/memory",
@@ -227,4 +227,4 @@ void SandboxEnvironment::TearDown() {
   (void)RemoveTree(TestStateDir());
 }
 
-}  // namespace corral::testing
+}  // namespace corral::test

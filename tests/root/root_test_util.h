@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace corral::testing {
+namespace corral::test {
 
 struct CorralResult {
   int exit_code = -1;       // -1: did not exit (timed out and was killed)
@@ -60,4 +60,4 @@ class SandboxEnvironment : public ::testing::Environment {
   void TearDown() override;
 };
 
-}  // namespace corral::testing
+}  // namespace corral::test

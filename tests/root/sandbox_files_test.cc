@@ -136,7 +136,7 @@ bool Exists(const std::string& host_path) {
   return lstat(host_path.c_str(), &st) == 0;
 }
 
-class SandboxFilesTest : public testing::SandboxTest {
+class SandboxFilesTest : public test::SandboxTest {
  protected:
   void SetUp() override {
     SandboxTest::SetUp();
@@ -147,9 +147,9 @@ class SandboxFilesTest : public testing::SandboxTest {
     long probe = syscall(SYS_openat2, AT_FDCWD, "/", &how, sizeof(how));
     if (probe < 0) GTEST_SKIP() << "openat2 unavailable: " << ErrnoName(errno);
     close(static_cast<int>(probe));
-    config_.state_dir = testing::TestStateDir();
-    config_.run_dir = testing::TestRunDir();
-    config_.cgroup_parent = testing::TestCgroupParent();
+    config_.state_dir = test::TestStateDir();
+    config_.run_dir = test::TestRunDir();
+    config_.cgroup_parent = test::TestCgroupParent();
     auto backend = cgroups::DetectBackend(config_.cgroup_mount);
     ASSERT_TRUE(backend.ok()) << backend.status().ToString();
     backend_ = std::move(*backend);

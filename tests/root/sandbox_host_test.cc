@@ -38,14 +38,14 @@ struct Finished {
   pid_t host_pid = 0;
 };
 
-class SandboxHostTest : public testing::SandboxTest {
+class SandboxHostTest : public test::SandboxTest {
  protected:
   void SetUp() override {
     SandboxTest::SetUp();
     if (IsSkipped()) return;
-    config_.state_dir = testing::TestStateDir();
-    config_.run_dir = testing::TestRunDir();
-    config_.cgroup_parent = testing::TestCgroupParent();
+    config_.state_dir = test::TestStateDir();
+    config_.run_dir = test::TestRunDir();
+    config_.cgroup_parent = test::TestCgroupParent();
     auto backend = cgroups::DetectBackend(config_.cgroup_mount);
     ASSERT_TRUE(backend.ok()) << backend.status().ToString();
     backend_ = std::move(*backend);
@@ -391,7 +391,7 @@ TEST_F(SandboxHostTest, SignalsReachTheCommandsProcessGroup) {
   ASSERT_TRUE(host_->backend().Attach(host_->CommandCgroup(shape_.id, request.seq), hello->sender_pid).ok());
   ASSERT_TRUE(SendChildGo(fds->sync.get()).ok());
   // Wait until both sleeps run, then TERM the group.
-  ASSERT_TRUE(testing::WaitFor([&] {
+  ASSERT_TRUE(test::WaitFor([&] {
     auto procs = host_->backend().Procs(host_->CommandCgroup(shape_.id, request.seq));
     return procs.ok() && procs->size() == 3;
   }, 10));
@@ -412,7 +412,7 @@ TEST_F(SandboxHostTest, FilesSurviveStopAndStart) {
   EXPECT_EQ(Run(Sh("echo kept > ~/note; echo gone > /tmp/scratch")).wait_status, 0);
   ASSERT_TRUE(host_->Stop(shape_.id, &*running_).ok());
   running_.reset();
-  EXPECT_TRUE(testing::SandboxCgroups().empty());
+  EXPECT_TRUE(test::SandboxCgroups().empty());
   struct stat st;
   EXPECT_NE(stat(host_->ControlPath(shape_.id).c_str(), &st), 0);
   EXPECT_EQ(stat(host_->LayerPath(shape_.id).c_str(), &st), 0);
@@ -492,7 +492,7 @@ TEST_F(SandboxHostTest, AnotherUserInsideCannotOpenACommandsStdio) {
   ASSERT_TRUE(host_->CreateCommandCgroup(shape_.id, request.seq).ok());
   ASSERT_TRUE(host_->backend().Attach(host_->CommandCgroup(shape_.id, request.seq), hello->sender_pid).ok());
   ASSERT_TRUE(SendChildGo(fds->sync.get()).ok());
-  ASSERT_TRUE(testing::WaitFor([&] {
+  ASSERT_TRUE(test::WaitFor([&] {
     auto comm = ReadFileToString("/proc/" + std::to_string(hello->sender_pid) + "/comm");
     return comm.ok() && *comm == "sleep\n";
   }, 10));

@@ -11,7 +11,7 @@
 #include "common/file_util.h"
 #include "tests/root/root_test_util.h"
 
-namespace corral::testing {
+namespace corral::test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -179,4 +179,4 @@ TEST_F(CorralRunTest, EnvAndCwd) {
 }
 
 }  // namespace
-}  // namespace corral::testing
+}  // namespace corral::test

@@ -18,7 +18,7 @@
 #include "isolation/cpu_affinity.h"
 #include "tests/root/root_test_util.h"
 
-namespace corral::testing {
+namespace corral::test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -188,4 +188,4 @@ TEST_F(SandboxViewTest, NodeReportsTheSandboxsMemoryAndCpus) {
 }
 
 }  // namespace
-}  // namespace corral::testing
+}  // namespace corral::test
