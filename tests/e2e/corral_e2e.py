@@ -462,8 +462,26 @@ class DaemonTestCase(unittest.TestCase):
     def run_async(self, coro):
         return asyncio.run(coro)
 
+    def exec_once(self, token, sandbox, argv, timeout=60):
+        """Runs one command over the WebSocket to its end: (its outcome, its command id)."""
+        async def go():
+            c = await WsClient.connect(self.daemon.ws_url(), token)
+            try:
+                reply = await c.request("exec", sandbox=sandbox, argv=argv)
+                self.assertTrue(reply["ok"], reply)
+                while True:
+                    event = await c.next_event(timeout=timeout)
+                    if event.get("event") == "exit":
+                        return event["outcome"], reply["result"]["command"]
+            finally:
+                await c.close()
+        return self.run_async(go())
+
 
 # ---- helpers shared by the recovery, CLI and lifecycle tests ----
+
+# A command that spins on one CPU until it is stopped (compute budgets and records).
+SPIN = ["sh", "-c", "while :; do :; done"]
 
 def wait_until(predicate, timeout=30, interval=0.05, what="the condition"):
     """Polls `predicate` until it returns something truthy; fails the test after `timeout`."""

@@ -13,27 +13,12 @@ import unittest
 import os
 import subprocess
 
-from corral_e2e import CORRAL, DaemonTestCase, UnixHTTPConnection, WsClient, metric_delta, mint, wait_until
+from corral_e2e import CORRAL, SPIN, DaemonTestCase, UnixHTTPConnection, WsClient, metric_delta, mint, wait_until
 
-SPIN = ["sh", "-c", "while :; do :; done"]
 METER_INTERVAL_S = 5
 
 
 class ComputeBudgets(DaemonTestCase):
-
-    def exec_once(self, token, sandbox, argv, timeout=60):
-        async def go():
-            c = await WsClient.connect(self.daemon.ws_url(), token)
-            try:
-                reply = await c.request("exec", sandbox=sandbox, argv=argv)
-                self.assertTrue(reply["ok"], reply)
-                while True:
-                    event = await c.next_event(timeout=timeout)
-                    if event.get("event") == "exit":
-                        return event["outcome"]
-            finally:
-                await c.close()
-        return self.run_async(go())
 
     def usage(self, token):
         status, body = self.daemon.http("GET", "/v1/usage", token)
@@ -46,7 +31,7 @@ class ComputeBudgets(DaemonTestCase):
         sandbox = self.create_sandbox(token)["id"]
         self.addCleanup(self.daemon.http, "DELETE", f"/v1/sandboxes/{sandbox}", token)
         started = time.monotonic()
-        outcome = self.exec_once(token, sandbox, SPIN)
+        outcome, _ = self.exec_once(token, sandbox, SPIN)
         elapsed = time.monotonic() - started
         self.assertEqual(outcome["outcome"], "budget_exhausted", outcome)
         # Stopped within a metering interval (and some slack) of spending 2 CPU-seconds.
@@ -87,7 +72,7 @@ class ComputeBudgets(DaemonTestCase):
         before = self.daemon.metrics()
         sandbox = self.create_sandbox(token)["id"]
         self.addCleanup(self.daemon.http, "DELETE", f"/v1/sandboxes/{sandbox}", token)
-        outcome = self.exec_once(token, sandbox, ["timeout", "3", "sh", "-c", "while :; do :; done"])
+        outcome, _ = self.exec_once(token, sandbox, ["timeout", "3"] + SPIN)
         self.assertEqual((outcome["outcome"], outcome.get("exit_code")), ("exited", 124), outcome)
         # Metered while it runs (every interval), not only when it stops: the ledger (the
         # operator's export) has it while the sandbox still runs.
@@ -111,7 +96,7 @@ class ComputeBudgets(DaemonTestCase):
         token = self.token("exported", budget={"compute_s": 3600, "window": "day"})
         sandbox = self.create_sandbox(token)["id"]
         self.addCleanup(self.daemon.http, "DELETE", f"/v1/sandboxes/{sandbox}", token)
-        self.exec_once(token, sandbox, ["timeout", "2", "sh", "-c", "while :; do :; done"])
+        self.exec_once(token, sandbox, ["timeout", "2"] + SPIN)
         self.assertGreater(self.usage(token)["compute"]["spent_s"], 0)
         # Stopped, nothing of it is left to debit: the report is the ledger.
         status, body = self.daemon.http("POST", f"/v1/sandboxes/{sandbox}/stop", token)

@@ -19,12 +19,11 @@ import subprocess
 import threading
 import time
 
-from corral_e2e import (CGROUP_ROOT, CORRAL, DaemonTestCase, UnixHTTPConnection, WsClient, init_pids, process_gone,
+from corral_e2e import (CGROUP_ROOT, CORRAL, SPIN, DaemonTestCase, UnixHTTPConnection, WsClient, init_pids, process_gone,
                         sandbox_cgroups, wait_until)
 
 # Prints as fast as it can: a client that stops reading stalls it within a fraction of a second.
 FLOOD = ["sh", "-c", "exec yes 0123456789abcdef0123456789abcdef0123456789abcdef"]
-SPIN = ["sh", "-c", "while :; do :; done"]
 # Spins and ignores SIGTERM: a stop has to wait out its grace period (2 s here), then kill it.
 STUBBORN = ["sh", "-c", "trap '' TERM; while :; do :; done"]
 METER_INTERVAL_S = 5
@@ -127,20 +126,6 @@ class CommandRecords(DaemonTestCase):
         self.assertEqual(seqs[0], 1)
         self.assertEqual(exit_event["seq"], seqs[-1] + 1)
         self.assertEqual(exit_event["outcome"], row["outcome"])
-
-    def exec_once(self, token, sandbox, argv, timeout=60):
-        async def go():
-            c = await WsClient.connect(self.daemon.ws_url(), token)
-            try:
-                reply = await c.request("exec", sandbox=sandbox, argv=argv)
-                self.assertTrue(reply["ok"], reply)
-                while True:
-                    event = await c.next_event(timeout=timeout)
-                    if event.get("event") == "exit":
-                        return event["outcome"], reply["result"]["command"]
-            finally:
-                await c.close()
-        return self.run_async(go())
 
     def sandbox(self, token, **body):
         sandbox = self.create_sandbox(token, **body)["id"]
