@@ -52,83 +52,25 @@ done
 to_bytes() { numfmt --from=iec "$1"; }
 MEM_BYTES=$(to_bytes "$MEM")
 
-# ------------------------------------------------------------------- cgroup layout of this host
-if [ "$(stat -f -c %T /sys/fs/cgroup)" = cgroup2fs ]; then
-  CGMODE=v2 HYBRID=
-  CGDESC="v2 (unified): $(cat /sys/fs/cgroup/cgroup.controllers)"
-else
-  CGMODE=v1
-  for c in memory pids; do
-    [ "$(stat -f -c %T /sys/fs/cgroup/$c 2>/dev/null)" = cgroupfs ] || die "no v1 $c hierarchy at /sys/fs/cgroup/$c"
-  done
-  HYBRID=
-  if [ "$(stat -f -c %T /sys/fs/cgroup/unified 2>/dev/null)" = cgroup2fs ]; then
-    HYBRID=1
-    CGDESC="v1 hybrid: v1 hierarchies $(awk '$3 == "cgroup" {sub(".*/", "", $2); printf "%s ", $2}' /proc/self/mounts)+ cgroup2 at /sys/fs/cgroup/unified with controllers: $(cat /sys/fs/cgroup/unified/cgroup.controllers)"
-  else
-    CGDESC="v1: $(awk '$3 == "cgroup" {sub(".*/", "", $2); printf "%s ", $2}' /proc/self/mounts)"
-  fi
-fi
-
-# crun 1.8.1 refuses a hybrid host whose cgroup2 mount (/sys/fs/cgroup/unified) is cgroup2fs.
-# So crun runs in a private mount namespace where /sys/fs/cgroup/unified is covered by a fresh,
-# throwaway tmpfs: crun then sees plain v1. (Only covering, never unmounting: after an unmount
-# crun would write into the host's /sys/fs/cgroup tmpfs underneath; cleanup() checks it.)
-in_ns() { # tool cmd... : run cmd as the tool needs it
-  local tool=$1; shift
-  if [ "$tool" = crun ] && [ -n "$HYBRID" ]; then
-    unshare -m --propagation private -- /bin/bash -c \
-      'mount -t tmpfs -o size=64k,mode=755 crun-bench-unified /sys/fs/cgroup/unified || exit 125; exec "$@"' \
-      in_ns "$@"
-  else
-    "$@"
-  fi
-}
+. "$HERE/common.sh"   # CGMODE, HYBRID, CGDESC, in_ns, cleanup helpers, the report's meta
 
 # ------------------------------------------------------------------- cleanup (trap EXIT)
 # What this run creates: cgroups named $CGBASE (and below) in every cgroup hierarchy, containers
 # named $TAG-* in crun's and runc's state, files under bench/.work and bench/out. /sys/fs/cgroup
 # itself (a tmpfs on v1 hosts) is compared before and after: any new entry there fails the run.
-CG_TMPFS=; [ "$(stat -f -c %T /sys/fs/cgroup)" != tmpfs ] || CG_TMPFS=1
-CG_TMPFS_BEFORE=$(ls -A /sys/fs/cgroup | sort)
-cg_mounts() { awk '$3 == "cgroup" || $3 == "cgroup2" {print $2}' /proc/self/mounts; }
 cleanup() {
-  local rc=$? id m d p
+  local rc=$?
   set +e
-  for rt in crun runc; do
-    command -v $rt >/dev/null || continue
-    for id in $(in_ns $rt $rt list -q 2>/dev/null | grep "^$TAG-"); do
-      say "removing leftover $rt container $id"; in_ns $rt $rt delete -f "$id" >/dev/null 2>&1
-    done
-  done
-  for m in $(cg_mounts); do
-    d=$m/$CGBASE
-    [ -d "$d" ] || continue
-    find "$d" -name cgroup.procs -exec cat {} + 2>/dev/null | while read -r p; do kill -9 "$p" 2>/dev/null; done
-    find "$d" -depth -type d -exec rmdir {} + 2>/dev/null
-    if [ -d "$d" ]; then sleep 0.2; find "$d" -depth -type d -exec rmdir {} + 2>/dev/null; fi
-    [ ! -d "$d" ] || { say "could not remove cgroup $d"; rc=1; }
-  done
-  local after; after=$(ls -A /sys/fs/cgroup | sort)
-  if [ -n "$CG_TMPFS" ] && [ "$after" != "$CG_TMPFS_BEFORE" ]; then
-    say "new entries in /sys/fs/cgroup (host tmpfs) during the run: $(comm -13 <(echo "$CG_TMPFS_BEFORE") <(echo "$after") | tr '\n' ' ')"
-    rc=1
-  fi
+  remove_containers || rc=1
+  remove_cgroup_tree "$CGBASE" || rc=1
+  cgroup_tmpfs_unchanged || rc=1
   exit $rc
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # parent cgroups (so that everything this run makes sits under one name)
-if [ $CGMODE = v2 ]; then
-  mkdir /sys/fs/cgroup/$CGBASE
-  for c in memory pids; do
-    grep -qw $c /sys/fs/cgroup/cgroup.subtree_control || echo +$c > /sys/fs/cgroup/cgroup.subtree_control
-  done
-  echo "+memory +pids" > /sys/fs/cgroup/$CGBASE/cgroup.subtree_control
-else
-  mkdir /sys/fs/cgroup/memory/$CGBASE /sys/fs/cgroup/pids/$CGBASE
-fi
+make_cgroup_base
 
 # ------------------------------------------------------------------- work dir, rootfs, bundles
 mkdir -p "$WORK" "$OUT"
@@ -228,7 +170,6 @@ done
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # ------------------------------------------------------------------- report
-ver() { "$@" 2>&1 | head -1; }
 TRIAL=
 [ "$RUNS" -ge 100 ] && [ "$WARMUP" -ge 5 ] && awk -v s="$TP_SECONDS" 'BEGIN{exit !(s >= 10)}' || TRIAL="RUNS=$RUNS WARMUP=$WARMUP TP_SECONDS=$TP_SECONDS"
 for t in $ALL_TOOLS; do case " ${PRESENT[*]} " in *" $t "*) ;; *) TRIAL="${TRIAL:+$TRIAL, }without $t" ;; esac; done
@@ -237,21 +178,12 @@ RESULTS_MD=${RESULTS_MD:-$([ -z "$TRIAL" ] && echo "$HERE/RESULTS.md" || echo "$
 # file is this script's alone, so it starts afresh.
 [ "$RESULTS_MD" != "$OUT/RESULTS-trial.md" ] || rm -f "$RESULTS_MD"
 corral_version=
-if [ -x "$CORRAL" ]; then
-  corral_version="$("$CORRAL" --version 2>/dev/null | head -1 || true)"
-  corral_version="${corral_version:-corral} (git $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$REPO" diff --quiet HEAD 2>/dev/null || echo ', dirty'))"
-fi
+[ ! -x "$CORRAL" ] || corral_version=$(corral_version_of "$CORRAL" "$REPO")
 # key=value pairs -> bench/out/meta.json (read by the report)
 meta=(
   "date=$(date -u '+%Y-%m-%d %H:%M UTC')" "elapsed_s=$(( $(date +%s) - T_START ))"
   "tools=${PRESENT[*]}" "ref=$REF" "trial=$TRIAL" "runs=$RUNS" "warmup=$WARMUP"
   "tp_seconds=$TP_SECONDS" "tp_workers=$TP_WORKERS" "rss_runs=$RSS_RUNS"
-  "machine.cpu=$(awk -F': ' '/^model name/{print $2; exit}' /proc/cpuinfo)"
-  "machine.nproc=$(nproc)"
-  "machine.memory=$(awk '/^MemTotal/{printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
-  "machine.kernel=$(uname -srm), Debian $(cat /etc/debian_version 2>/dev/null || echo '?')"
-  "machine.cgroups=$CGDESC"
-  "machine.load=loadavg $LOAD_BEFORE before, $LOAD_AFTER after"
   "versions.corral=${corral_version:-not measured}"
   "versions.bubblewrap=$(ver bwrap --version)" "versions.crun=$(ver crun --version)"
   "versions.runc=$(ver runc --version)" "versions.hyperfine=$(ver hyperfine --version)"
@@ -261,21 +193,7 @@ case " ${PRESENT[*]} " in *" crun "*) [ -z "$HYBRID" ] ||
   meta+=("notes.crun=crun 1.8.1 refuses hybrid cgroup hosts, so its measurements ran in a private mount namespace where a throwaway tmpfs covers /sys/fs/cgroup/unified (crun then sees plain v1; not part of the timed command).") ;; esac
 case " ${PRESENT[*]} " in *" bwrap-cg "*)
   meta+=("notes.bwrap=bubblewrap has neither a cgroup nor a default seccomp filter: bwrap-cg gets its memory+pids cgroup from cgwrap (mkdir, limits, vfork, join, exec bwrap, wait, rmdir; compare the cgwrap and true rows for its own cost) and runs without seccomp.") ;; esac
-"$PY" - "$OUT/meta.json" "${meta[@]}" <<'EOF'
-import json, sys
-meta = {}
-for kv in sys.argv[2:]:
-    k, v = kv.split("=", 1)
-    if "." in k:
-        g, k = k.split(".", 1)
-        meta.setdefault(g, {})[k] = v
-    else:
-        meta[k] = v
-meta["tools"] = meta["tools"].split()
-for k in ("elapsed_s", "runs", "warmup", "tp_workers", "rss_runs"):
-    meta[k] = int(meta[k])
-meta["tp_seconds"] = float(meta["tp_seconds"])
-json.dump(meta, open(sys.argv[1], "w"), indent=1)
-EOF
+mapfile -t -O ${#meta[@]} meta < <(machine_meta)
+write_meta "$OUT/meta.json" "elapsed_s runs warmup tp_workers rss_runs" "tp_seconds" "tools" "${meta[@]}"
 "$PY" "$HELPER" report "$OUT" "$RESULTS_MD"
 say "report: $RESULTS_MD${TRIAL:+ (trial: $TRIAL)}"

@@ -74,40 +74,13 @@ for r in $RUNTIMES; do command -v "$r" >/dev/null || die "$r not installed"; don
 MEM_BYTES=$(numfmt --from=iec "$MEM")
 has_phase() { case " $PHASES " in *" $1 "*) return 0 ;; esac; return 1; }
 
-# ------------------------------------------------------------------- cgroup layout (as cold_start.sh)
-if [ "$(stat -f -c %T /sys/fs/cgroup)" = cgroup2fs ]; then
-  CGMODE=v2 HYBRID=
-  CGDESC="v2 (unified): $(cat /sys/fs/cgroup/cgroup.controllers)"
-else
-  CGMODE=v1 HYBRID=
-  if [ "$(stat -f -c %T /sys/fs/cgroup/unified 2>/dev/null)" = cgroup2fs ]; then
-    HYBRID=1
-    CGDESC="v1 hybrid: v1 hierarchies $(awk '$3 == "cgroup" {sub(".*/", "", $2); printf "%s ", $2}' /proc/self/mounts)+ cgroup2 at /sys/fs/cgroup/unified with controllers: $(cat /sys/fs/cgroup/unified/cgroup.controllers)"
-  else
-    CGDESC="v1: $(awk '$3 == "cgroup" {sub(".*/", "", $2); printf "%s ", $2}' /proc/self/mounts)"
-  fi
-fi
-# crun 1.8.1 refuses a hybrid host: run it in a private mount namespace where a throwaway tmpfs
-# covers /sys/fs/cgroup/unified (see cold_start.sh and bench/README.md).
-in_ns() { # tool cmd...
-  local tool=$1; shift
-  if [ "$tool" = crun ] && [ -n "$HYBRID" ]; then
-    unshare -m --propagation private -- /bin/bash -c \
-      'mount -t tmpfs -o size=64k,mode=755 crun-bench-unified /sys/fs/cgroup/unified || exit 125; exec "$@"' \
-      in_ns "$@"
-  else
-    "$@"
-  fi
-}
+. "$HERE/common.sh"   # CGMODE, HYBRID, CGDESC, in_ns, cleanup helpers, the report's meta
 
 # ------------------------------------------------------------------- cleanup (trap EXIT)
 # What this run creates: corrald (DAEMON_PID) and its sandboxes, cgroups $CGPARENT and $CGBASE
 # in every hierarchy, containers $TAG-* of crun and runc, $RUN_DIR, $WORK (state dir with the
 # disk images, attached to loop devices while sandboxes run). Nothing else is touched.
 DAEMON_PID=
-CG_TMPFS=; [ "$(stat -f -c %T /sys/fs/cgroup)" != tmpfs ] || CG_TMPFS=1
-CG_TMPFS_BEFORE=$(ls -A /sys/fs/cgroup | sort)
-cg_mounts() { awk '$3 == "cgroup" || $3 == "cgroup2" {print $2}' /proc/self/mounts; }
 daemon_alive() { [ -n "$DAEMON_PID" ] && [ "$(readlink "/proc/$DAEMON_PID/exe" 2>/dev/null)" = "$CORRALD_REAL" ]; }
 cleanup() {
   local rc=$? bad='' id m d p l
@@ -121,25 +94,9 @@ cleanup() {
     for _ in $(seq 100); do daemon_alive || break; sleep 0.2; done
     daemon_alive && { say "corrald did not stop; SIGKILL"; kill -KILL "$DAEMON_PID"; }
   fi
-  for rt in crun runc; do
-    command -v $rt >/dev/null || continue
-    for id in $(in_ns $rt $rt list -q 2>/dev/null | grep "^$TAG-"); do
-      in_ns $rt $rt kill "$id" KILL >/dev/null 2>&1
-      in_ns $rt $rt delete -f "$id" >/dev/null 2>&1 || { say "could not delete $rt container $id"; bad=1; }
-    done
-  done
-  for m in $(cg_mounts); do
-    for d in "$m/$CGPARENT" "$m/$CGBASE"; do
-      [ -d "$d" ] || continue
-      find "$d" -name cgroup.procs -exec cat {} + 2>/dev/null | while read -r p; do kill -9 "$p" 2>/dev/null; done
-      for _ in 1 2 3 4 5 6 7 8 9 10; do
-        find "$d" -depth -type d -exec rmdir {} + 2>/dev/null
-        [ -d "$d" ] || break
-        sleep 0.3
-      done
-      [ ! -d "$d" ] || { say "could not remove cgroup $d"; bad=1; }
-    done
-  done
+  remove_containers || bad=1
+  remove_cgroup_tree "$CGPARENT" || bad=1
+  remove_cgroup_tree "$CGBASE" || bad=1
   # Loop devices on our images: autocleared when the sandboxes' mounts go; detach what is left.
   for l in /sys/block/loop*/loop/backing_file; do
     [ -e "$l" ] || continue
@@ -152,11 +109,7 @@ cleanup() {
   else
     rm -rf "$WORK" "$RUN_DIR"
   fi
-  local after; after=$(ls -A /sys/fs/cgroup | sort)
-  if [ -n "$CG_TMPFS" ] && [ "$after" != "$CG_TMPFS_BEFORE" ]; then
-    say "new entries in /sys/fs/cgroup (host tmpfs) during the run: $(comm -13 <(echo "$CG_TMPFS_BEFORE") <(echo "$after") | tr '\n' ' ')"
-    bad=1
-  fi
+  cgroup_tmpfs_unchanged || bad=1
   if [ -n "$bad" ]; then say "cleanup was not clean (see above)"; [ "$rc" != 0 ] || rc=1; fi
   exit $rc
 }
@@ -168,15 +121,7 @@ rm -f "$OUT"/*.json "$OUT"/*.txt "$OUT"/corrald.log
 
 # ------------------------------------------------------------------- crun/runc: running containers
 if has_phase exec && [ -n "$RUNTIMES" ]; then
-  if [ $CGMODE = v2 ]; then
-    mkdir /sys/fs/cgroup/$CGBASE
-    for c in memory pids; do
-      grep -qw $c /sys/fs/cgroup/cgroup.subtree_control || echo +$c > /sys/fs/cgroup/cgroup.subtree_control
-    done
-    echo "+memory +pids" > /sys/fs/cgroup/$CGBASE/cgroup.subtree_control
-  else
-    mkdir /sys/fs/cgroup/memory/$CGBASE /sys/fs/cgroup/pids/$CGBASE
-  fi
+  make_cgroup_base
   # The same rootfs and bundle as cold_start.sh (its helper makes them), but the container's
   # process is `sleep infinity`: it stays up, and `exec` runs `true` beside it.
   ROOTFS=$WORK/rootfs
@@ -274,7 +219,6 @@ fi
 "$PY" "$DRIVER" leaks "$OUT/leaks-end.json" || die "something leaked (see $OUT/leaks-end.json)"
 
 # ------------------------------------------------------------------- report
-ver() { "$@" 2>&1 | head -1; }
 TRIAL=
 [ "$RUNS" -ge 200 ] && [ "$WARMUP" -ge 10 ] && [ "$STREAM_REPEAT" -ge 3 ] && [ "$IDLE_SANDBOXES" -ge 200 ] \
   && [ "$(numfmt --from=iec "$STREAM_BYTES")" -ge $((1 << 30)) ] \
@@ -285,20 +229,13 @@ RESULTS_MD=${RESULTS_MD:-$([ -z "$TRIAL" ] && echo "$HERE/RESULTS.md" || echo "$
 # The report replaces only the daemon section of RESULTS_MD (bench/results_md.py); the trial file
 # is this script's alone, so it starts afresh.
 [ "$RESULTS_MD" != "$HERE/out/RESULTS-daemon-trial.md" ] || rm -f "$RESULTS_MD"
-corral_version="$("$CORRAL" --version 2>/dev/null | head -1 || true)"
-corral_version="${corral_version:-corral} (git $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$REPO" diff --quiet HEAD 2>/dev/null || echo ', dirty'))"
+corral_version=$(corral_version_of "$CORRAL" "$REPO")
 meta=(
   "date=$(date -u '+%Y-%m-%d %H:%M UTC')" "elapsed_s=$(( $(date +%s) - T_START ))"
   "phases=$PHASES" "runtimes=$RUNTIMES" "trial=$TRIAL" "runs=$RUNS" "warmup=$WARMUP"
   "stream_bytes=$STREAM_BYTES" "stream_repeat=$STREAM_REPEAT" "sandbox_memory=$SANDBOX_MEMORY"
   "sandbox_disk=$SANDBOX_DISK" "idle_sandboxes=$IDLE_SANDBOXES" "create_concurrency=$CREATE_CONCURRENCY"
   "idle_memory=$IDLE_MEMORY" "idle_disk=$IDLE_DISK" "mem=$MEM" "pids=$PIDS"
-  "machine.cpu=$(awk -F': ' '/^model name/{print $2; exit}' /proc/cpuinfo)"
-  "machine.nproc=$(nproc)"
-  "machine.memory=$(awk '/^MemTotal/{printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
-  "machine.kernel=$(uname -srm), Debian $(cat /etc/debian_version 2>/dev/null || echo '?')"
-  "machine.cgroups=$CGDESC"
-  "machine.load=loadavg $LOAD_BEFORE before, $LOAD_AFTER after"
   "versions.corral=$corral_version"
   "versions.crun=$(ver crun --version)" "versions.runc=$(ver runc --version)"
   "versions.hyperfine=$(ver hyperfine --version)"
@@ -306,21 +243,7 @@ meta=(
 )
 for t in "${!CMD[@]}"; do meta+=("commands.$t=${CMD[$t]}"); done
 [ -z "$HYBRID" ] || meta+=("notes.crun=crun 1.8.1 refuses hybrid cgroup hosts, so \`crun run -d\` and the \`crun exec\` measurements ran in a private mount namespace where a throwaway tmpfs covers /sys/fs/cgroup/unified (as in the cold-start benchmark; not part of the timed command).")
-"$PY" - "$OUT/meta.json" "${meta[@]}" <<'EOF'
-import json, sys
-meta = {}
-for kv in sys.argv[2:]:
-    k, v = kv.split("=", 1)
-    if "." in k:
-        g, k = k.split(".", 1)
-        meta.setdefault(g, {})[k] = v
-    else:
-        meta[k] = v
-for k in ("phases", "runtimes"):
-    meta[k] = meta[k].split()
-for k in ("elapsed_s", "runs", "warmup", "stream_repeat", "idle_sandboxes", "create_concurrency"):
-    meta[k] = int(meta[k])
-json.dump(meta, open(sys.argv[1], "w"), indent=1)
-EOF
+mapfile -t -O ${#meta[@]} meta < <(machine_meta)
+write_meta "$OUT/meta.json" "elapsed_s runs warmup stream_repeat idle_sandboxes create_concurrency" "" "phases runtimes" "${meta[@]}"
 "$PY" "$DRIVER" report "$OUT" "$RESULTS_MD"
 say "report: $RESULTS_MD${TRIAL:+ (trial: $TRIAL)}"

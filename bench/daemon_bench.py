@@ -37,6 +37,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True  # no bench/__pycache__ in the source tree
 import results_md  # noqa: E402  (bench/results_md.py: the marker-delimited sections)
+pct = results_md.pct
 
 CGROUP_ROOT = "/sys/fs/cgroup"
 HZ = os.sysconf("SC_CLK_TCK")
@@ -60,15 +61,6 @@ def parse_size(text):
     if not m:
         sys.exit(f"daemon_bench: bad size {text!r}")
     return int(m.group(1)) << (10 * " KMGT".index((m.group(2) or " ").upper()))
-
-
-def pct(xs, q):
-    xs = sorted(xs)
-    if not xs:
-        return float("nan")
-    k = q * (len(xs) - 1)
-    lo, hi = int(k), min(int(k) + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
 
 
 def stats_ms(seconds):
@@ -451,51 +443,53 @@ async def exec_ws(out_json):
 
 
 # ------------------------------------------------------------------------------- 2. streaming
+async def run_exec(ws, argv, on_frame, timeout=None):
+    """Runs argv in the bench sandbox on the open WebSocket `ws`; on_frame(message) sees each binary
+    output frame. Returns the exit event's outcome."""
+    await ws.send(json.dumps({"id": 1, "op": "exec", "sandbox": env("BENCH_SANDBOX"), "argv": argv}))
+    command = None
+    while True:
+        message = await asyncio.wait_for(ws.recv(), timeout)
+        if isinstance(message, bytes):
+            on_frame(message)
+            continue
+        data = json.loads(message)
+        if data.get("id") == 1:
+            if not data.get("ok"):
+                raise RuntimeError(f"exec {argv} refused: {data}")
+            command = data["result"]["command"]
+        elif data.get("event") == "exit" and data.get("command") == command:
+            return data["outcome"]
+
+
 def exec_ws_sync(argv, timeout=600):
     """Run argv in the bench sandbox over a WebSocket; returns (stdout, outcome)."""
     async def go():
         ws = await ws_connect()
-        await ws.send(json.dumps({"id": 1, "op": "exec", "sandbox": env("BENCH_SANDBOX"), "argv": argv}))
         out = bytearray()
-        command = None
-        while True:
-            message = await asyncio.wait_for(ws.recv(), timeout)
-            if isinstance(message, bytes):
-                if message[1] == 1:
-                    out += message[FRAME_HEADER:]
-                continue
-            data = json.loads(message)
-            if data.get("id") == 1:
-                if not data.get("ok"):
-                    raise RuntimeError(f"exec {argv} refused: {data}")
-                command = data["result"]["command"]
-            elif data.get("event") == "exit" and data.get("command") == command:
-                await ws.close()
-                return bytes(out), data["outcome"]
+
+        def on_frame(message):
+            if message[1] == 1:
+                out.extend(message[FRAME_HEADER:])
+        outcome = await run_exec(ws, argv, on_frame, timeout)
+        await ws.close()
+        return bytes(out), outcome
     return asyncio.run(go())
 
 
 async def stream_websockets(path):
     """Python websockets (the library's defaults but no compression): count and drop output."""
     ws = await ws_connect()
+    counted = {"bytes": 0, "messages": 0}
+
+    def on_frame(message):
+        counted["bytes"] += len(message) - FRAME_HEADER
+        counted["messages"] += 1
     t0 = time.perf_counter()
-    await ws.send(json.dumps({"id": 1, "op": "exec", "sandbox": env("BENCH_SANDBOX"), "argv": ["cat", path]}))
-    n, messages, command = 0, 0, None
-    while True:
-        message = await ws.recv()
-        if isinstance(message, bytes):
-            n += len(message) - FRAME_HEADER
-            messages += 1
-            continue
-        data = json.loads(message)
-        if data.get("id") == 1:
-            if not data.get("ok"):
-                raise RuntimeError(f"exec refused: {data}")
-            command = data["result"]["command"]
-        elif data.get("event") == "exit" and data.get("command") == command:
-            t1 = time.perf_counter()
-            await ws.close()
-            return {"bytes": n, "seconds": t1 - t0, "messages": messages, "outcome": data["outcome"]}
+    outcome = await run_exec(ws, ["cat", path], on_frame)
+    t1 = time.perf_counter()
+    await ws.close()
+    return {"bytes": counted["bytes"], "seconds": t1 - t0, "messages": counted["messages"], "outcome": outcome}
 
 
 def stream_raw(path):
@@ -773,12 +767,7 @@ def cmd_idle(out_json):
         phase["destroy"] = stats_ms([dt for _, dt in gone])
         # Nothing may be left: cgroups under the private parent, loop devices on the state
         # dir's images, mounts of the state or run dir. (Checked until 10 s have passed.)
-        deadline = time.time() + 10
-        while True:
-            leaks = leak_check()
-            if not any(leaks.values()) or time.time() > deadline:
-                break
-            time.sleep(0.2)
+        leaks = settled_leaks()
         phase["leaks"] = leaks
         phase["rss_after_destroy_kib"] = proc_status_kib(pid, "VmRSS")
         phase["fds_after_destroy"] = len(os.listdir(f"/proc/{pid}/fd"))
@@ -793,15 +782,20 @@ def cmd_idle(out_json):
     write_json(out_json, result)
 
 
-def cmd_leaks(out_json):
-    """After every sandbox is destroyed: nothing under the cgroup parent, no loop device on the
-    state dir's images, no mount of the state or run dir in this mount namespace."""
+def settled_leaks():
+    """leak_check() until it finds nothing, for at most 10 s (a destroy's last steps are async)."""
     deadline = time.time() + 10
     while True:
         leaks = leak_check()
         if not any(leaks.values()) or time.time() > deadline:
-            break
+            return leaks
         time.sleep(0.2)
+
+
+def cmd_leaks(out_json):
+    """After every sandbox is destroyed: nothing under the cgroup parent, no loop device on the
+    state dir's images, no mount of the state or run dir in this mount namespace."""
+    leaks = settled_leaks()
     write_json(out_json, leaks)
     if any(leaks.values()):
         print(f"daemon_bench: leaked: {leaks}", file=sys.stderr)
@@ -830,19 +824,8 @@ def yes(ok):
 
 def report(out_dir, results_md_path):
     meta = load(out_dir, "meta.json")
-    L = []
-    L.append("# corrald (issue 3): exec round trip, streaming, idle sandboxes\n")
-    if meta.get("trial"):
-        L.append(f"> **Trial run** ({meta['trial']}): not the numbers of a full run.\n")
-    L.append(f"Generated by `bench/daemon.sh` on {meta['date']} ({meta['elapsed_s']} s for the whole "
-             "run), against a private corrald started by the script. Method and quirks: "
-             "`bench/README.md`.\n")
-    L.append("## Machine\n")
-    for k in ("cpu", "nproc", "memory", "kernel", "cgroups", "load"):
-        L.append(f"- **{k}**: {meta['machine'][k]}")
-    L.append("\n## Versions\n")
-    for k, v in meta["versions"].items():
-        L.append(f"- {k}: {v}")
+    L = results_md.report_head("corrald (issue 3): exec round trip, streaming, idle sandboxes", meta,
+                               "`bench/daemon.sh` (against a private corrald it starts)")
     L.append("")
 
     # ---- 1. exec
