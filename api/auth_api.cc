@@ -10,6 +10,7 @@
 #include "api/protocol_json.h"
 #include "api/jwt.h"
 #include "common/log.h"
+#include "common/unix_time.h"
 
 namespace corral::api {
 namespace {
@@ -18,11 +19,9 @@ using nlohmann::json;
 
 constexpr char kLog[] = "admin";
 
-int64_t Now() { return static_cast<int64_t>(time(nullptr)); }
-
 VerifyPolicy PolicyOf(const supervisor::DaemonConfig& config) {
   VerifyPolicy policy;
-  policy.now = Now();
+  policy.now = UnixNow();
   policy.max_clock_skew_s = static_cast<int64_t>(config.max_clock_skew_s);
   policy.max_lifetime_s = static_cast<int64_t>(config.max_token_lifetime_s);
   return policy;
@@ -53,7 +52,7 @@ void RegisterIssuers(Server& server, supervisor::Issuers& issuers) {
     if (fields.ok()) fields = OptionalString(*body, "name", name);
     if (fields.ok()) fields = CheckIssuerName(name);
     if (!fields.ok()) return respond(ErrorResponse(fields));
-    supervisor::IssuerRow row{name, GenerateSecret(), Now()};
+    supervisor::IssuerRow row{name, GenerateSecret(), UnixNow()};
     Status added = issuers.Add(row);
     if (!added.ok()) {
       if (added.error_number() == EEXIST) return respond(ErrorResponse(Status::Error("issuer " + name + " exists", EEXIST)));
@@ -114,7 +113,7 @@ void RegisterTokens(Server& server, supervisor::Issuers& issuers, const supervis
     std::optional<std::string> secret = issuers.Secret(issuer);
     if (!secret) return respond(ErrorResponse(Status::Error("no issuer " + issuer, ENOENT)));
     if (jti.empty()) jti = NewTokenId();
-    const int64_t now = Now();
+    const int64_t now = UnixNow();
     const int64_t exp = now + static_cast<int64_t>(ttl.value_or(3600));
     json claims = {{"iss", issuer}, {"sub", sub}, {"iat", now}, {"exp", exp}, {"jti", jti}};
     for (const char* key : {"scope", "limits", "budget"}) {
@@ -144,7 +143,7 @@ void RegisterTokens(Server& server, supervisor::Issuers& issuers, const supervis
                  if (fields.ok() && row.jti.size() > 256) fields = Status::Error("jti: at most 256 bytes", EINVAL);
                  if (fields.ok() && !row.iss.empty()) fields = CheckIssuerName(row.iss);
                  if (!fields.ok()) return respond(ErrorResponse(fields));
-                 row.revoked_at = Now();
+                 row.revoked_at = UnixNow();
                  Status revoked = issuers.Revoke(row);
                  if (!revoked.ok()) {
                    if (revoked.error_number() == EEXIST) {

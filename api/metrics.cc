@@ -85,27 +85,14 @@ namespace {
 
 using GaugeReader = std::function<std::vector<std::pair<std::vector<std::string>, double>>()>;
 
-// HELP text: backslash and newline are escaped.
-std::string EscapeHelp(const std::string& text) {
+// Prometheus text escaping: backslash and newline always; the double quote too in label values
+// (`quote`), not in HELP text.
+std::string Escape(const std::string& text, bool quote) {
   std::string out;
   for (char c : text) {
     if (c == '\\')
       out += "\\\\";
-    else if (c == '\n')
-      out += "\\n";
-    else
-      out += c;
-  }
-  return out;
-}
-
-// Label values: backslash, double quote and newline are escaped.
-std::string EscapeLabelValue(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    if (c == '\\')
-      out += "\\\\";
-    else if (c == '"')
+    else if (c == '"' && quote)
       out += "\\\"";
     else if (c == '\n')
       out += "\\n";
@@ -114,6 +101,9 @@ std::string EscapeLabelValue(const std::string& text) {
   }
   return out;
 }
+
+std::string EscapeHelp(const std::string& text) { return Escape(text, /*quote=*/false); }
+std::string EscapeLabelValue(const std::string& text) { return Escape(text, /*quote=*/true); }
 
 // Go's ParseFloat reads what this writes: "+Inf", "-Inf", "NaN", integers without a fraction,
 // and the shortest decimal that round-trips otherwise ("0.0005", not "5e-04").
@@ -204,36 +194,31 @@ void Metrics::Entry::Render(std::string& out) const {
 Metrics::Metrics() = default;
 Metrics::~Metrics() = default;
 
+template <typename T>
+T& Metrics::Add(const std::string& name, const std::string& help, const char* type,
+                std::vector<std::string> label_names, std::unique_ptr<T> value) {
+  T& ref = *value;
+  entries_.push_back(std::make_unique<Entry>(Entry{name, help, type, std::move(label_names), std::move(value)}));
+  return ref;
+}
+
 Counter& Metrics::AddCounter(const std::string& name, const std::string& help) {
-  auto entry = std::make_unique<Entry>(Entry{name, help, "counter", {}, std::make_unique<Counter>()});
-  Counter& counter = *std::get<std::unique_ptr<Counter>>(entry->value);
-  entries_.push_back(std::move(entry));
-  return counter;
+  return Add(name, help, "counter", {}, std::make_unique<Counter>());
 }
 
 Gauge& Metrics::AddGauge(const std::string& name, const std::string& help) {
-  auto entry = std::make_unique<Entry>(Entry{name, help, "gauge", {}, std::make_unique<Gauge>()});
-  Gauge& gauge = *std::get<std::unique_ptr<Gauge>>(entry->value);
-  entries_.push_back(std::move(entry));
-  return gauge;
+  return Add(name, help, "gauge", {}, std::make_unique<Gauge>());
 }
 
 Histogram& Metrics::AddHistogram(const std::string& name, const std::string& help,
                                  std::vector<double> bounds) {
-  auto entry = std::make_unique<Entry>(
-      Entry{name, help, "histogram", {}, std::make_unique<Histogram>(std::move(bounds))});
-  Histogram& histogram = *std::get<std::unique_ptr<Histogram>>(entry->value);
-  entries_.push_back(std::move(entry));
-  return histogram;
+  return Add(name, help, "histogram", {}, std::make_unique<Histogram>(std::move(bounds)));
 }
 
 Family<Counter>& Metrics::AddCounterFamily(const std::string& name, const std::string& help,
                                            std::vector<std::string> label_names) {
   auto family = std::make_unique<Family<Counter>>(label_names, [] { return std::make_unique<Counter>(); });
-  Family<Counter>& ref = *family;
-  entries_.push_back(
-      std::make_unique<Entry>(Entry{name, help, "counter", std::move(label_names), std::move(family)}));
-  return ref;
+  return Add(name, help, "counter", std::move(label_names), std::move(family));
 }
 
 Family<Counter>& Metrics::AddScaledCounterFamily(const std::string& name, const std::string& help,
@@ -246,10 +231,7 @@ Family<Counter>& Metrics::AddScaledCounterFamily(const std::string& name, const 
 Family<Gauge>& Metrics::AddGaugeFamily(const std::string& name, const std::string& help,
                                        std::vector<std::string> label_names) {
   auto family = std::make_unique<Family<Gauge>>(label_names, [] { return std::make_unique<Gauge>(); });
-  Family<Gauge>& ref = *family;
-  entries_.push_back(
-      std::make_unique<Entry>(Entry{name, help, "gauge", std::move(label_names), std::move(family)}));
-  return ref;
+  return Add(name, help, "gauge", std::move(label_names), std::move(family));
 }
 
 void Metrics::AddGaugeCallback(const std::string& name, const std::string& help,

@@ -113,6 +113,10 @@ class Metrics {
 
  private:
   struct Entry;
+  // Registers `value` under `name` and returns it (kept alive by the entry).
+  template <typename T>
+  T& Add(const std::string& name, const std::string& help, const char* type, std::vector<std::string> label_names,
+         std::unique_ptr<T> value);
   std::vector<std::unique_ptr<Entry>> entries_;  // in registration order
 };
 

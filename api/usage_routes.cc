@@ -7,16 +7,15 @@
 #include "api/auth_mapping.h"
 #include "api/protocol_json.h"
 #include "api/routes.h"
+#include "common/unix_time.h"
 #include "supervisor/usage.h"
 
 namespace corral::api {
 namespace {
 
-int64_t Now() { return static_cast<int64_t>(time(nullptr)); }
-
 // One page of the export, as JSON lines or CSV; the next page's after_id in a header.
 StatusOr<HttpResponse> ExportLedger(const supervisor::Ledger& ledger, const std::map<std::string, std::string>& query) {
-  ASSIGN_OR_RETURN(LedgerExport asked, ParseLedgerExport(query, Now()));
+  ASSIGN_OR_RETURN(LedgerExport asked, ParseLedgerExport(query, UnixNow()));
   ASSIGN_OR_RETURN(supervisor::LedgerPage page, ledger.Page(asked.query));
   HttpResponse response;
   if (asked.csv) {
@@ -40,7 +39,7 @@ void RegisterUsageRoutes(Server& server, const supervisor::Ledger& ledger, super
       return respond(ErrorResponse(
           Status::Error("the admin socket has no budget of its own: GET /v1/admin/usage exports the ledger", EINVAL)));
     }
-    auto report = ledger.Report(request.auth.iss, request.auth.sub, BudgetOfToken(request.auth), Now(),
+    auto report = ledger.Report(request.auth.iss, request.auth.sub, BudgetOfToken(request.auth), UnixNow(),
                                 manager.UnmeteredCompute(request.auth.iss, request.auth.sub));
     if (!report.ok()) return respond(ErrorResponse(report.status()));
     respond(JsonResponse(200, *report));

@@ -46,6 +46,16 @@ void WsSession::Start(Request request, bool select_subprotocol, const std::strin
                    [self = shared_from_this()](const beast::error_code& ec) { self->OnAccept(ec); });
 }
 
+void WsSession::LogWho(std::string_view message, std::string_view key, std::string_view value) const {
+  LogInfo(kLog, message,
+          {{"connection", std::to_string(id_)},
+           {"remote", peer_.name},
+           {"iss", auth_.iss},
+           {"sub", auth_.sub},
+           {"jti", auth_.claims.jti},
+           {key, value}});
+}
+
 void WsSession::OnAccept(const beast::error_code& ec) {
   upgrade_request_.reset();
   if (ec) {
@@ -57,13 +67,7 @@ void WsSession::OnAccept(const beast::error_code& ec) {
   opened_ = true;
   core_->ws_connections->Add(1);
   core_->http_requests->WithLabels({"101"}).Increment();
-  LogInfo(kLog, "websocket opened",
-          {{"connection", std::to_string(id_)},
-           {"remote", peer_.name},
-           {"iss", auth_.iss},
-           {"sub", auth_.sub},
-           {"jti", auth_.claims.jti},
-           {"admin", auth_.admin ? "true" : "false"}});
+  LogWho("websocket opened", "admin", auth_.admin ? "true" : "false");
   ArmExpiry();
   auto self = shared_from_this();
   CallSafely("WsHandler::OnOpen", [&] { core_->ws_handler->OnOpen(self); });
@@ -235,13 +239,7 @@ void WsSession::EndForToken(const std::string& reason) {
   token_ended_ = true;
   expiry_timer_.cancel();
   core_->auth_ended->Increment();
-  LogInfo(kLog, "websocket closed: its token no longer verifies",
-          {{"connection", std::to_string(id_)},
-           {"remote", peer_.name},
-           {"iss", auth_.iss},
-           {"sub", auth_.sub},
-           {"jti", auth_.claims.jti},
-           {"reason", reason}});
+  LogWho("websocket closed: its token no longer verifies", "reason", reason);
   // Output still queued for the client is dropped: the close goes out now, not after it.
   DropQueue();
   Close(static_cast<uint16_t>(websocket::close_code::policy_error), "token expired or revoked");

@@ -55,6 +55,9 @@ class WsSession : public Session, public WsConnection, public std::enable_shared
   void DoClose();
   // Drops what is queued but not yet being written.
   void DropQueue();
+  // Logs `message` (info) with who is connected (connection, remote, iss, sub, jti) and one more
+  // field.
+  void LogWho(std::string_view message, std::string_view key, std::string_view value) const;
   // Closes the socket: every pending operation completes with an error, the read last.
   void Abort();
   // Bounds a close that cannot complete (a client that reads nothing): Abort after the

@@ -5,17 +5,16 @@
 #include <algorithm>
 
 #include "common/log.h"
+#include "common/unix_time.h"
 
 namespace corral::supervisor {
 namespace {
-
-int64_t Now() { return static_cast<int64_t>(time(nullptr)); }
 
 }  // namespace
 
 Status ComputeMeter::CheckStart(const std::string& iss, const std::string& sub, const Budget& budget) {
   if (!budget.compute_ms) return Status();
-  const WindowRange window = CurrentWindow(budget, Now());
+  const WindowRange window = CurrentWindow(budget, UnixNow());
   ASSIGN_OR_RETURN(int64_t spent, store_.LedgerSum(iss, sub, "compute", window.start, window.end));
   if (spent < *budget.compute_ms) return Status();
   if (observer_ != nullptr) observer_->OnBudgetRefusal(BudgetRefusal::kCompute);
@@ -27,7 +26,7 @@ Status ComputeMeter::CheckStart(const std::string& iss, const std::string& sub, 
 
 std::optional<ComputeSpent> ComputeMeter::Spent(const ComputeAccount& account) {
   if (!account.budget.compute_ms) return std::nullopt;
-  const WindowRange window = CurrentWindow(account.budget, Now());
+  const WindowRange window = CurrentWindow(account.budget, UnixNow());
   auto spent = store_.LedgerSum(account.iss, account.sub, "compute", window.start, window.end);
   if (!spent.ok() || *spent < *account.budget.compute_ms) return std::nullopt;
   return ComputeSpent{*spent, *account.budget.compute_ms};
@@ -53,7 +52,7 @@ void ComputeMeter::Debit(ComputeAccount& account, const cgroups::CgroupStats& st
   debit.sub = account.sub;
   debit.kind = "compute";
   debit.amount = ms;
-  debit.at = Now();
+  debit.at = UnixNow();
   debit.sandbox_id = account.sandbox_id;
   const int64_t billed = account.cpu_billed_usec + ms * 1000;
   // The debit and the mark of what it covered are one transaction: a crash between them would

@@ -39,6 +39,29 @@ std::optional<uint64_t> NonNegative(const toml::node& node) {
   return static_cast<uint64_t>(integer->get());
 }
 
+// The elements of an array, each converted by `element` (nullopt: not valid); nullopt when `node`
+// is not an array or an element is not valid.
+template <typename T>
+std::optional<std::vector<T>> ArrayOf(const toml::node& node,
+                                      const std::function<std::optional<T>(const toml::node&)>& element) {
+  const auto* array = node.as_array();
+  if (array == nullptr) return std::nullopt;
+  std::vector<T> out;
+  for (const toml::node& item : *array) {
+    std::optional<T> value = element(item);
+    if (!value) return std::nullopt;
+    out.push_back(std::move(*value));
+  }
+  return out;
+}
+
+// A string that passes `valid`, or nullopt.
+std::optional<std::string> StringIf(const toml::node& node, const std::function<bool(const std::string&)>& valid) {
+  const auto* s = node.as_string();
+  if (s == nullptr || !valid(s->get())) return std::nullopt;
+  return s->get();
+}
+
 Apply AbsolutePathKey(std::string DaemonConfig::*field, bool empty_ok = false) {
   return [field, empty_ok](const toml::node& node, DaemonConfig& config) -> std::string {
     const auto* s = node.as_string();
@@ -70,22 +93,20 @@ Apply SizeKey(uint64_t DaemonConfig::*field) {
   };
 }
 
-Apply CountKey(uint64_t DaemonConfig::*field) {
-  return [field](const toml::node& node, DaemonConfig& config) -> std::string {
+// An integer >= 0; `expected` says what kind ("expected a non-negative integer").
+Apply NonNegativeKey(uint64_t DaemonConfig::*field, const char* expected) {
+  return [field, expected](const toml::node& node, DaemonConfig& config) -> std::string {
     auto v = NonNegative(node);
-    if (!v) return "expected a non-negative integer";
+    if (!v) return expected;
     config.*field = *v;
     return "";
   };
 }
 
+Apply CountKey(uint64_t DaemonConfig::*field) { return NonNegativeKey(field, "expected a non-negative integer"); }
+
 Apply SecondsKey(uint64_t DaemonConfig::*field) {
-  return [field](const toml::node& node, DaemonConfig& config) -> std::string {
-    auto v = NonNegative(node);
-    if (!v) return "expected a whole number of seconds like 30";
-    config.*field = *v;
-    return "";
-  };
+  return NonNegativeKey(field, "expected a whole number of seconds like 30");
 }
 
 // "127.0.0.1:7878" or "[::1]:7878". Host names are not resolved: the daemon binds an address.
@@ -136,21 +157,12 @@ bool IsOrigin(std::string_view origin) {
 }
 
 std::string ApplyOrigins(const toml::node& node, DaemonConfig& config) {
-  const std::string expected = "expected an array of origins like [\"https://app.example.com\"]";
-  const auto* array = node.as_array();
-  if (array == nullptr) return expected;
-  std::vector<std::string> origins;
-  for (const toml::node& element : *array) {
-    const auto* s = element.as_string();
-    if (s == nullptr || !IsOrigin(s->get())) return expected;
-    origins.push_back(s->get());
-  }
-  config.allowed_origins = std::move(origins);
+  auto origins = ArrayOf<std::string>(node, [](const toml::node& element) { return StringIf(element, IsOrigin); });
+  if (!origins) return "expected an array of origins like [\"https://app.example.com\"]";
+  config.allowed_origins = std::move(*origins);
   return "";
 }
 
-// Absolute host paths without "." or ".." components and without a trailing '/' (except "/"):
-// [execute] allowed_repo_paths, compared with the real path of what a request names.
 Apply BoolKey(bool DaemonConfig::*field) {
   return [field](const toml::node& node, DaemonConfig& config) -> std::string {
     const auto* b = node.as_boolean();
@@ -216,19 +228,16 @@ std::string ApplyFullSubnet(const toml::node& node, DaemonConfig& config) {
 
 // network.dns = ["192.0.2.53"]: IPv4 addresses.
 std::string ApplyNetworkDns(const toml::node& node, DaemonConfig& config) {
-  const std::string expected = "expected an array of IPv4 addresses like [\"192.0.2.53\"]";
-  const auto* array = node.as_array();
-  if (array == nullptr) return expected;
-  std::vector<IpAddress> servers;
-  for (const toml::node& element : *array) {
+  auto servers = ArrayOf<IpAddress>(node, [](const toml::node& element) -> std::optional<IpAddress> {
     const auto* s = element.as_string();
-    if (s == nullptr) return expected;
+    if (s == nullptr) return std::nullopt;
     auto address = IpAddress::Parse(s->get());
-    if (!address || !address->v4) return expected;
-    servers.push_back(*address);
-  }
-  if (servers.size() > 3) return "at most 3 nameservers (the resolver reads no more)";
-  config.network_dns = std::move(servers);
+    if (!address || !address->v4) return std::nullopt;
+    return address;
+  });
+  if (!servers) return "expected an array of IPv4 addresses like [\"192.0.2.53\"]";
+  if (servers->size() > 3) return "at most 3 nameservers (the resolver reads no more)";
+  config.network_dns = std::move(*servers);
   return "";
 }
 
@@ -243,24 +252,19 @@ Apply ResolverKey() {
   };
 }
 
+// Absolute host paths without "." or ".." components and without a trailing '/' (except "/"):
+// [execute] allowed_repo_paths, compared with the real path of what a request names.
+bool IsRepoPath(const std::string& path) {
+  if (path.empty() || path[0] != '/' || path.find('\0') != std::string::npos) return false;
+  if (path.size() > 1 && path.back() == '/') return false;
+  return path.find("/./") == std::string::npos && path.find("/../") == std::string::npos &&
+         !path.ends_with("/.") && !path.ends_with("/..") && path.find("//") == std::string::npos;
+}
+
 std::string ApplyRepoPaths(const toml::node& node, DaemonConfig& config) {
-  const std::string expected = "expected an array of absolute paths like [\"/srv/repos/app\"]";
-  const auto* array = node.as_array();
-  if (array == nullptr) return expected;
-  std::vector<std::string> paths;
-  for (const toml::node& element : *array) {
-    const auto* s = element.as_string();
-    if (s == nullptr) return expected;
-    const std::string& path = s->get();
-    if (path.empty() || path[0] != '/' || path.find('\0') != std::string::npos) return expected;
-    if (path.size() > 1 && path.back() == '/') return expected;
-    if (path.find("/./") != std::string::npos || path.find("/../") != std::string::npos ||
-        path.ends_with("/.") || path.ends_with("/..") || path.find("//") != std::string::npos) {
-      return expected;
-    }
-    paths.push_back(path);
-  }
-  config.execute_allowed_repo_paths = std::move(paths);
+  auto paths = ArrayOf<std::string>(node, [](const toml::node& element) { return StringIf(element, IsRepoPath); });
+  if (!paths) return "expected an array of absolute paths like [\"/srv/repos/app\"]";
+  config.execute_allowed_repo_paths = std::move(*paths);
   return "";
 }
 
@@ -488,15 +492,25 @@ class Checker {
     return origin_ + ": ";
   }
 
-  Status Positive(std::string_view key, uint64_t value) const {
-    if (value > 0) return Status();
-    return Status::Error(Where({key}) + std::string(key) + ": must be positive");
-  }
-
-  Status AtMost(std::string_view key, uint64_t value, std::string_view max_key, uint64_t max) const {
-    if (value <= max) return Status();
-    return Status::Error(Where({key, max_key}) + std::string(key) + " (" + std::to_string(value) +
-                         ") is above " + std::string(max_key) + " (" + std::to_string(max) + ")");
+  // `key` must be positive; with a `max_key`, also at most that key's value.
+  struct Rule {
+    std::string_view key;
+    uint64_t DaemonConfig::*field;
+    std::string_view max_key = {};
+    uint64_t DaemonConfig::*max = nullptr;
+  };
+  // The first rule (in order) that `c` breaks, as an error.
+  Status Check(const DaemonConfig& c, std::initializer_list<Rule> rules) const {
+    for (const Rule& r : rules) {
+      const uint64_t value = c.*r.field;
+      if (r.max == nullptr) {
+        if (value == 0) return Status::Error(Where({r.key}) + std::string(r.key) + ": must be positive");
+      } else if (value > c.*r.max) {
+        return Status::Error(Where({r.key, r.max_key}) + std::string(r.key) + " (" + std::to_string(value) +
+                             ") is above " + std::string(r.max_key) + " (" + std::to_string(c.*r.max) + ")");
+      }
+    }
+    return Status();
   }
 
  private:
@@ -506,45 +520,48 @@ class Checker {
 
 Status Validate(const DaemonConfig& c, const std::string& origin, const Lines& lines) {
   Checker check(origin, lines);
-  RETURN_IF_ERROR(check.Positive("api.max_message", c.max_message_bytes));
-  RETURN_IF_ERROR(check.Positive("api.max_body", c.max_body_bytes));
-  RETURN_IF_ERROR(check.Positive("api.max_body_memory", c.max_body_memory_bytes));
-  // One upload of the largest size must fit in the bodies' budget, or it could never succeed.
-  RETURN_IF_ERROR(check.AtMost("api.max_body", c.max_body_bytes, "api.max_body_memory", c.max_body_memory_bytes));
-  RETURN_IF_ERROR(check.AtMost("streams.max_file", c.max_file_bytes, "api.max_body_memory", c.max_body_memory_bytes));
-  RETURN_IF_ERROR(check.Positive("api.max_connections", c.max_connections));
-  RETURN_IF_ERROR(check.Positive("api.max_connections_per_user", c.max_connections_per_user));
-  RETURN_IF_ERROR(check.Positive("api.handshake_timeout", c.handshake_timeout_s));
-  RETURN_IF_ERROR(check.Positive("api.idle_timeout", c.idle_timeout_s));
+  RETURN_IF_ERROR(check.Check(c, {
+      {"api.max_message", &DaemonConfig::max_message_bytes},
+      {"api.max_body", &DaemonConfig::max_body_bytes},
+      {"api.max_body_memory", &DaemonConfig::max_body_memory_bytes},
+      // One upload of the largest size must fit in the bodies' budget, or it could never succeed.
+      {"api.max_body", &DaemonConfig::max_body_bytes, "api.max_body_memory", &DaemonConfig::max_body_memory_bytes},
+      {"streams.max_file", &DaemonConfig::max_file_bytes,
+       "api.max_body_memory", &DaemonConfig::max_body_memory_bytes},
+      {"api.max_connections", &DaemonConfig::max_connections},
+      {"api.max_connections_per_user", &DaemonConfig::max_connections_per_user},
+      {"api.handshake_timeout", &DaemonConfig::handshake_timeout_s},
+      {"api.idle_timeout", &DaemonConfig::idle_timeout_s},
+  }));
   if (c.ws_queue_hard_limit <= kWsQueueHighWater) {
     return Status::Error(check.Where({"api.ws_queue_hard_limit"}) +
                          "api.ws_queue_hard_limit: must be above 1M (where a connection's queue is full and the "
                          "daemon stops reading the output it carries)");
   }
-  RETURN_IF_ERROR(check.Positive("auth.max_token_lifetime", c.max_token_lifetime_s));
-  RETURN_IF_ERROR(check.Positive("sandbox.default_memory", c.default_memory_bytes));
-  RETURN_IF_ERROR(check.Positive("sandbox.default_cpu_millicores", c.default_cpu_millicores));
-  RETURN_IF_ERROR(check.Positive("sandbox.default_pids", c.default_pids));
-  RETURN_IF_ERROR(check.Positive("sandbox.default_disk", c.default_disk_bytes));
-  RETURN_IF_ERROR(check.Positive("sandbox.default_idle_timeout", c.default_idle_timeout_s));
-  RETURN_IF_ERROR(check.Positive("sandbox.max_sandboxes_per_user", c.max_sandboxes_per_user));
-  RETURN_IF_ERROR(check.Positive("sandbox.max_commands_per_sandbox", c.max_commands_per_sandbox));
-  RETURN_IF_ERROR(check.Positive("streams.replay_buffer", c.replay_buffer_bytes));
-  RETURN_IF_ERROR(check.Positive("streams.max_file", c.max_file_bytes));
-
-  RETURN_IF_ERROR(check.AtMost("api.max_connections_per_user", c.max_connections_per_user,
-                               "api.max_connections", c.max_connections));
-  RETURN_IF_ERROR(check.AtMost("sandbox.default_memory", c.default_memory_bytes, "sandbox.max_memory",
-                               c.max_memory_bytes));
-  RETURN_IF_ERROR(check.AtMost("sandbox.default_cpu_millicores", c.default_cpu_millicores,
-                               "sandbox.max_cpu_millicores", c.max_cpu_millicores));
-  RETURN_IF_ERROR(check.AtMost("sandbox.default_pids", c.default_pids, "sandbox.max_pids", c.max_pids));
-  RETURN_IF_ERROR(
-      check.AtMost("sandbox.default_disk", c.default_disk_bytes, "sandbox.max_disk", c.max_disk_bytes));
-  RETURN_IF_ERROR(check.AtMost("sandbox.default_idle_timeout", c.default_idle_timeout_s,
-                               "sandbox.max_idle_timeout", c.max_idle_timeout_s));
-  RETURN_IF_ERROR(check.AtMost("sandbox.max_sandboxes_per_user", c.max_sandboxes_per_user,
-                               "sandbox.max_sandboxes", c.max_sandboxes));
+  RETURN_IF_ERROR(check.Check(c, {
+      {"auth.max_token_lifetime", &DaemonConfig::max_token_lifetime_s},
+      {"sandbox.default_memory", &DaemonConfig::default_memory_bytes},
+      {"sandbox.default_cpu_millicores", &DaemonConfig::default_cpu_millicores},
+      {"sandbox.default_pids", &DaemonConfig::default_pids},
+      {"sandbox.default_disk", &DaemonConfig::default_disk_bytes},
+      {"sandbox.default_idle_timeout", &DaemonConfig::default_idle_timeout_s},
+      {"sandbox.max_sandboxes_per_user", &DaemonConfig::max_sandboxes_per_user},
+      {"sandbox.max_commands_per_sandbox", &DaemonConfig::max_commands_per_sandbox},
+      {"streams.replay_buffer", &DaemonConfig::replay_buffer_bytes},
+      {"streams.max_file", &DaemonConfig::max_file_bytes},
+      {"api.max_connections_per_user", &DaemonConfig::max_connections_per_user,
+       "api.max_connections", &DaemonConfig::max_connections},
+      {"sandbox.default_memory", &DaemonConfig::default_memory_bytes,
+       "sandbox.max_memory", &DaemonConfig::max_memory_bytes},
+      {"sandbox.default_cpu_millicores", &DaemonConfig::default_cpu_millicores,
+       "sandbox.max_cpu_millicores", &DaemonConfig::max_cpu_millicores},
+      {"sandbox.default_pids", &DaemonConfig::default_pids, "sandbox.max_pids", &DaemonConfig::max_pids},
+      {"sandbox.default_disk", &DaemonConfig::default_disk_bytes, "sandbox.max_disk", &DaemonConfig::max_disk_bytes},
+      {"sandbox.default_idle_timeout", &DaemonConfig::default_idle_timeout_s,
+       "sandbox.max_idle_timeout", &DaemonConfig::max_idle_timeout_s},
+      {"sandbox.max_sandboxes_per_user", &DaemonConfig::max_sandboxes_per_user,
+       "sandbox.max_sandboxes", &DaemonConfig::max_sandboxes},
+  }));
 
   if (c.relay_port == 0 || c.relay_port > 65535) {
     return Status::Error(check.Where({"relay.port"}) + "relay.port: expected a port, 1 to 65535");
@@ -556,21 +573,25 @@ Status Validate(const DaemonConfig& c, const std::string& origin, const Lines& l
     return Status::Error(check.Where({"egress.port"}) + "egress.port: taken by the model relay (relay.port) or the tool bridge (" +
                          std::to_string(kToolBridgePort) + ")");
   }
-  RETURN_IF_ERROR(check.Positive("egress.max_connections", c.egress_max_connections));
-  RETURN_IF_ERROR(check.Positive("egress.connect_timeout", c.egress_connect_timeout_s));
-  RETURN_IF_ERROR(check.Positive("egress.idle_timeout", c.egress_idle_timeout_s));
+  RETURN_IF_ERROR(check.Check(c, {
+      {"egress.max_connections", &DaemonConfig::egress_max_connections},
+      {"egress.connect_timeout", &DaemonConfig::egress_connect_timeout_s},
+      {"egress.idle_timeout", &DaemonConfig::egress_idle_timeout_s},
+  }));
   if (Status within = CheckWithinCaps(c.egress_defaults, c.egress_allowed, "egress.allowed_*"); !within.ok()) {
     return Status::Error(check.Where({"egress.domains", "egress.ports", "egress.cidrs"}) +
                          "egress.domains/ports/cidrs: a default rule outside the allowed ones: " +
                          std::string(within.message()));
   }
-  RETURN_IF_ERROR(check.Positive("relay.max_request", c.relay_max_request_bytes));
-  RETURN_IF_ERROR(check.Positive("relay.timeout", c.relay_timeout_s));
-  RETURN_IF_ERROR(check.Positive("execute.timeout", c.execute_timeout_s));
-  RETURN_IF_ERROR(check.Positive("execute.max_diff", c.execute_max_diff_bytes));
-  RETURN_IF_ERROR(check.Positive("execute.max_bundle", c.execute_max_bundle_bytes));
-  RETURN_IF_ERROR(check.Positive("sessions.tool_call_timeout", c.tool_call_timeout_s));
-  RETURN_IF_ERROR(check.Positive("sessions.agent_silence_timeout", c.agent_silence_timeout_s));
+  RETURN_IF_ERROR(check.Check(c, {
+      {"relay.max_request", &DaemonConfig::relay_max_request_bytes},
+      {"relay.timeout", &DaemonConfig::relay_timeout_s},
+      {"execute.timeout", &DaemonConfig::execute_timeout_s},
+      {"execute.max_diff", &DaemonConfig::execute_max_diff_bytes},
+      {"execute.max_bundle", &DaemonConfig::execute_max_bundle_bytes},
+      {"sessions.tool_call_timeout", &DaemonConfig::tool_call_timeout_s},
+      {"sessions.agent_silence_timeout", &DaemonConfig::agent_silence_timeout_s},
+  }));
 
   // sockaddr_un.sun_path holds 107 characters and the terminating NUL.
   if (c.admin_socket.size() >= sizeof(sockaddr_un{}.sun_path)) {

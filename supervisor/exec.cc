@@ -12,6 +12,7 @@
 #include "isolation/sandbox_spec.h"
 #include "supervisor/egress_proxy.h"
 #include "supervisor/ids.h"
+#include "supervisor/visibility.h"
 
 namespace corral::supervisor {
 namespace {
@@ -140,14 +141,8 @@ void SandboxManager::OnCommandFinished(const std::string& sandbox_id, uint64_t s
 }
 
 StatusOr<std::shared_ptr<Command>> SandboxManager::FindCommand(const Caller& caller, const std::string& command_id) {
-  std::shared_ptr<Command> command;
-  if (auto it = commands_.find(command_id); it != commands_.end()) command = it->second;
-  if (!command) {
-    if (auto it = recent_.find(command_id); it != recent_.end()) command = it->second;
-  }
-  if (!command || (!caller.admin && (command->row().iss != caller.iss || command->row().sub != caller.sub))) {
-    return NotFound("live command " + command_id);
-  }
+  std::shared_ptr<Command> command = FindVisible(commands_, recent_, command_id, caller);
+  if (!command) return NotFound("live command " + command_id);
   return command;
 }
 

@@ -10,9 +10,11 @@
 #include <nlohmann/json.hpp>
 
 #include "common/log.h"
+#include "common/unix_time.h"
 #include "supervisor/host_repo.h"
 #include "supervisor/ids.h"
 #include "supervisor/sandbox_files.h"
+#include "supervisor/visibility.h"
 
 namespace corral::supervisor {
 
@@ -24,8 +26,6 @@ namespace {
 constexpr char kBundleFile[] = "/home/agent/.corral-execute.bundle";
 // How long the host's git may take to bundle an allowed repository.
 constexpr auto kHostBundleTimeout = std::chrono::minutes(5);
-
-int64_t Now() { return static_cast<int64_t>(time(nullptr)); }
 
 // JSON text of values that may hold any bytes (paths, git's output): invalid UTF-8 is replaced.
 std::string Dump(const json& value) { return value.dump(-1, ' ', false, json::error_handler_t::replace); }
@@ -109,7 +109,7 @@ std::shared_ptr<Executions::Run> Executions::Find(const std::string& id) {
 }
 
 void Executions::Save(Run& run) {
-  run.row.updated_at = Now();
+  run.row.updated_at = UnixNow();
   Status saved = store_.UpdateExecution(run.row);
   if (!saved.ok()) LogError("execute", "store", {{"execution", run.row.id}, {"error", saved.ToString()}});
 }
@@ -139,7 +139,7 @@ void Executions::Start(const Caller& caller, const UserCaps& caps, ExecuteReques
                 {"keep_sandbox", request.keep_sandbox}};
   if (!request.host_path.empty()) asked["path"] = request.host_path;
   row.request_json = Dump(asked);
-  row.created_at = row.updated_at = Now();
+  row.created_at = row.updated_at = UnixNow();
   run->request = std::move(request);
   if (Status inserted = store_.InsertExecution(row); !inserted.ok()) {
     Done<ExecutionRow> answer = std::move(run->answer);
@@ -167,19 +167,25 @@ void Executions::Start(const Caller& caller, const UserCaps& caps, ExecuteReques
   });
 }
 
+template <typename T>
+std::function<void(StatusOr<T>)> Executions::Then(const std::shared_ptr<Run>& run, std::function<void(T&)> next) {
+  return [this, alive = std::weak_ptr<bool>(alive_), run, next = std::move(next)](StatusOr<T> value) {
+    if (alive.expired()) return;
+    if (!value.ok()) return Finish(run, value.status());
+    next(*value);
+  };
+}
+
 // ---- 2, 3: the sandbox and the clone ----
 
 void Executions::CreateSandbox(const std::shared_ptr<Run>& run) {
   CreateRequest create;
   create.name = run->row.id;
-  std::weak_ptr<bool> alive = alive_;
-  manager_.Create(run->caller, run->caps, create, [this, alive, run](StatusOr<SandboxRow> sandbox) {
-    if (alive.expired()) return;
-    if (!sandbox.ok()) return Finish(run, sandbox.status());
-    run->row.sandbox_id = sandbox->id;
+  manager_.Create(run->caller, run->caps, create, Then<SandboxRow>(run, [this, run](SandboxRow& sandbox) {
+    run->row.sandbox_id = sandbox.id;
     Save(*run);
     CopyBundle(run);
-  });
+  }));
 }
 
 void Executions::CopyBundle(const std::shared_ptr<Run>& run) {
@@ -205,14 +211,11 @@ void Executions::CopyBundle(const std::shared_ptr<Run>& run) {
 }
 
 void Executions::Clone(const std::shared_ptr<Run>& run) {
-  std::weak_ptr<bool> alive = alive_;
   git_.Clone(run->caller, run->caps, run->row.sandbox_id, kBundleFile, kExecuteRepoPath,
-             [this, alive, run](StatusOr<std::string> head) {
-               if (alive.expired()) return;
-               if (!head.ok()) return Finish(run, head.status());
-               run->row.base_commit = *head;
+             Then<std::string>(run, [this, run](std::string& head) {
+               run->row.base_commit = head;
                StartSession(run);
-             });
+             }));
 }
 
 // ---- 4: the agent ----
@@ -314,33 +317,27 @@ void Executions::Collect(const std::string& id, const SessionRow& session) {
 }
 
 void Executions::Commit(const std::shared_ptr<Run>& run) {
-  std::weak_ptr<bool> alive = alive_;
   git_.CommitAll(run->caller, run->caps, run->row.sandbox_id, kExecuteRepoPath, CommitMessage(run->request.task),
-                 [this, alive, run](StatusOr<std::string> head) {
-                   if (alive.expired()) return;
-                   if (!head.ok()) return Finish(run, head.status());
-                   run->row.head_commit = *head;
+                 Then<std::string>(run, [this, run](std::string& head) {
+                   run->row.head_commit = head;
                    CollectDiff(run);
-                 });
+                 }));
 }
 
 void Executions::CollectDiff(const std::shared_ptr<Run>& run) {
-  std::weak_ptr<bool> alive = alive_;
   git_.Diff(run->caller, run->caps, run->row.sandbox_id, kExecuteRepoPath, run->row.base_commit,
-            config_.execute_max_diff_bytes, /*truncate=*/true, [this, alive, run](StatusOr<GitDiff> diff) {
-              if (alive.expired()) return;
-              if (!diff.ok()) return Finish(run, diff.status());
+            config_.execute_max_diff_bytes, /*truncate=*/true, Then<GitDiff>(run, [this, run](GitDiff& diff) {
               json files = json::array();
-              for (const auto& change : diff->files) {
+              for (const auto& change : diff.files) {
                 json file = {{"path", change.path}, {"status", change.status}};
                 if (!change.from.empty()) file["from"] = change.from;
                 files.push_back(std::move(file));
               }
               run->row.files_json = Dump(files);
-              run->row.diff = std::move(diff->diff);
-              run->row.diff_truncated = diff->truncated;
+              run->row.diff = std::move(diff.diff);
+              run->row.diff_truncated = diff.truncated;
               CollectBundle(run);
-            });
+            }));
 }
 
 void Executions::CollectBundle(const std::shared_ptr<Run>& run) {
@@ -396,7 +393,7 @@ void Executions::Finish(const std::shared_ptr<Run>& run, Status error) {
     run->row.state = run->error.empty() ? "completed" : "failed";
     run->row.error = run->error;
     if (!run->note.empty()) run->row.error += (run->row.error.empty() ? "" : "; ") + run->note;
-    run->row.ended_at = Now();
+    run->row.ended_at = UnixNow();
     Save(*run);
     LogInfo("execute", "ended", {{"execution", id}, {"state", run->row.state}, {"error", run->error}});
   };
@@ -418,11 +415,11 @@ StatusOr<ExecutionRow> Executions::Get(const Caller& caller, const std::string& 
   const Status none = Status::Error("execution " + id + " not found", ENOENT);
   if (!IsWellFormedId(id, "exe")) return none;
   if (auto run = Find(id); run && !run->answer) {
-    if (caller.admin || (run->row.iss == caller.iss && run->row.sub == caller.sub)) return run->row;
+    if (MaySee(caller, run->row.iss, run->row.sub)) return run->row;
     return none;
   }
   ASSIGN_OR_RETURN(std::optional<ExecutionRow> row, store_.GetExecution(id));
-  if (!row || (!caller.admin && (row->iss != caller.iss || row->sub != caller.sub))) return none;
+  if (!row || !MaySee(caller, row->iss, row->sub)) return none;
   return *row;
 }
 
@@ -460,7 +457,7 @@ StatusOr<std::string> Executions::Bundle(const Caller& caller, const std::string
 }
 
 Status Executions::Recover() {
-  ASSIGN_OR_RETURN(std::vector<ExecutionRow> failed, store_.FailRunningExecutions("daemon restarted", Now()));
+  ASSIGN_OR_RETURN(std::vector<ExecutionRow> failed, store_.FailRunningExecutions("daemon restarted", UnixNow()));
   Caller admin;
   admin.admin = true;
   for (const ExecutionRow& row : failed) {

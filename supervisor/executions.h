@@ -100,6 +100,10 @@ class Executions {
   void Finish(const std::shared_ptr<Run>& run, Status error);
   void Save(Run& run);
   std::shared_ptr<Run> Find(const std::string& id);
+  // The callback of a step that answers a T: nothing once this object is gone, Finish(run, the
+  // error) on an error, else next(the value).
+  template <typename T>
+  std::function<void(StatusOr<T>)> Then(const std::shared_ptr<Run>& run, std::function<void(T&)> next);
 
   boost::asio::io_context& io_;
   boost::asio::thread_pool& pool_;

@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "supervisor/init_frame.h"
+
 namespace corral::supervisor {
 namespace {
 
@@ -19,27 +21,9 @@ Status Send(int fd, MsgType type, const void* body, size_t size, const std::vect
     return Status::Error("init message too large", E2BIG);
   }
   if (fds.size() > static_cast<size_t>(initproto::kMaxFds)) return Status::Error("too many fds", EINVAL);
-  Header header = {type, static_cast<uint32_t>(size)};
-  struct iovec iov[2] = {{&header, sizeof(header)}, {const_cast<void*>(body), size}};
-  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int) * initproto::kMaxFds)] = {};
-  struct msghdr msg = {};
-  msg.msg_iov = iov;
-  msg.msg_iovlen = size > 0 ? 2 : 1;
-  if (!fds.empty()) {
-    msg.msg_control = control;
-    msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
-    struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
-    memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
-  }
-  ssize_t n;
-  do {
-    n = sendmsg(fd, &msg, MSG_NOSIGNAL);
-  } while (n < 0 && errno == EINTR);
+  ssize_t n = initproto::SendFrame(fd, type, body, static_cast<uint32_t>(size), fds.data(), fds.size());
   if (n < 0) return ErrnoError("send to corral-init");
-  if (static_cast<size_t>(n) != sizeof(header) + size) return Status::Error("short send to corral-init", EIO);
+  if (static_cast<size_t>(n) != sizeof(Header) + size) return Status::Error("short send to corral-init", EIO);
   return Status();
 }
 
@@ -150,37 +134,14 @@ Status SendChildGo(int sync) { return Send(sync, MsgType::kChildGo, nullptr, 0);
 
 StatusOr<std::optional<InitMessage>> ReceiveMessage(int fd, bool nonblocking) {
   static thread_local std::vector<char> buffer(initproto::kMaxMessageBytes);
-  struct iovec iov = {buffer.data(), buffer.size()};
-  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int) * initproto::kMaxFds) +
-                                       CMSG_SPACE(sizeof(struct ucred))];
-  struct msghdr msg = {};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
-  ssize_t n;
-  do {
-    n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC | (nonblocking ? MSG_DONTWAIT : 0));
-  } while (n < 0 && errno == EINTR);
-  if (n < 0) return ErrnoError("receive from corral-init");
   InitMessage out;
-  for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level != SOL_SOCKET) continue;
-    if (c->cmsg_type == SCM_RIGHTS) {
-      size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-      for (size_t i = 0; i < count; ++i) {
-        int received;
-        memcpy(&received, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-        out.fds.emplace_back(received);
-      }
-    } else if (c->cmsg_type == SCM_CREDENTIALS) {
-      struct ucred cred;
-      memcpy(&cred, CMSG_DATA(c), sizeof(cred));
-      out.sender_pid = cred.pid;
-    }
-  }
+  bool truncated = false;
+  ssize_t n = initproto::ReceiveFrame(fd, buffer.data(), buffer.size(), nonblocking ? MSG_DONTWAIT : 0,
+                                      &out.sender_pid, &truncated,
+                                      [&out](int received) { out.fds.emplace_back(received); });
+  if (n < 0) return ErrnoError("receive from corral-init");
   if (n == 0) return std::optional<InitMessage>();
-  if ((msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0) return Status::Error("truncated message from corral-init", EMSGSIZE);
+  if (truncated) return Status::Error("truncated message from corral-init", EMSGSIZE);
   if (static_cast<size_t>(n) < sizeof(Header)) return Status::Error("short message from corral-init", EPROTO);
   Header header;
   memcpy(&header, buffer.data(), sizeof(header));

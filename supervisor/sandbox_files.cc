@@ -98,13 +98,20 @@ StatusOr<UniqueFd> OpenRegular(int node, int flags, std::string_view op, std::st
   return file;
 }
 
+// `at` resolved inside `root` and opened with `flags`, refused on a pseudo file system; errors
+// name `op` and `path`.
+StatusOr<UniqueFd> OpenChecked(int root, const std::string& at, uint64_t flags, std::string_view op,
+                               std::string_view path) {
+  UniqueFd fd = OpenInRoot(root, at, flags);
+  if (!fd) return PathError(op, path, errno);
+  RETURN_IF_ERROR(RefusePseudoFs(fd.get(), op, path));
+  return fd;
+}
+
 // The entry's parent directory (O_PATH), refused on a pseudo file system.
 StatusOr<UniqueFd> OpenParent(int root, const SandboxPathParts& parts, std::string_view op,
                               std::string_view path) {
-  UniqueFd parent = OpenInRoot(root, parts.parent, O_PATH | O_DIRECTORY);
-  if (!parent) return PathError(op, path, errno);
-  RETURN_IF_ERROR(RefusePseudoFs(parent.get(), op, path));
-  return parent;
+  return OpenChecked(root, parts.parent, O_PATH | O_DIRECTORY, op, path);
 }
 
 // ---- Plain I/O ----
@@ -484,7 +491,8 @@ std::string DisplayName(std::string_view path) {
   return name.empty() ? "/" : std::string(name);
 }
 
-std::string Join(const std::vector<std::string>& components) {
+// "/a/b" from {"a", "b"}; "/" from none.
+std::string PathOf(const std::vector<std::string>& components) {
   std::string out;
   for (const std::string& c : components) out += "/" + c;
   return out.empty() ? "/" : out;
@@ -602,9 +610,7 @@ StatusOr<FileInfo> SandboxFiles::Stat(const std::string& path) const {
   ScopedFsIdentity as_agent(uid_, gid_);
   RETURN_IF_ERROR(as_agent.status());
   // O_PATH | O_NOFOLLOW on a final symlink gives the link itself: lstat.
-  UniqueFd node = OpenInRoot(root_fd_, path, O_PATH | O_NOFOLLOW);
-  if (!node) return PathError(kOp, path, errno);
-  RETURN_IF_ERROR(RefusePseudoFs(node.get(), kOp, path));
+  ASSIGN_OR_RETURN(UniqueFd node, OpenChecked(root_fd_, path, O_PATH | O_NOFOLLOW, kOp, path));
   struct statx st;
   if (int error = StatxFd(node.get(), &st)) return PathError(kOp, path, error);
   return InfoFrom(DisplayName(path), st);
@@ -615,9 +621,7 @@ StatusOr<std::vector<FileInfo>> SandboxFiles::List(const std::string& path) cons
   RETURN_IF_ERROR(ValidateSandboxPath(path));
   ScopedFsIdentity as_agent(uid_, gid_);
   RETURN_IF_ERROR(as_agent.status());
-  UniqueFd dir = OpenInRoot(root_fd_, path, O_RDONLY | O_DIRECTORY);
-  if (!dir) return PathError(kOp, path, errno);
-  RETURN_IF_ERROR(RefusePseudoFs(dir.get(), kOp, path));
+  ASSIGN_OR_RETURN(UniqueFd dir, OpenChecked(root_fd_, path, O_RDONLY | O_DIRECTORY, kOp, path));
   std::vector<std::string> names;
   if (int error = ReadDirNames(dir.get(), &names)) return PathError(kOp, path, error);
   std::vector<FileInfo> entries;
@@ -712,9 +716,7 @@ StatusOr<std::string> SandboxFiles::TarDirectory(const std::string& path) const 
   RETURN_IF_ERROR(ValidateSandboxPath(path));
   ScopedFsIdentity as_agent(uid_, gid_);
   RETURN_IF_ERROR(as_agent.status());
-  UniqueFd dir = OpenInRoot(root_fd_, path, O_RDONLY | O_DIRECTORY);
-  if (!dir) return PathError(kOp, path, errno);
-  RETURN_IF_ERROR(RefusePseudoFs(dir.get(), kOp, path));
+  ASSIGN_OR_RETURN(UniqueFd dir, OpenChecked(root_fd_, path, O_RDONLY | O_DIRECTORY, kOp, path));
   TarSink sink;
   sink.limit = max_file_bytes_;
   TarWalk walk{nullptr, &sink, {}, path};
@@ -748,9 +750,7 @@ StatusOr<uint64_t> SandboxFiles::ExtractTar(const std::string& dir, std::string_
   }
   ScopedFsIdentity as_agent(uid_, gid_);
   RETURN_IF_ERROR(as_agent.status());
-  UniqueFd dest = OpenInRoot(root_fd_, dir, O_PATH | O_DIRECTORY);
-  if (!dest) return PathError(kOp, dir, errno);
-  RETURN_IF_ERROR(RefusePseudoFs(dest.get(), kOp, dir));
+  ASSIGN_OR_RETURN(UniqueFd dest, OpenChecked(root_fd_, dir, O_PATH | O_DIRECTORY, kOp, dir));
   ASSIGN_OR_RETURN(ArchiveReader reader, OpenTarReader(tar, dir));
   std::vector<std::pair<std::string, mode_t>> dir_modes;
   uint64_t written = 0;
@@ -758,7 +758,7 @@ StatusOr<uint64_t> SandboxFiles::ExtractTar(const std::string& dir, std::string_
     ASSIGN_OR_RETURN(std::optional<TarItem> item, NextTarItem(reader.get(), dir));
     if (!item) break;
     if (item->components.empty()) continue;  // "./": the destination itself
-    const std::string shown = "entry \"" + Printable(Join(item->components).substr(1)) + "\"";
+    const std::string shown = "entry \"" + Printable(PathOf(item->components).substr(1)) + "\"";
     const std::string name = item->components.back();
     item->components.pop_back();
     // The parent, anchored at the destination: nothing (an earlier entry's symlink, or one the
@@ -767,7 +767,7 @@ StatusOr<uint64_t> SandboxFiles::ExtractTar(const std::string& dir, std::string_
     if (item->type == AE_IFDIR) {
       RETURN_IF_ERROR(ExtractDir(parent.get(), name, dir, shown));
       item->components.push_back(name);
-      dir_modes.emplace_back(Join(item->components), item->mode);
+      dir_modes.emplace_back(PathOf(item->components), item->mode);
     } else if (item->type == AE_IFREG) {
       RETURN_IF_ERROR(ExtractFile(reader.get(), parent.get(), name, *item, dir, shown));
     } else {

@@ -11,7 +11,9 @@
 #include <nlohmann/json.hpp>
 
 #include "common/log.h"
+#include "common/unix_time.h"
 #include "supervisor/ids.h"
+#include "supervisor/visibility.h"
 
 namespace corral::supervisor {
 
@@ -21,8 +23,6 @@ namespace {
 
 constexpr size_t kRecentSessions = 64;
 constexpr size_t kMaxLineBytes = 16 << 20;  // one stream-json line (a large tool result)
-
-int64_t Now() { return static_cast<int64_t>(time(nullptr)); }
 
 std::string NewUuid() {
   unsigned char b[16];
@@ -57,7 +57,8 @@ SessionOptions OptionsOf(const std::string& text) {
   return o;
 }
 
-std::string Join(const std::vector<std::string>& items) {
+// "a,b,c": a list as the agent's command line takes it.
+std::string CommaList(const std::vector<std::string>& items) {
   std::string out;
   for (const auto& item : items) out += (out.empty() ? "" : ",") + item;
   return out;
@@ -128,14 +129,14 @@ void PrepareRow(const SandboxRow& sandbox, const NewSession& request, bool resum
     row.iss = sandbox.iss;
     row.sub = sandbox.sub;
     row.agent_session = request.fork.empty() ? NewUuid() : "";
-    row.created_at = Now();
+    row.created_at = UnixNow();
   }
   row.state = "initializing";
   row.options_json = OptionsJson(request.options).dump();
   row.budget_json = BudgetToJson(request.budget);
   row.outcome_json.clear();
   row.ended_at = 0;
-  row.updated_at = Now();
+  row.updated_at = UnixNow();
 }
 
 // The agent's environment: the model relay on the sandbox's loopback with the session's key,
@@ -184,9 +185,9 @@ std::vector<std::string> ClaudeArgv(const SessionOptions& options, const std::st
     argv.insert(argv.end(), history.begin(), history.end());
   }
   if (!options.model.empty()) argv.insert(argv.end(), {"--model", options.model});
-  if (!options.allowed_tools.empty()) argv.insert(argv.end(), {"--allowedTools", Join(options.allowed_tools)});
+  if (!options.allowed_tools.empty()) argv.insert(argv.end(), {"--allowedTools", CommaList(options.allowed_tools)});
   if (!options.disallowed_tools.empty()) {
-    argv.insert(argv.end(), {"--disallowedTools", Join(options.disallowed_tools)});
+    argv.insert(argv.end(), {"--disallowedTools", CommaList(options.disallowed_tools)});
   }
   if (options.partial) argv.push_back("--include-partial-messages");
   return argv;
@@ -224,7 +225,7 @@ json OfferBridge(const NewSession& request, bool asks, uint16_t bridge_port, std
     // One --allowedTools: the last would win.
     auto flag = std::find(argv.begin(), argv.end(), "--allowedTools");
     if (flag != argv.end()) argv.erase(flag, flag + 2);
-    argv.insert(argv.end(), {"--allowedTools", Join(allowed)});
+    argv.insert(argv.end(), {"--allowedTools", CommaList(allowed)});
   }
   return bridge_tools;
 }
@@ -271,7 +272,7 @@ void AgentSession::WatchSilence() {
 void AgentSession::SetState(const std::string& state) {
   if (row_.state == state) return;
   row_.state = state;
-  row_.updated_at = Now();
+  row_.updated_at = UnixNow();
   (void)runner_.store_.UpdateSession(row_);
   Emit({{"kind", "state"}, {"state", state}});
   WatchSilence();
@@ -356,7 +357,7 @@ void AgentSession::End(const std::string& command_outcome) {
                            {"turns", row_.turns},
                            {"cost_usd", FormatMicroUsd(row_.cost_micro_usd)}}
                           .dump();
-  row_.ended_at = Now();
+  row_.ended_at = UnixNow();
   SetState(state);
   (void)runner_.store_.UpdateSession(row_);
   events_.Append(StreamEvent::Kind::kExit, 0, row_.outcome_json);
@@ -471,7 +472,7 @@ StatusOr<std::shared_ptr<AgentSession>> SessionRunner::Create(const Caller& call
     if (!tool_digest.empty()) tool_keys_.erase(tool_digest);
     row.state = resumed ? "idle" : "failed";
     row.outcome_json = json{{"outcome", "start_failed"}, {"error", command.status().message()}}.dump();
-    row.ended_at = Now();
+    row.ended_at = UnixNow();
     (void)store_.UpdateSession(row);
     Ended("start_failed");
     return command.status();
@@ -494,7 +495,7 @@ StatusOr<std::shared_ptr<AgentSession>> SessionRunner::Create(const Caller& call
 
 StatusOr<std::shared_ptr<AgentSession>> SessionRunner::Live(const Caller& caller, const std::string& id) {
   auto it = live_.find(id);
-  if (it == live_.end() || (!caller.admin && (it->second->row().iss != caller.iss || it->second->row().sub != caller.sub))) {
+  if (it == live_.end() || !MaySee(caller, it->second->row().iss, it->second->row().sub)) {
     // Not running: ended (say so) or not the caller's (the same answer as none at all).
     auto row = Get(caller, id);
     if (!row.ok()) return row.status();
@@ -536,14 +537,8 @@ Status SessionRunner::Close(const Caller& caller, const std::string& id) {
 }
 
 StatusOr<std::shared_ptr<AgentSession>> SessionRunner::Find(const Caller& caller, const std::string& id) {
-  std::shared_ptr<AgentSession> session;
-  if (auto it = live_.find(id); it != live_.end()) session = it->second;
-  if (!session) {
-    if (auto it = recent_.find(id); it != recent_.end()) session = it->second;
-  }
-  if (!session || (!caller.admin && (session->row().iss != caller.iss || session->row().sub != caller.sub))) {
-    return NotFound("live session " + id);
-  }
+  std::shared_ptr<AgentSession> session = FindVisible(live_, recent_, id, caller);
+  if (!session) return NotFound("live session " + id);
   return session;
 }
 
@@ -551,11 +546,11 @@ StatusOr<SessionRow> SessionRunner::Get(const Caller& caller, const std::string&
   if (!IsWellFormedId(id, "ses")) return NotFound("session " + id);
   if (auto it = live_.find(id); it != live_.end()) {
     const SessionRow& row = it->second->row();
-    if (caller.admin || (row.iss == caller.iss && row.sub == caller.sub)) return row;
+    if (MaySee(caller, row.iss, row.sub)) return row;
     return NotFound("session " + id);
   }
   ASSIGN_OR_RETURN(std::optional<SessionRow> row, store_.GetSession(id));
-  if (!row || (!caller.admin && (row->iss != caller.iss || row->sub != caller.sub))) {
+  if (!row || !MaySee(caller, row->iss, row->sub)) {
     return NotFound("session " + id);
   }
   return *row;
@@ -601,7 +596,7 @@ Status SessionRunner::Recover() {
     row.outcome_json = json{{"outcome", "daemon_restarted"}, {"turns", row.turns},
                             {"cost_usd", FormatMicroUsd(row.cost_micro_usd)}}
                            .dump();
-    row.ended_at = Now();
+    row.ended_at = UnixNow();
     (void)store_.UpdateSession(row);
     Ended("daemon_restarted");
   }

@@ -27,6 +27,7 @@
 #include <memory>
 #include <vector>
 
+#include "supervisor/init_frame.h"
 #include "supervisor/init_protocol.h"
 #include "tools/corral-init/raw_syscall.h"
 
@@ -70,27 +71,12 @@ void CloseAll(std::vector<int>& fds) {
 // One datagram with up to kMaxFds descriptors (close-on-exec here: children dup2 what they use).
 // Returns 0 on EOF, -1 on error, 1 with a message.
 int Receive(int fd, Message& out) {
-  struct iovec iov = {g_buffer, sizeof(g_buffer)};
-  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int) * initproto::kMaxFds)];
-  struct msghdr msg = {};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
-  ssize_t n;
-  do {
-    n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
-  } while (n < 0 && errno == EINTR);
-  if (n <= 0) return n == 0 ? 0 : -1;
   out.fds.clear();
-  for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-      size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-      const int* fds = reinterpret_cast<const int*>(CMSG_DATA(c));
-      for (size_t i = 0; i < count; ++i) out.fds.push_back(fds[i]);
-    }
-  }
-  if ((msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0 || static_cast<size_t>(n) < sizeof(Header)) {
+  bool truncated = false;
+  ssize_t n = initproto::ReceiveFrame(fd, g_buffer, sizeof(g_buffer), 0, nullptr, &truncated,
+                                      [&out](int received) { out.fds.push_back(received); });
+  if (n <= 0) return n == 0 ? 0 : -1;
+  if (truncated || static_cast<size_t>(n) < sizeof(Header)) {
     CloseAll(out.fds);
     return -1;
   }
@@ -105,26 +91,8 @@ int Receive(int fd, Message& out) {
 
 bool Send(int fd, MsgType type, const void* body, uint32_t size, const int* fds = nullptr,
           int nfds = 0) {
-  Header header = {type, size};
-  struct iovec iov[2] = {{&header, sizeof(header)}, {const_cast<void*>(body), size}};
-  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int) * initproto::kMaxFds)] = {};
-  struct msghdr msg = {};
-  msg.msg_iov = iov;
-  msg.msg_iovlen = size > 0 ? 2 : 1;
-  if (nfds > 0) {
-    msg.msg_control = control;
-    msg.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
-    struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
-    memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
-  }
-  ssize_t n;
-  do {
-    n = sendmsg(fd, &msg, MSG_NOSIGNAL);
-  } while (n < 0 && errno == EINTR);
-  return n == static_cast<ssize_t>(sizeof(header) + size);
+  return initproto::SendFrame(fd, type, body, size, fds, static_cast<size_t>(nfds)) ==
+         static_cast<ssize_t>(sizeof(Header) + size);
 }
 
 // ---- The command's side, from clone to execve ----
@@ -197,22 +165,9 @@ bool ParseExec(Message& message, Spawn& spawn) {
 }
 
 bool RawSend(int fd, MsgType type, const void* body, uint32_t size, int pass_fd = -1) {
-  Header header = {type, size};
-  struct iovec iov[2] = {{&header, sizeof(header)}, {const_cast<void*>(body), size}};
-  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  struct msghdr msg = {};
-  msg.msg_iov = iov;
-  msg.msg_iovlen = size > 0 ? 2 : 1;
-  if (pass_fd >= 0) {
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof(control);
-    struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
-  }
-  return RawSyscallRetry(SYS_sendmsg, fd, &msg, MSG_NOSIGNAL) == static_cast<long>(sizeof(header) + size);
+  initproto::OutFrame frame;
+  frame.Fill(type, body, size, &pass_fd, pass_fd >= 0 ? 1 : 0);
+  return RawSyscallRetry(SYS_sendmsg, fd, &frame.msg, MSG_NOSIGNAL) == static_cast<long>(frame.bytes());
 }
 
 [[noreturn]] void RawExit(int code) {

@@ -14,10 +14,7 @@ StatusOr<AdminOptions> ParseAdminTokenOptions(const std::vector<std::string>& ar
   AdminOptions out;
   if (args.size() < 2) return Status::Error("missing command: token revoke|revocations");
   const std::string& verb = args[1];
-  if (verb == "--help" || verb == "-h") {
-    out.help = true;
-    return out;
-  }
+  if (verb == "--help" || verb == "-h") return HelpOnly(out);
   std::vector<OptionSpec> specs = {kAdminSocket, kJson};
   if (verb == "revoke") {
     out.verb = AdminVerb::kTokenRevoke;
@@ -28,10 +25,7 @@ StatusOr<AdminOptions> ParseAdminTokenOptions(const std::vector<std::string>& ar
     return Status::Error("unknown command 'admin token " + verb + "' (see " + kSee + ")");
   }
   ASSIGN_OR_RETURN(Scanned scanned, Scan(args, 2, specs, std::nullopt, kSee));
-  if (scanned.help) {
-    out.help = true;
-    return out;
-  }
+  if (scanned.help) return HelpOnly(out);
   if (out.verb == AdminVerb::kTokenRevoke) {
     if (scanned.positionals.size() != 1) return Status::Error("admin token revoke: expected one token id (JTI)");
     out.jti = scanned.positionals[0];
@@ -54,18 +48,12 @@ StatusOr<AdminOptions> ParseAdminOptions(const std::vector<std::string>& args, c
   constexpr char kSee[] = "corral admin --help";
   AdminOptions out;
   if (args.empty()) return Status::Error("missing command: issuer add|rm|ls|rotate, token revoke|revocations, stop-all");
-  if (args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
-    out.help = true;
-    return out;
-  }
+  if (IsHelpWord(args[0])) return HelpOnly(out);
   if (args[0] == "token") return ParseAdminTokenOptions(args, env);
   if (args[0] == "stop-all") {
     out.verb = AdminVerb::kStopAll;
     ASSIGN_OR_RETURN(Scanned scanned, Scan(args, 1, {kAdminSocket, kJson}, std::nullopt, kSee));
-    if (scanned.help) {
-      out.help = true;
-      return out;
-    }
+    if (scanned.help) return HelpOnly(out);
     if (!scanned.positionals.empty()) {
       return Status::Error("admin stop-all: unexpected argument '" + scanned.positionals[0] + "'");
     }
@@ -76,10 +64,7 @@ StatusOr<AdminOptions> ParseAdminOptions(const std::vector<std::string>& args, c
   if (args[0] != "issuer") return Status::Error("unknown command 'admin " + args[0] + "' (see " + kSee + ")");
   if (args.size() < 2) return Status::Error("missing command: issuer add|rm|ls|rotate");
   const std::string& verb = args[1];
-  if (verb == "--help" || verb == "-h") {
-    out.help = true;
-    return out;
-  }
+  if (verb == "--help" || verb == "-h") return HelpOnly(out);
   if (verb == "add") out.verb = AdminVerb::kIssuerAdd;
   else if (verb == "rm") out.verb = AdminVerb::kIssuerRemove;
   else if (verb == "ls" || verb == "list") out.verb = AdminVerb::kIssuerList;
@@ -88,10 +73,7 @@ StatusOr<AdminOptions> ParseAdminOptions(const std::vector<std::string>& args, c
   std::vector<OptionSpec> specs = {kAdminSocket};
   if (out.verb != AdminVerb::kIssuerRemove) specs.push_back(kJson);
   ASSIGN_OR_RETURN(Scanned scanned, Scan(args, 2, specs, std::nullopt, kSee));
-  if (scanned.help) {
-    out.help = true;
-    return out;
-  }
+  if (scanned.help) return HelpOnly(out);
   const std::string what = "admin issuer " + verb;
   if (out.verb == AdminVerb::kIssuerList) {
     if (!scanned.positionals.empty()) {
@@ -112,10 +94,7 @@ StatusOr<AdminOptions> ParseTokenOptions(const std::vector<std::string>& args, c
   AdminOptions out;
   out.verb = AdminVerb::kTokenMint;
   if (args.empty()) return Status::Error("missing command: mint");
-  if (args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
-    out.help = true;
-    return out;
-  }
+  if (IsHelpWord(args[0])) return HelpOnly(out);
   if (args[0] != "mint") return Status::Error("unknown command 'token " + args[0] + "' (see " + kSee + ")");
   ASSIGN_OR_RETURN(Scanned scanned,
                    Scan(args, 1,
@@ -123,10 +102,7 @@ StatusOr<AdminOptions> ParseTokenOptions(const std::vector<std::string>& args, c
                          {"--scope", 0, true}, {"--budget-usd", 0, true}, {"--budget-window", 0, true},
                          kAdminSocket, kJson},
                         std::nullopt, kSee));
-  if (scanned.help) {
-    out.help = true;
-    return out;
-  }
+  if (scanned.help) return HelpOnly(out);
   if (!scanned.positionals.empty()) {
     return Status::Error("token mint: unexpected argument '" + scanned.positionals[0] + "'");
   }

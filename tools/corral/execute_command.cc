@@ -15,6 +15,7 @@
 #include "common/file_util.h"
 #include "common/unique_fd.h"
 #include "tools/corral/client.h"
+#include "tools/corral/json_text.h"
 
 extern char** environ;
 
@@ -25,13 +26,6 @@ using nlohmann::json;
 
 constexpr int kExitFailed = 1;
 constexpr int kExitRefused = 2;
-
-std::string Text(const json& object, const char* key) {
-  if (!object.is_object() || !object.contains(key) || !object[key].is_string()) return "";
-  return object[key].get<std::string>();
-}
-
-std::string Pretty(const json& value) { return value.dump(2, ' ', false, json::error_handler_t::replace) + "\n"; }
 
 // `git -C DIR bundle create - --all`, its stdout collected; git's stderr is the user's.
 StatusOr<std::string> BundleWorkTree(const std::string& dir) {
@@ -113,40 +107,40 @@ std::string EncodeBase64(std::string_view data) { return Base64Encode(data); }
 
 std::string FormatExecution(const json& record, const std::string& out_dir, bool have_bundle) {
   std::string text;
-  const std::string state = Text(record, "state");
-  text += "execution " + Text(record, "id") + ": " + state;
-  if (!Text(record, "outcome").empty()) text += " (agent: " + Text(record, "outcome") + ")";
+  const std::string state = StringAt(record, "state");
+  text += "execution " + StringAt(record, "id") + ": " + state;
+  if (!StringAt(record, "outcome").empty()) text += " (agent: " + StringAt(record, "outcome") + ")";
   text += "\n";
-  if (!Text(record, "error").empty()) text += "error: " + Text(record, "error") + "\n";
-  const std::string summary = Text(record, "summary");
+  if (!StringAt(record, "error").empty()) text += "error: " + StringAt(record, "error") + "\n";
+  const std::string summary = StringAt(record, "summary");
   if (!summary.empty()) text += "\n" + summary + (summary.back() == '\n' ? "" : "\n");
   const json files = record.is_object() && record.contains("files_changed") ? record["files_changed"] : json::array();
   text += "\nfiles changed: " + std::to_string(files.is_array() ? files.size() : 0) + "\n";
   if (files.is_array()) {
     for (const auto& file : files) {
-      std::string status = Text(file, "status");
+      std::string status = StringAt(file, "status");
       status.resize(std::max<size_t>(status.size(), 12), ' ');
-      text += "  " + status + Text(file, "path");
-      if (!Text(file, "from").empty()) text += " (from " + Text(file, "from") + ")";
+      text += "  " + status + StringAt(file, "path");
+      if (!StringAt(file, "from").empty()) text += " (from " + StringAt(file, "from") + ")";
       text += "\n";
     }
   }
   if (record.value("truncated", false)) text += "  (the diff in result.json is truncated)\n";
   int64_t calls = 0;
   if (record.contains("usage") && record["usage"].is_object()) calls = record["usage"].value("calls", int64_t{0});
-  text += "cost: USD " + Text(record, "cost_usd") + " (" + std::to_string(calls) + " model call" +
+  text += "cost: USD " + StringAt(record, "cost_usd") + " (" + std::to_string(calls) + " model call" +
           (calls == 1 ? "" : "s") + ")\n";
   text += "\nresult: " + out_dir + "/result.json\n";
   if (have_bundle) {
-    text += "changes: " + out_dir + "/changes.bundle (" + Text(record, "base").substr(0, 12) + ".." +
-            Text(record, "head").substr(0, 12) + ")\n"
+    text += "changes: " + out_dir + "/changes.bundle (" + StringAt(record, "base").substr(0, 12) + ".." +
+            StringAt(record, "head").substr(0, 12) + ")\n"
             "  git fetch " + out_dir + "/changes.bundle && git log -p HEAD..FETCH_HEAD\n"
             "  git merge FETCH_HEAD    (or: git cherry-pick HEAD..FETCH_HEAD)\n";
   } else {
     text += "changes: none to fetch (no new commits)\n";
   }
   if (record.value("keep_sandbox", false) && record.contains("sandbox") && record["sandbox"].is_string()) {
-    text += "sandbox: " + Text(record, "sandbox") + " (kept; the repository is in /home/agent/repo)\n";
+    text += "sandbox: " + StringAt(record, "sandbox") + " (kept; the repository is in /home/agent/repo)\n";
   }
   return text;
 }
@@ -169,9 +163,9 @@ int RunExecuteCommand(const ExecuteOptions& options) {
     fprintf(stderr, "corral: %s\n", started.status().ToString().c_str());
     return kExitRefused;
   }
-  const std::string id = Text(*started, "id");
+  const std::string id = StringAt(*started, "id");
   fprintf(stderr, "corral: execution %s: the agent works in sandbox %s (session %s)\n", id.c_str(),
-          Text(*started, "sandbox").c_str(), Text(*started, "session").c_str());
+          StringAt(*started, "sandbox").c_str(), StringAt(*started, "session").c_str());
 
   json record;
   int unreachable = 0;
@@ -185,7 +179,7 @@ int RunExecuteCommand(const ExecuteOptions& options) {
       return kExitRefused;
     }
     unreachable = 0;
-    if (Text(*polled, "state") != "running") {
+    if (StringAt(*polled, "state") != "running") {
       record = std::move(*polled);
       break;
     }
@@ -204,7 +198,7 @@ int RunExecuteCommand(const ExecuteOptions& options) {
     return kExitFailed;
   }
   fputs(options.json ? Pretty(record).c_str() : FormatExecution(record, out_dir, have_bundle).c_str(), stdout);
-  return Text(record, "state") == "completed" ? 0 : kExitFailed;
+  return StringAt(record, "state") == "completed" ? 0 : kExitFailed;
 }
 
 int RunGitCommand(const GitOptions& options) {
@@ -225,7 +219,7 @@ int RunGitCommand(const GitOptions& options) {
     fprintf(stderr, "corral: %s\n", diff.status().ToString().c_str());
     return kExitFailed;
   }
-  fputs(options.json ? Pretty(*diff).c_str() : Text(*diff, "diff").c_str(), stdout);
+  fputs(options.json ? Pretty(*diff).c_str() : StringAt(*diff, "diff").c_str(), stdout);
   return 0;
 }
 

@@ -19,6 +19,8 @@
 #include <system_error>
 #include <vector>
 
+#include "tools/corral/json_text.h"
+
 extern char** environ;
 
 namespace corral::cli {
@@ -34,10 +36,6 @@ constexpr int kMaxBashTimeout = 600;
 constexpr size_t kMaxMatches = 500;
 
 HostToolResult Error(std::string text) { return {std::move(text), true}; }
-
-std::string Text(const json& input, const char* key) {
-  return input.contains(key) && input[key].is_string() ? input[key].get<std::string>() : std::string();
-}
 
 // The output, cut to kMaxOutputBytes with a note.
 std::string Capped(std::string text) {
@@ -109,7 +107,7 @@ int64_t NowMs() {
 }
 
 HostToolResult Bash(const json& input, const std::string& root) {
-  const std::string command = Text(input, "command");
+  const std::string command = StringAt(input, "command");
   if (command.empty()) return Error("command: required");
   int timeout = kDefaultBashTimeout;
   if (input.contains("timeout_s") && input["timeout_s"].is_number_integer()) {
@@ -176,7 +174,7 @@ HostToolResult Bash(const json& input, const std::string& root) {
 HostToolResult Read(const json& input, const std::string& root) {
   fs::path path;
   std::string why, content;
-  if (!Resolve(root, Text(input, "path"), &path, &why) || !ReadSmallFile(path, &content, &why)) return Error(why);
+  if (!Resolve(root, StringAt(input, "path"), &path, &why) || !ReadSmallFile(path, &content, &why)) return Error(why);
   int64_t offset = 1, limit = 2000;
   if (input.contains("offset") && input["offset"].is_number_integer()) offset = std::max<int64_t>(1, input["offset"]);
   if (input.contains("limit") && input["limit"].is_number_integer()) limit = std::max<int64_t>(1, input["limit"]);
@@ -199,7 +197,7 @@ HostToolResult Write(const json& input, const std::string& root) {
   fs::path path;
   std::string why;
   if (!input.contains("content") || !input["content"].is_string()) return Error("content: required");
-  if (!Resolve(root, Text(input, "path"), &path, &why)) return Error(why);
+  if (!Resolve(root, StringAt(input, "path"), &path, &why)) return Error(why);
   const std::string content = input["content"].get<std::string>();
   if (!WriteFile(path, content, &why)) return Error(why);
   return {"wrote " + std::to_string(content.size()) + " bytes to " + path.string(), false};
@@ -208,12 +206,12 @@ HostToolResult Write(const json& input, const std::string& root) {
 HostToolResult Edit(const json& input, const std::string& root) {
   fs::path path;
   std::string why, content;
-  const std::string old_text = Text(input, "old_string");
+  const std::string old_text = StringAt(input, "old_string");
   if (old_text.empty()) return Error("old_string: required, not empty");
   if (!input.contains("new_string") || !input["new_string"].is_string()) return Error("new_string: required");
   const std::string new_text = input["new_string"].get<std::string>();
   const bool all = input.value("replace_all", false);
-  if (!Resolve(root, Text(input, "path"), &path, &why) || !ReadSmallFile(path, &content, &why)) return Error(why);
+  if (!Resolve(root, StringAt(input, "path"), &path, &why) || !ReadSmallFile(path, &content, &why)) return Error(why);
   size_t count = 0;
   for (size_t at = content.find(old_text); at != std::string::npos; at = content.find(old_text, at + old_text.size())) {
     ++count;
@@ -246,7 +244,7 @@ bool Contained(const std::string& pattern) {
 }
 
 HostToolResult Glob(const json& input, const std::string& root) {
-  const std::string pattern = Text(input, "pattern");
+  const std::string pattern = StringAt(input, "pattern");
   if (!Contained(pattern)) return Error("pattern: a relative pattern without \"..\", e.g. src/*.cc");
   glob_t found = {};
   const int rc = glob((root + "/" + pattern).c_str(), GLOB_MARK, nullptr, &found);
@@ -265,18 +263,18 @@ HostToolResult Glob(const json& input, const std::string& root) {
 }
 
 HostToolResult Grep(const json& input, const std::string& root) {
-  const std::string pattern = Text(input, "pattern");
+  const std::string pattern = StringAt(input, "pattern");
   if (pattern.empty()) return Error("pattern: required (an extended regular expression)");
   regex_t regex;
   if (regcomp(&regex, pattern.c_str(), REG_EXTENDED | REG_NOSUB) != 0) return Error("pattern: not a valid regex");
   fs::path base;
   std::string why;
-  const std::string where = Text(input, "path").empty() ? "." : Text(input, "path");
+  const std::string where = StringAt(input, "path").empty() ? "." : StringAt(input, "path");
   if (!Resolve(root, where, &base, &why)) {
     regfree(&regex);
     return Error(why);
   }
-  const std::string name_glob = Text(input, "glob");
+  const std::string name_glob = StringAt(input, "glob");
   std::vector<fs::path> files;
   std::error_code ec;
   if (fs::is_regular_file(base, ec)) {

@@ -63,6 +63,16 @@ StatusOr<ServerConfig> ResolveServer(const Scanned& scanned, const EnvLookup& en
 // --admin-socket or CORRAL_ADMIN_SOCKET, else the default.
 AdminConfig ResolveAdmin(const Scanned& scanned, const EnvLookup& env);
 
+// "--help", "-h" or "help": a verb command's first word asking for its help.
+inline bool IsHelpWord(std::string_view arg) { return arg == "--help" || arg == "-h" || arg == "help"; }
+
+// `out`, marked as only asking for the help text: what a parser returns when asked for help.
+template <typename Options>
+Options HelpOnly(Options& out) {
+  out.help = true;
+  return out;
+}
+
 // A positive size/count: "--memory: not a size: 'lots'", "--pids: must be above 0".
 template <typename Parser>
 StatusOr<uint64_t> Positive(const Scanned& scanned, const char* option, Parser parse) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tools/corral/client.h"
+#include "tools/corral/json_text.h"
 
 namespace corral::cli {
 namespace {
@@ -18,7 +19,8 @@ constexpr int kExitError = 1;
 // `corral admin stop-all`: sandboxes stopped at once.
 constexpr size_t kStopAllConcurrency = 8;
 
-std::string Text(const nlohmann::json& object, const char* key) {
+// The value at `key` as text: a string as it is, another value as JSON; "" when missing or null.
+std::string FieldText(const nlohmann::json& object, const char* key) {
   if (!object.is_object()) return "";
   auto it = object.find(key);
   if (it == object.end() || it->is_null()) return "";
@@ -50,10 +52,6 @@ std::string FormatTable(const std::vector<std::vector<std::string>>& rows) {
   return out;
 }
 
-std::string Pretty(const nlohmann::json& value) {
-  return value.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-}
-
 void PrintError(const Status& status) { fprintf(stderr, "corral: %s\n", status.ToString().c_str()); }
 
 // Prints what a request returned: the object with --json, else its `field`.
@@ -63,7 +61,7 @@ int PrintResult(const StatusOr<nlohmann::json>& result, bool json, const char* f
     return kExitError;
   }
   if (json) fputs(Pretty(*result).c_str(), stdout);
-  else printf("%s\n", Text(*result, field).c_str());
+  else printf("%s\n", FieldText(*result, field).c_str());
   return 0;
 }
 
@@ -103,7 +101,7 @@ int RunStopAll(const Endpoint& endpoint, bool json) {
   }
   std::vector<std::string> running;
   for (const auto& sandbox : listed->value("sandboxes", nlohmann::json::array())) {
-    if (Text(sandbox, "state") == "running") running.push_back(Text(sandbox, "id"));
+    if (FieldText(sandbox, "state") == "running") running.push_back(FieldText(sandbox, "id"));
   }
   std::vector<char> done(running.size(), 0);
   std::atomic<size_t> next{0};
@@ -139,39 +137,44 @@ int RunStopAll(const Endpoint& endpoint, bool json) {
   return failures == 0 ? 0 : kExitError;
 }
 
-// GET `path` and print its `key` array: as JSON, or a table of `header` and what `row` makes of
-// each element (given the time now, for ages).
-int RunAdminList(const Endpoint& endpoint, bool json, const std::string& path, const char* key,
-                 std::vector<std::string> header,
-                 const std::function<std::vector<std::string>(const nlohmann::json&, int64_t)>& row) {
+// GET `path` and print the answer: as JSON, or as `print` shows it.
+int PrintList(const Endpoint& endpoint, const std::string& path, bool json,
+              const std::function<void(const nlohmann::json&)>& print) {
   auto listed = CallJson(endpoint, "GET", path);
   if (!listed.ok()) {
     PrintError(listed.status());
     return kExitError;
   }
-  if (json) {
-    fputs(Pretty(*listed).c_str(), stdout);
-    return 0;
-  }
-  std::vector<std::vector<std::string>> rows = {std::move(header)};
-  const int64_t now = time(nullptr);
-  for (const auto& element : listed->value(key, nlohmann::json::array())) rows.push_back(row(element, now));
-  fputs(FormatTable(rows).c_str(), stdout);
+  if (json) fputs(Pretty(*listed).c_str(), stdout);
+  else print(*listed);
   return 0;
+}
+
+// GET `path` and print its `key` array: as JSON, or a table of `header` and what `row` makes of
+// each element (given the time now, for ages).
+int RunAdminList(const Endpoint& endpoint, bool json, const std::string& path, const char* key,
+                 std::vector<std::string> header,
+                 const std::function<std::vector<std::string>(const nlohmann::json&, int64_t)>& row) {
+  return PrintList(endpoint, path, json, [&](const nlohmann::json& listed) {
+    std::vector<std::vector<std::string>> rows = {header};
+    const int64_t now = time(nullptr);
+    for (const auto& element : listed.value(key, nlohmann::json::array())) rows.push_back(row(element, now));
+    fputs(FormatTable(rows).c_str(), stdout);
+  });
 }
 
 int RunIssuerList(const Endpoint& endpoint, bool json) {
   return RunAdminList(endpoint, json, "/v1/admin/issuers", "issuers", {"NAME", "CREATED"},
                       [](const nlohmann::json& issuer, int64_t now) -> std::vector<std::string> {
-                        return {Text(issuer, "name"), FormatAge(now - Integer(issuer, "created_at"))};
+                        return {FieldText(issuer, "name"), FormatAge(now - Integer(issuer, "created_at"))};
                       });
 }
 
 int RunRevocationList(const Endpoint& endpoint, bool json) {
   return RunAdminList(endpoint, json, "/v1/admin/revocations", "revocations", {"JTI", "ISSUER", "REVOKED"},
                       [](const nlohmann::json& row, int64_t now) -> std::vector<std::string> {
-                        const std::string issuer = Text(row, "issuer");
-                        return {Text(row, "jti"), issuer.empty() ? "(all)" : issuer,
+                        const std::string issuer = FieldText(row, "issuer");
+                        return {FieldText(row, "jti"), issuer.empty() ? "(all)" : issuer,
                                 FormatAge(now - Integer(row, "revoked_at"))};
                       });
 }
@@ -209,21 +212,21 @@ nlohmann::json BuildEgressRules(const SandboxOptions& options) {
 
 std::string FormatEvent(const nlohmann::json& event) {
   const nlohmann::json data = event.value("data", nlohmann::json::object());
-  std::string line = std::to_string(Integer(event, "seq")) + " " + Text(event, "type");
-  if (Text(event, "type") == "egress" && data.is_object()) {
-    line += " " + Text(data, "decision") + " " + Text(data, "method") + " " + Text(data, "host") + ":" +
+  std::string line = std::to_string(Integer(event, "seq")) + " " + FieldText(event, "type");
+  if (FieldText(event, "type") == "egress" && data.is_object()) {
+    line += " " + FieldText(data, "decision") + " " + FieldText(data, "method") + " " + FieldText(data, "host") + ":" +
             std::to_string(Integer(data, "port"));
-    if (data.contains("address")) line += " (" + Text(data, "address") + ")";
-    if (data.contains("rule")) line += " rule=" + Text(data, "rule");
-    if (data.contains("reason")) line += " reason=" + Text(data, "reason");
-    if (Text(data, "decision") == "allowed") {
+    if (data.contains("address")) line += " (" + FieldText(data, "address") + ")";
+    if (data.contains("rule")) line += " rule=" + FieldText(data, "rule");
+    if (data.contains("reason")) line += " reason=" + FieldText(data, "reason");
+    if (FieldText(data, "decision") == "allowed") {
       line += " up=" + std::to_string(Integer(data, "bytes_up")) + " down=" + std::to_string(Integer(data, "bytes_down")) +
               " " + std::to_string(Integer(data, "duration_ms")) + "ms";
     }
-    if (data.contains("message")) line += ": " + Text(data, "message");
-  } else if (Text(event, "type") == "network" && data.is_object()) {
-    line += " " + Text(data, "mode") + " " + Text(data, "address") + " via " + Text(data, "gateway") + " (" +
-            Text(data, "interface") + ")";
+    if (data.contains("message")) line += ": " + FieldText(data, "message");
+  } else if (FieldText(event, "type") == "network" && data.is_object()) {
+    line += " " + FieldText(data, "mode") + " " + FieldText(data, "address") + " via " + FieldText(data, "gateway") +
+            " (" + FieldText(data, "interface") + ")";
   } else if (!data.empty()) {
     line += " " + data.dump();
   }
@@ -253,9 +256,9 @@ std::string FormatSandboxTable(const nlohmann::json& sandboxes, int64_t now) {
   std::vector<std::vector<std::string>> rows = {{"ID", "NAME", "STATE", "IMAGE", "CREATED"}};
   if (sandboxes.is_array()) {
     for (const auto& sandbox : sandboxes) {
-      std::string name = Text(sandbox, "name");
-      rows.push_back({Text(sandbox, "id"), name.empty() ? "-" : name, Text(sandbox, "state"),
-                      Text(sandbox, "image"), FormatAge(now - Integer(sandbox, "created_at"))});
+      std::string name = FieldText(sandbox, "name");
+      rows.push_back({FieldText(sandbox, "id"), name.empty() ? "-" : name, FieldText(sandbox, "state"),
+                      FieldText(sandbox, "image"), FormatAge(now - Integer(sandbox, "created_at"))});
     }
   }
   return FormatTable(rows);
@@ -266,7 +269,7 @@ std::string FormatSnapshotTable(const nlohmann::json& snapshots, int64_t now) {
   if (snapshots.is_array()) {
     for (const auto& snapshot : snapshots) {
       const int64_t bytes = Integer(snapshot, "bytes");
-      rows.push_back({Text(snapshot, "id"), Text(snapshot, "sandbox"),
+      rows.push_back({FieldText(snapshot, "id"), FieldText(snapshot, "sandbox"),
                       std::to_string((bytes + (1 << 20) - 1) >> 20) + " MiB", FormatAge(now - Integer(snapshot, "created_at"))});
     }
   }
@@ -280,16 +283,10 @@ int RunSandboxCommand(const SandboxOptions& options) {
     case SandboxVerb::kCreate:
       return PrintResult(CallJson(endpoint, "POST", "/v1/sandboxes", BuildCreateSandboxRequest(options)),
                          options.json, "id");
-    case SandboxVerb::kList: {
-      auto listed = CallJson(endpoint, "GET", "/v1/sandboxes");
-      if (!listed.ok()) {
-        PrintError(listed.status());
-        return kExitError;
-      }
-      const nlohmann::json sandboxes = listed->value("sandboxes", nlohmann::json::array());
-      fputs(options.json ? Pretty(*listed).c_str() : FormatSandboxTable(sandboxes, time(nullptr)).c_str(), stdout);
-      return 0;
-    }
+    case SandboxVerb::kList:
+      return PrintList(endpoint, "/v1/sandboxes", options.json, [](const nlohmann::json& listed) {
+        fputs(FormatSandboxTable(listed.value("sandboxes", nlohmann::json::array()), time(nullptr)).c_str(), stdout);
+      });
     case SandboxVerb::kGet:
       return PrintResult(CallJson(endpoint, "GET", SandboxPath(id)), /*json=*/true, "id");
     case SandboxVerb::kRemove:
@@ -306,16 +303,10 @@ int RunSandboxCommand(const SandboxOptions& options) {
       if (!options.start) body["start"] = false;
       return PrintResult(CallJson(endpoint, "POST", SandboxPath(id, "fork"), body), options.json, "id");
     }
-    case SandboxVerb::kSnapshotList: {
-      auto listed = CallJson(endpoint, "GET", "/v1/snapshots");
-      if (!listed.ok()) {
-        PrintError(listed.status());
-        return kExitError;
-      }
-      const nlohmann::json snapshots = listed->value("snapshots", nlohmann::json::array());
-      fputs(options.json ? Pretty(*listed).c_str() : FormatSnapshotTable(snapshots, time(nullptr)).c_str(), stdout);
-      return 0;
-    }
+    case SandboxVerb::kSnapshotList:
+      return PrintList(endpoint, "/v1/snapshots", options.json, [](const nlohmann::json& listed) {
+        fputs(FormatSnapshotTable(listed.value("snapshots", nlohmann::json::array()), time(nullptr)).c_str(), stdout);
+      });
     case SandboxVerb::kSnapshotRemove:
       return RemoveEach(endpoint, "/v1/snapshots/", options.ids);
     case SandboxVerb::kEgress: {
@@ -327,17 +318,11 @@ int RunSandboxCommand(const SandboxOptions& options) {
     case SandboxVerb::kEvents: {
       std::string path = SandboxPath(id, "events") + "?after_seq=" + std::to_string(options.after_seq);
       if (options.event_type) path += "&type=" + *options.event_type;
-      auto listed = CallJson(endpoint, "GET", path);
-      if (!listed.ok()) {
-        PrintError(listed.status());
-        return kExitError;
-      }
-      if (options.json) {
-        fputs(Pretty(*listed).c_str(), stdout);
-        return 0;
-      }
-      for (const auto& event : listed->value("events", nlohmann::json::array())) fputs(FormatEvent(event).c_str(), stdout);
-      return 0;
+      return PrintList(endpoint, path, options.json, [](const nlohmann::json& listed) {
+        for (const auto& event : listed.value("events", nlohmann::json::array())) {
+          fputs(FormatEvent(event).c_str(), stdout);
+        }
+      });
     }
   }
   return kExitError;

@@ -221,10 +221,7 @@ StatusOr<SandboxOptions> ParseSandboxOptions(const std::vector<std::string>& arg
   if (args.empty()) {
     return Status::Error("missing command: create, ls, get, rm, start, stop, snapshot, fork, snapshots or rm-snapshot");
   }
-  if (args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
-    out.help = true;
-    return out;
-  }
+  if (IsHelpWord(args[0])) return HelpOnly(out);
   const SandboxVerbSpec* verb = nullptr;
   for (const auto& candidate : SandboxVerbs()) {
     if (candidate.word == args[0]) verb = &candidate;
@@ -233,10 +230,7 @@ StatusOr<SandboxOptions> ParseSandboxOptions(const std::vector<std::string>& arg
   out.verb = verb->verb;
   const std::string what = "sandbox " + args[0];
   ASSIGN_OR_RETURN(Scanned scanned, Scan(args, 1, With(verb->options, {kUrl, kToken}), std::nullopt, kSee));
-  if (scanned.help) {
-    out.help = true;
-    return out;
-  }
+  if (scanned.help) return HelpOnly(out);
   out.ids = scanned.positionals;
   switch (out.verb) {
     case SandboxVerb::kCreate:
@@ -305,10 +299,7 @@ StatusOr<ExecOptions> ParseExecOptions(const std::vector<std::string>& args, con
       {"--tty", 't', false}, {"--outcome-json", 0, true}, kUrl, kToken};
   ExecOptions out;
   ASSIGN_OR_RETURN(Scanned scanned, Scan(args, 0, kSpecs, 1, "corral exec --help"));
-  if (scanned.help) {
-    out.help = true;
-    return out;
-  }
+  if (scanned.help) return HelpOnly(out);
   if (scanned.positionals.empty()) {
     return Status::Error("missing SANDBOX (corral exec [OPTIONS] SANDBOX -- CMD [ARGS...])");
   }
@@ -334,10 +325,7 @@ StatusOr<PromptOptions> ParsePromptOptions(const std::vector<std::string>& args,
       {"--yes", 'y', false},            {"--permission-mode", 0, true}, kUrl, kToken};
   PromptOptions out;
   ASSIGN_OR_RETURN(Scanned scanned, Scan(args, 0, kSpecs, 1, "corral prompt --help"));
-  if (scanned.help) {
-    out.help = true;
-    return out;
-  }
+  if (scanned.help) return HelpOnly(out);
   if (scanned.positionals.empty() || scanned.positionals[0].empty()) {
     return Status::Error("missing the prompt (corral prompt [OPTIONS] \"TEXT\")");
   }
@@ -359,10 +347,7 @@ StatusOr<ExecOptions> ParseShellOptions(const std::vector<std::string>& args, co
       {"--env", 0, true}, {"--cwd", 0, true}, {"--user", 0, true}, kUrl, kToken};
   ExecOptions out;
   ASSIGN_OR_RETURN(Scanned scanned, Scan(args, 0, kSpecs, 1, "corral shell --help"));
-  if (scanned.help) {
-    out.help = true;
-    return out;
-  }
+  if (scanned.help) return HelpOnly(out);
   if (scanned.positionals.empty()) return Status::Error("missing SANDBOX (corral shell SANDBOX [-- CMD...])");
   out.sandbox = scanned.positionals[0];
   if (out.sandbox.empty()) return Status::Error("empty SANDBOX");
@@ -396,10 +381,7 @@ StatusOr<CpOptions> ParseCpOptions(const std::vector<std::string>& args, const E
   CpOptions out;
   ASSIGN_OR_RETURN(Scanned scanned,
                    Scan(args, 0, {{"--recursive", 'r', false}, kUrl, kToken}, std::nullopt, "corral cp --help"));
-  if (scanned.help) {
-    out.help = true;
-    return out;
-  }
+  if (scanned.help) return HelpOnly(out);
   if (scanned.positionals.size() != 2) {
     return Status::Error("expected SRC and DST, got " + std::to_string(scanned.positionals.size()) +
                          " argument(s) (corral cp [-r] SRC DST)");
@@ -427,10 +409,7 @@ StatusOr<ExecuteOptions> ParseExecuteOptions(const std::vector<std::string>& arg
                                                  {"--model", 0, true}, {"--timeout", 0, true}, kJson, kUrl, kToken};
   ExecuteOptions out;
   ASSIGN_OR_RETURN(Scanned scanned, Scan(args, 0, kSpecs, std::nullopt, "corral execute --help"));
-  if (scanned.help) {
-    out.help = true;
-    return out;
-  }
+  if (scanned.help) return HelpOnly(out);
   if (scanned.positionals.size() != 1 || scanned.positionals[0].empty()) {
     return Status::Error("expected the task, one argument (corral execute --repo DIR \"TASK\")");
   }
@@ -455,20 +434,14 @@ StatusOr<GitOptions> ParseGitOptions(const std::vector<std::string>& args, const
   constexpr char kSee[] = "corral git --help";
   GitOptions out;
   if (args.empty()) return Status::Error("missing command: diff or bundle (see corral git --help)");
-  if (args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
-    out.help = true;
-    return out;
-  }
+  if (IsHelpWord(args[0])) return HelpOnly(out);
   if (args[0] == "diff") out.verb = GitVerb::kDiff;
   else if (args[0] == "bundle") out.verb = GitVerb::kBundle;
   else return Status::Error("unknown command 'git " + args[0] + "' (see " + kSee + ")");
   std::vector<OptionSpec> specs = {{"--path", 0, true}, {"--base", 0, true}, kUrl, kToken};
   specs.push_back(out.verb == GitVerb::kDiff ? kJson : OptionSpec{"--out", 0, true});
   ASSIGN_OR_RETURN(Scanned scanned, Scan(args, 1, specs, std::nullopt, kSee));
-  if (scanned.help) {
-    out.help = true;
-    return out;
-  }
+  if (scanned.help) return HelpOnly(out);
   if (scanned.positionals.size() != 1 || scanned.positionals[0].empty()) {
     return Status::Error("expected one SANDBOX (corral git " + args[0] + " SANDBOX)");
   }
@@ -491,10 +464,7 @@ StatusOr<GitOptions> ParseGitOptions(const std::vector<std::string>& args, const
 StatusOr<UsageOptions> ParseUsageOptions(const std::vector<std::string>& args, const EnvLookup& env) {
   UsageOptions out;
   ASSIGN_OR_RETURN(Scanned scanned, Scan(args, 0, {kUrl, kToken, kJson}, std::nullopt, "corral usage --help"));
-  if (scanned.help) {
-    out.help = true;
-    return out;
-  }
+  if (scanned.help) return HelpOnly(out);
   if (!scanned.positionals.empty()) return Status::Error("usage: unexpected argument '" + scanned.positionals[0] + "'");
   out.json = scanned.Has("--json");
   ASSIGN_OR_RETURN(out.server, ResolveServer(scanned, env));
@@ -508,10 +478,7 @@ StatusOr<LedgerExportOptions> ParseLedgerExportOptions(const std::vector<std::st
                                                  {"--out", 'o', true},  kAdminSocket};
   LedgerExportOptions out;
   ASSIGN_OR_RETURN(Scanned scanned, Scan(args, 0, kSpecs, std::nullopt, kSee));
-  if (scanned.help) {
-    out.help = true;
-    return out;
-  }
+  if (scanned.help) return HelpOnly(out);
   if (!scanned.positionals.empty()) {
     return Status::Error("admin usage: unexpected argument '" + scanned.positionals[0] + "'");
   }
@@ -551,10 +518,7 @@ StatusOr<DoctorCommandOptions> ParseDoctorOptions(const std::vector<std::string>
                                                  {"--claude", 0, true}};
   DoctorCommandOptions out;
   ASSIGN_OR_RETURN(Scanned scanned, Scan(args, 0, kSpecs, std::nullopt, "corral doctor --help"));
-  if (scanned.help) {
-    out.help = true;
-    return out;
-  }
+  if (scanned.help) return HelpOnly(out);
   if (!scanned.positionals.empty()) return Status::Error("unexpected argument '" + scanned.positionals[0] + "'");
   out.json = scanned.Has("--json");
   out.doctor.claude_version = supervisor::TestedClaudeCodeVersion();
@@ -576,10 +540,7 @@ StatusOr<BackupCommandOptions> ParseBackupOptions(const std::vector<std::string>
       out.restore ? std::vector<OptionSpec>{kJson, {"--config", 0, true}, {"--state-dir", 0, true}}
                   : std::vector<OptionSpec>{kJson, kAdminSocket};
   ASSIGN_OR_RETURN(Scanned scanned, Scan(args, 1, specs, std::nullopt, "corral admin " + args[0] + " --help"));
-  if (scanned.help) {
-    out.help = true;
-    return out;
-  }
+  if (scanned.help) return HelpOnly(out);
   if (scanned.positionals.size() != 1) return Status::Error("expected one FILE");
   out.json = scanned.Has("--json");
   out.file = scanned.positionals[0];

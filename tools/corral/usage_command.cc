@@ -18,7 +18,8 @@ using nlohmann::json;
 
 constexpr int kPageRows = 10000;
 
-std::string Text(const json& j, const char* key) {
+// A table cell: the string at `key`, a number with three decimals, "-" when missing or null.
+std::string Cell(const json& j, const char* key) {
   if (!j.is_object() || !j.contains(key)) return "-";
   if (j[key].is_null()) return "-";
   if (j[key].is_string()) return j[key].get<std::string>();
@@ -54,18 +55,18 @@ int RunUsageCommand(const UsageOptions& options) {
   printf("window   %s, %s to %s\n", window.value("name", "?").c_str(), IsoTime(window.value("start", 0)).c_str(),
          IsoTime(window.value("end", 0)).c_str());
   if (ai.contains("budget_usd") && !ai["budget_usd"].is_null()) {
-    printf("AI       USD %s spent of %s, %s left (%lld model calls)\n", Text(ai, "spent_usd").c_str(),
-           Text(ai, "budget_usd").c_str(), Text(ai, "remaining_usd").c_str(),
+    printf("AI       USD %s spent of %s, %s left (%lld model calls)\n", Cell(ai, "spent_usd").c_str(),
+           Cell(ai, "budget_usd").c_str(), Cell(ai, "remaining_usd").c_str(),
            static_cast<long long>(ai.value("calls", 0)));
   } else {
-    printf("AI       USD %s spent (your token has no AI budget: no model calls)\n", Text(ai, "spent_usd").c_str());
+    printf("AI       USD %s spent (your token has no AI budget: no model calls)\n", Cell(ai, "spent_usd").c_str());
   }
   // Running sandboxes are metered every few seconds: a figure may lag that much.
   if (compute.contains("budget_s") && !compute["budget_s"].is_null()) {
-    printf("compute  %s CPU-s spent of %s, %s left\n", Text(compute, "spent_s").c_str(),
-           Text(compute, "budget_s").c_str(), Text(compute, "remaining_s").c_str());
+    printf("compute  %s CPU-s spent of %s, %s left\n", Cell(compute, "spent_s").c_str(),
+           Cell(compute, "budget_s").c_str(), Cell(compute, "remaining_s").c_str());
   } else {
-    printf("compute  %s CPU-s spent (not limited)\n", Text(compute, "spent_s").c_str());
+    printf("compute  %s CPU-s spent (not limited)\n", Cell(compute, "spent_s").c_str());
   }
   for (const auto& session : (*usage)["sessions"]) {
     printf("  %s  %s  USD %s  %lld calls\n", session.value("session", "?").c_str(), session.value("sandbox", "?").c_str(),
