@@ -52,7 +52,7 @@ void StartExecution(supervisor::Executions& executions, HttpRequest request, Res
   auto parsed = ParseExecute(request.body);
   request.body.clear();
   if (!parsed.ok()) return respond(ErrorReply(parsed.status()));
-  parsed->budget = BudgetOfToken(request.auth);
+  parsed->budget = request.auth.claims.budget;
   executions.Start(CallerOfToken(request.auth), CapsOfToken(request.auth), std::move(*parsed),
                    [respond](StatusOr<ExecutionRow> row) {
                      if (!row.ok()) return respond(ErrorReply(row.status()));

@@ -224,19 +224,21 @@ StatusOr<std::vector<std::string>> ParseScopes(const json& payload) {
   return scopes;
 }
 
+// An integer limit: a per-user quota of UserCaps, or (quota null) a per-sandbox resource limit.
 struct LimitField {
   const char* name;
-  std::optional<uint64_t> TokenLimits::*field;
+  std::optional<uint64_t> supervisor::UserCaps::*quota;
+  std::optional<uint64_t> isolation::ResourceLimits::*resource;
 };
 
 constexpr LimitField kLimitFields[] = {
-    {"sandboxes", &TokenLimits::sandboxes},
-    {"memory_bytes", &TokenLimits::memory_bytes},
-    {"pids", &TokenLimits::pids},
-    {"disk_bytes", &TokenLimits::disk_bytes},
-    {"idle_timeout_s", &TokenLimits::idle_timeout_s},
-    {"commands", &TokenLimits::commands},
-    {"sessions", &TokenLimits::sessions},
+    {"sandboxes", &supervisor::UserCaps::sandboxes, nullptr},
+    {"memory_bytes", nullptr, &isolation::ResourceLimits::memory_bytes},
+    {"pids", nullptr, &isolation::ResourceLimits::pids},
+    {"disk_bytes", nullptr, &isolation::ResourceLimits::disk_bytes},
+    {"idle_timeout_s", &supervisor::UserCaps::idle_timeout_s, nullptr},
+    {"commands", &supervisor::UserCaps::commands, nullptr},
+    {"sessions", &supervisor::UserCaps::sessions, nullptr},
 };
 
 StatusOr<uint64_t> CpusToMillicores(const json& value) {
@@ -250,8 +252,8 @@ StatusOr<uint64_t> CpusToMillicores(const json& value) {
   return static_cast<uint64_t>(millicores);
 }
 
-StatusOr<TokenLimits> ParseLimits(const json& payload) {
-  TokenLimits limits;
+StatusOr<supervisor::UserCaps> ParseLimits(const json& payload) {
+  supervisor::UserCaps limits;
   auto it = payload.find("limits");
   if (it == payload.end()) return limits;
   if (!it->is_object()) return Status::Error("limits not an object");
@@ -262,43 +264,42 @@ StatusOr<TokenLimits> ParseLimits(const json& payload) {
     if (!value->is_number_unsigned()) {
       return FieldError(std::string("limits.") + f.name, "not a non-negative integer");
     }
-    limits.*f.field = value->get<uint64_t>();
+    (f.quota != nullptr ? limits.*f.quota : limits.resources.*f.resource) = value->get<uint64_t>();
   }
   if (auto cpus = it->find("cpus"); cpus != it->end()) {
-    ASSIGN_OR_RETURN(limits.cpu_millicores, CpusToMillicores(*cpus));
+    ASSIGN_OR_RETURN(limits.resources.cpu_millicores, CpusToMillicores(*cpus));
   }
   if (auto egress = it->find("egress"); egress != it->end()) {
-    auto rules = supervisor::ParseEgressRules(*egress, "limits.egress", {});
+    auto rules = supervisor::ParseEgressRulesChange(*egress, "limits.egress");
     if (!rules.ok()) return Status::Error(std::string(rules.status().message()));
-    limits.egress_json = egress->dump();
+    limits.egress = std::move(*rules);
   }
   return limits;
 }
 
-StatusOr<std::optional<double>> OptionalAmount(const json& budget, const char* name) {
+// budget.<name>, a non-negative number of units, in 1/`scale` of them (USD as micro-dollars).
+StatusOr<std::optional<int64_t>> OptionalAmount(const json& budget, const char* name, double scale) {
   auto it = budget.find(name);
-  if (it == budget.end()) return std::optional<double>();
+  if (it == budget.end()) return std::optional<int64_t>();
   double amount = it->is_number() ? it->get<double>() : -1;
   if (!(amount >= 0) || !std::isfinite(amount)) {
     return FieldError(std::string("budget.") + name, "not a non-negative number");
   }
-  return std::optional<double>(amount);
+  return std::optional<int64_t>(static_cast<int64_t>(std::llround(amount * scale)));
 }
 
-StatusOr<TokenBudget> ParseBudget(const json& payload) {
-  TokenBudget budget;
+StatusOr<supervisor::Budget> ParseBudget(const json& payload) {
+  supervisor::Budget budget;
   auto it = payload.find("budget");
   if (it == payload.end()) return budget;
   if (!it->is_object()) return Status::Error("budget not an object");
-  ASSIGN_OR_RETURN(budget.ai_usd, OptionalAmount(*it, "ai_usd"));
-  ASSIGN_OR_RETURN(budget.compute_s, OptionalAmount(*it, "compute_s"));
+  ASSIGN_OR_RETURN(budget.ai_micro_usd, OptionalAmount(*it, "ai_usd", 1e6));
+  ASSIGN_OR_RETURN(budget.compute_ms, OptionalAmount(*it, "compute_s", 1e3));
   if (auto window = it->find("window"); window != it->end()) {
-    static constexpr std::string_view kWindows[] = {"hour", "day", "week", "month"};
-    bool known = window->is_string() &&
-                 std::find(std::begin(kWindows), std::end(kWindows),
-                           window->get_ref<const std::string&>()) != std::end(kWindows);
-    if (!known) return Status::Error("budget.window not hour, day, week or month");
-    budget.window = window->get<std::string>();
+    auto known = window->is_string() ? supervisor::ParseWindow(window->get_ref<const std::string&>())
+                                     : StatusOr<supervisor::BudgetWindow>(Status::Error("not a string"));
+    if (!known.ok()) return Status::Error("budget.window not hour, day, week or month");
+    budget.window = *known;
   }
   if (auto start = it->find("window_start"); start != it->end()) {
     ASSIGN_OR_RETURN(budget.window_start, IntegerValue(*start, "budget.window_start"));

@@ -15,7 +15,8 @@
 // every one of them with the same 401.
 //
 // Claims (docs/PROTOCOL.md, "Tokens"): iss, sub, exp, iat, nbf, jti, scope (space-separated
-// string or array), limits {...}, budget {...}. Unknown claims are ignored.
+// string or array), limits {...}, budget {...}. Unknown claims are ignored. `limits` and `budget`
+// are parsed and checked here, once, into the supervisor's own values (UserCaps, Budget).
 #pragma once
 
 #include <cstdint>
@@ -31,6 +32,8 @@
 // character outside the alphabet, no non-canonical trailing bits).
 #include "common/base64.h"
 #include "common/status.h"
+#include "supervisor/budget.h"
+#include "supervisor/sandbox_types.h"
 
 namespace corral::api {
 
@@ -44,27 +47,6 @@ inline constexpr char kScopeSessions[] = "sessions";    // agent sessions (Claud
 // Never implied: sandboxes with a real network interface ("network": "full", full_network.h).
 inline constexpr char kScopeUnsafeFullNetwork[] = "unsafe:full_network";
 
-// Caps that the issuer puts on what this user may ask for. Absent: the daemon's own maxima apply.
-struct TokenLimits {
-  std::optional<uint64_t> sandboxes;        // how many sandboxes the user may own
-  std::optional<uint64_t> memory_bytes;     // per sandbox
-  std::optional<uint64_t> cpu_millicores;   // per sandbox ("cpus": 1.5 in the token)
-  std::optional<uint64_t> pids;             // per sandbox
-  std::optional<uint64_t> disk_bytes;       // per sandbox
-  std::optional<uint64_t> idle_timeout_s;   // the longest idle timeout the user may set
-  std::optional<uint64_t> commands;         // concurrent commands per sandbox
-  std::optional<uint64_t> sessions;         // agent sessions running at once
-  std::string egress_json;  // limits.egress {"domains", "ports", "cidrs"}: caps on egress rules; "" = none
-};
-
-// The user's budget (enforced by the agent-session work; parsed and carried here).
-struct TokenBudget {
-  std::optional<double> ai_usd;
-  std::optional<double> compute_s;
-  std::string window;                 // "hour" | "day" | "week" | "month"; "" when absent
-  std::optional<int64_t> window_start;  // unix seconds
-};
-
 struct Claims {
   std::string iss;
   std::string sub;
@@ -73,8 +55,13 @@ struct Claims {
   std::optional<int64_t> nbf;
   std::string jti;                    // "" when absent
   std::vector<std::string> scopes;    // explicit, or the default user scopes
-  TokenLimits limits;
-  TokenBudget budget;
+  // The caps the issuer puts on what this user may ask for (limits.sandboxes, .memory_bytes,
+  // .cpus as millicores, .pids, .disk_bytes, .idle_timeout_s, .commands, .sessions, .egress);
+  // absent: the daemon's own maxima. full_network is never set here: it is a scope.
+  supervisor::UserCaps limits;
+  // budget.ai_usd (as micro-dollars), .compute_s (as milliseconds), .window (absent: a day),
+  // .window_start: what the relay and the compute meter enforce.
+  supervisor::Budget budget;
 
   bool HasScope(std::string_view scope) const;
 };

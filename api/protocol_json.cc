@@ -96,14 +96,14 @@ Status ParseLimits(const json& body, supervisor::CreateRequest& request) {
       return Status::Error("limits: unknown limit \"" + key + "\"", EINVAL);
     }
   }
-  RETURN_IF_ERROR(OptionalUint(limits, "memory_bytes", request.memory_bytes));
-  RETURN_IF_ERROR(OptionalUint(limits, "pids", request.pids));
-  RETURN_IF_ERROR(OptionalUint(limits, "disk_bytes", request.disk_bytes));
+  RETURN_IF_ERROR(OptionalUint(limits, "memory_bytes", request.limits.memory_bytes));
+  RETURN_IF_ERROR(OptionalUint(limits, "pids", request.limits.pids));
+  RETURN_IF_ERROR(OptionalUint(limits, "disk_bytes", request.limits.disk_bytes));
   if (limits.contains("cpus")) {
     if (!limits["cpus"].is_number() || limits["cpus"].get<double>() <= 0) {
       return Status::Error("limits.cpus: expected a positive number", EINVAL);
     }
-    request.cpu_millicores = static_cast<uint64_t>(limits["cpus"].get<double>() * 1000 + 0.5);
+    request.limits.cpu_millicores = static_cast<uint64_t>(limits["cpus"].get<double>() * 1000 + 0.5);
   }
   return Status();
 }
@@ -285,7 +285,7 @@ StatusOr<supervisor::CreateRequest> ParseCreate(const json& body) {
   RETURN_IF_ERROR(ParseNetwork(body, request));
   if (body.contains("egress")) {
     if (!body["egress"].is_object()) return Status::Error("egress: expected an object {\"domains\", \"ports\", \"cidrs\"}", EINVAL);
-    request.egress_json = body["egress"].dump();
+    ASSIGN_OR_RETURN(request.egress, supervisor::ParseEgressRulesChange(body["egress"], "egress"));
   }
   RETURN_IF_ERROR(PresentString(body, "name", request.name));
   RETURN_IF_ERROR(PresentString(body, "image", request.image));
@@ -466,14 +466,11 @@ StatusOr<LedgerExport> ParseLedgerExport(const std::map<std::string, std::string
 // ---- Replies' bodies ----
 
 json SandboxJson(const supervisor::SandboxRow& row, bool with_owner) {
-  json limits = json::object();
-  auto parsed = supervisor::ParseLimits(row.limits_json);
-  if (parsed.ok()) {
-    limits = {{"memory_bytes", parsed->memory_bytes},
-              {"cpus", static_cast<double>(parsed->cpu_millicores) / 1000.0},
-              {"pids", parsed->pids},
-              {"disk_bytes", parsed->disk_bytes}};
-  }
+  const isolation::ResourceLimits& set = row.limits;
+  const json limits = {{"memory_bytes", set.memory_bytes.value_or(0)},
+                       {"cpus", static_cast<double>(set.cpu_millicores.value_or(0)) / 1000.0},
+                       {"pids", set.pids.value_or(0)},
+                       {"disk_bytes", set.disk_bytes.value_or(0)}};
   json j = {{"id", row.id},
             {"name", row.name},
             {"image", row.image},
@@ -493,19 +490,13 @@ json SandboxJson(const supervisor::SandboxRow& row, bool with_owner) {
 }
 
 json EgressJson(const supervisor::SandboxRow& row) {
-  json rules = row.egress_json.empty() ? json::object() : json::parse(row.egress_json, nullptr, false);
-  if (!rules.is_object()) rules = json::object();
-  for (const char* key : {"domains", "ports", "cidrs"}) {
-    if (!rules.contains(key)) rules[key] = json::array();
-  }
-  return rules;
+  return supervisor::EgressRulesJson(row.egress.value_or(supervisor::EgressRules{}));
 }
 
 json SnapshotJson(const supervisor::SnapshotRow& row, bool with_owner) {
   json j = {{"id", row.id},           {"sandbox", row.sandbox_id}, {"image", row.image},
             {"created_at", row.created_at}, {"bytes", row.bytes}};
-  auto limits = supervisor::ParseLimits(row.limits_json);
-  if (limits.ok()) j["disk_bytes"] = limits->disk_bytes;
+  j["disk_bytes"] = row.limits.disk_bytes.value_or(0);
   if (with_owner) {
     j["iss"] = row.iss;
     j["sub"] = row.sub;

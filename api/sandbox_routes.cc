@@ -1,5 +1,7 @@
 // Sandboxes, their egress rules and event logs, snapshots and forks (routes.h lists them).
+#include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "api/auth_mapping.h"
@@ -32,24 +34,40 @@ SandboxManager::Done<bool> ReplyDestroyed(Responder respond, std::string id) {
   };
 }
 
+// The request's body as `parse` (ParseCreate, ParseFork) reads it; nullopt once the error is answered.
+template <typename Parse>
+auto ParsedBody(const HttpRequest& request, const Responder& respond, Parse parse)
+    -> std::optional<std::remove_cvref_t<decltype(*parse(json()))>> {
+  auto body = ParseBody(request.body);
+  auto parsed = body.ok() ? parse(*body) : decltype(parse(*body))(body.status());
+  if (!parsed.ok()) {
+    respond(ErrorResponse(parsed.status()));
+    return std::nullopt;
+  }
+  return std::move(*parsed);
+}
+
+// A row's reply body for this caller: `to_json` (SandboxJson, SnapshotJson) with the owner shown
+// to the admin socket only.
+template <typename Row>
+auto RowJson(json (*to_json)(const Row&, bool), const HttpRequest& request) {
+  return [to_json, admin = request.auth.admin](const Row& row) { return to_json(row, admin); };
+}
+
 void CreateSandbox(SandboxManager& manager, HttpRequest request, Responder respond) {
   if (!RequireScope(request, kScopeSandboxes, respond)) return;
-  auto body = ParseBody(request.body);
-  if (!body.ok()) return respond(ErrorResponse(body.status()));
-  auto create = ParseCreate(*body);
-  if (!create.ok()) return respond(ErrorResponse(create.status()));
+  auto create = ParsedBody(request, respond, ParseCreate);
+  if (!create) return;
   manager.Create(CallerOfToken(request.auth), CapsOfToken(request.auth), std::move(*create),
                  ReplySandbox(std::move(respond), 201, request.auth.admin));
 }
 
 void ListSandboxes(SandboxManager& manager, HttpRequest request, Responder respond) {
-  respond(ListResponse(manager.List(CallerOfToken(request.auth)), "sandboxes",
-                       [&](const SandboxRow& row) { return SandboxJson(row, request.auth.admin); }));
+  respond(ListResponse(manager.List(CallerOfToken(request.auth)), "sandboxes", RowJson(SandboxJson, request)));
 }
 
 void GetSandbox(SandboxManager& manager, HttpRequest request, Responder respond) {
-  respond(ValueResponse(manager.Get(CallerOfToken(request.auth), request.params["id"]),
-                        [&](const SandboxRow& row) { return SandboxJson(row, request.auth.admin); }));
+  respond(ValueResponse(manager.Get(CallerOfToken(request.auth), request.params["id"]), RowJson(SandboxJson, request)));
 }
 
 void StartSandbox(SandboxManager& manager, HttpRequest request, Responder respond) {
@@ -75,8 +93,14 @@ void PutEgress(SandboxManager& manager, HttpRequest request, Responder respond) 
   if (!body->is_object()) {
     return respond(ErrorResponse(Status::Error("expected an object {\"domains\", \"ports\", \"cidrs\"}", EINVAL)));
   }
+  auto change = supervisor::ParseEgressRulesChange(*body, "egress");
+  if (!change.ok()) {
+    // A sandbox that is not the caller's is not found, whatever the body says.
+    auto row = manager.Get(CallerOfToken(request.auth), request.params["id"]);
+    return respond(ErrorResponse(row.ok() ? change.status() : row.status()));
+  }
   respond(ValueResponse(
-      manager.SetEgress(CallerOfToken(request.auth), CapsOfToken(request.auth), request.params["id"], body->dump()),
+      manager.SetEgress(CallerOfToken(request.auth), CapsOfToken(request.auth), request.params["id"], *change),
       EgressJson));
 }
 
@@ -120,22 +144,19 @@ void SnapshotSandbox(SandboxManager& manager, HttpRequest request, Responder res
 
 void ForkSandbox(SandboxManager& manager, HttpRequest request, Responder respond) {
   if (!RequireScope(request, kScopeSandboxes, respond)) return;
-  auto body = ParseBody(request.body);
-  if (!body.ok()) return respond(ErrorResponse(body.status()));
-  auto fork = ParseFork(*body);
-  if (!fork.ok()) return respond(ErrorResponse(fork.status()));
+  auto fork = ParsedBody(request, respond, ParseFork);
+  if (!fork) return;
   manager.Fork(CallerOfToken(request.auth), CapsOfToken(request.auth), request.params["id"], std::move(*fork),
                ReplySandbox(std::move(respond), 201, request.auth.admin));
 }
 
 void ListSnapshots(SandboxManager& manager, HttpRequest request, Responder respond) {
-  respond(ListResponse(manager.ListSnapshots(CallerOfToken(request.auth)), "snapshots",
-                       [&](const SnapshotRow& row) { return SnapshotJson(row, request.auth.admin); }));
+  respond(ListResponse(manager.ListSnapshots(CallerOfToken(request.auth)), "snapshots", RowJson(SnapshotJson, request)));
 }
 
 void GetSnapshot(SandboxManager& manager, HttpRequest request, Responder respond) {
   respond(ValueResponse(manager.GetSnapshot(CallerOfToken(request.auth), request.params["id"]),
-                        [&](const SnapshotRow& row) { return SnapshotJson(row, request.auth.admin); }));
+                        RowJson(SnapshotJson, request)));
 }
 
 void DeleteSnapshot(SandboxManager& manager, HttpRequest request, Responder respond) {
@@ -147,28 +168,36 @@ void DeleteSnapshot(SandboxManager& manager, HttpRequest request, Responder resp
 }  // namespace
 
 void RegisterSandboxRoutes(Server& server, SandboxManager& manager, supervisor::SandboxEvents& events) {
-  auto with = [&manager](Handler handler) -> HttpHandler {
-    return [&manager, handler](HttpRequest request, Responder respond) {
-      handler(manager, std::move(request), std::move(respond));
-    };
+  struct ManagerRoute {
+    const char* method;
+    const char* path;
+    Handler handler;
   };
-  server.Route("POST", "/v1/sandboxes", Auth::kRequired, with(CreateSandbox));
-  server.Route("GET", "/v1/sandboxes", Auth::kRequired, with(ListSandboxes));
-  server.Route("GET", "/v1/sandboxes/{id}", Auth::kRequired, with(GetSandbox));
-  server.Route("POST", "/v1/sandboxes/{id}/start", Auth::kRequired, with(StartSandbox));
-  server.Route("GET", "/v1/sandboxes/{id}/egress", Auth::kRequired, with(GetEgress));
-  server.Route("PUT", "/v1/sandboxes/{id}/egress", Auth::kRequired, with(PutEgress));
+  static constexpr ManagerRoute kRoutes[] = {
+      {"POST", "/v1/sandboxes", CreateSandbox},
+      {"GET", "/v1/sandboxes", ListSandboxes},
+      {"GET", "/v1/sandboxes/{id}", GetSandbox},
+      {"POST", "/v1/sandboxes/{id}/start", StartSandbox},
+      {"GET", "/v1/sandboxes/{id}/egress", GetEgress},
+      {"PUT", "/v1/sandboxes/{id}/egress", PutEgress},
+      {"POST", "/v1/sandboxes/{id}/stop", StopSandbox},
+      {"DELETE", "/v1/sandboxes/{id}", DestroySandbox},
+      {"POST", "/v1/sandboxes/{id}/snapshot", SnapshotSandbox},
+      {"POST", "/v1/sandboxes/{id}/fork", ForkSandbox},
+      {"GET", "/v1/snapshots", ListSnapshots},
+      {"GET", "/v1/snapshots/{id}", GetSnapshot},
+      {"DELETE", "/v1/snapshots/{id}", DeleteSnapshot},
+  };
+  for (const ManagerRoute& route : kRoutes) {
+    server.Route(route.method, route.path, Auth::kRequired,
+                 [&manager, handler = route.handler](HttpRequest request, Responder respond) {
+                   handler(manager, std::move(request), std::move(respond));
+                 });
+  }
   server.Route("GET", "/v1/sandboxes/{id}/events", Auth::kRequired,
                [&manager, &events](HttpRequest request, Responder respond) {
                  ListEvents(manager, events, std::move(request), std::move(respond));
                });
-  server.Route("POST", "/v1/sandboxes/{id}/stop", Auth::kRequired, with(StopSandbox));
-  server.Route("DELETE", "/v1/sandboxes/{id}", Auth::kRequired, with(DestroySandbox));
-  server.Route("POST", "/v1/sandboxes/{id}/snapshot", Auth::kRequired, with(SnapshotSandbox));
-  server.Route("POST", "/v1/sandboxes/{id}/fork", Auth::kRequired, with(ForkSandbox));
-  server.Route("GET", "/v1/snapshots", Auth::kRequired, with(ListSnapshots));
-  server.Route("GET", "/v1/snapshots/{id}", Auth::kRequired, with(GetSnapshot));
-  server.Route("DELETE", "/v1/snapshots/{id}", Auth::kRequired, with(DeleteSnapshot));
 }
 
 }  // namespace corral::api

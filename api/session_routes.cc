@@ -17,7 +17,7 @@ void RegisterSessionRoutes(Server& server, supervisor::SessionRunner& sessions) 
     auto create = ParseNewSession(*body);
     if (!create.ok()) return respond(ErrorResponse(create.status()));
     create->sandbox_id = request.params["id"];
-    create->budget = BudgetOfToken(request.auth);
+    create->budget = request.auth.claims.budget;
     auto session = sessions.Create(CallerOfToken(request.auth), CapsOfToken(request.auth), std::move(*create));
     if (!session.ok()) return respond(ErrorResponse(session.status()));
     respond(JsonResponse(201, SessionJson((*session)->row())));

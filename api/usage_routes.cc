@@ -39,7 +39,7 @@ void RegisterUsageRoutes(Server& server, const supervisor::Ledger& ledger, super
       return respond(ErrorResponse(
           Status::Error("the admin socket has no budget of its own: GET /v1/admin/usage exports the ledger", EINVAL)));
     }
-    auto report = ledger.Report(request.auth.iss, request.auth.sub, BudgetOfToken(request.auth), UnixNow(),
+    auto report = ledger.Report(request.auth.iss, request.auth.sub, request.auth.claims.budget, UnixNow(),
                                 manager.UnmeteredCompute(request.auth.iss, request.auth.sub));
     if (!report.ok()) return respond(ErrorResponse(report.status()));
     respond(JsonResponse(200, *report));

@@ -2,9 +2,6 @@
 
 #include <algorithm>
 
-#include <nlohmann/json.hpp>
-
-#include "common/log.h"
 #include "supervisor/full_network.h"
 #include "supervisor/sandbox_host.h"
 
@@ -30,45 +27,18 @@ StatusOr<uint64_t> Pick(const char* name, std::optional<uint64_t> requested, uin
 
 }  // namespace
 
-StatusOr<SandboxLimits> ParseLimits(const std::string& limits_json) {
-  auto j = nlohmann::json::parse(limits_json, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return Status::Error("bad limits in the store", EINVAL);
-  SandboxLimits limits;
-  limits.memory_bytes = j.value("memory_bytes", uint64_t{0});
-  limits.cpu_millicores = j.value("cpu_millicores", uint64_t{0});
-  limits.pids = j.value("pids", uint64_t{0});
-  limits.disk_bytes = j.value("disk_bytes", uint64_t{0});
-  return limits;
-}
-
-std::string LimitsJson(const SandboxLimits& limits) {
-  return nlohmann::json{{"memory_bytes", limits.memory_bytes},
-                        {"cpu_millicores", limits.cpu_millicores},
-                        {"pids", limits.pids},
-                        {"disk_bytes", limits.disk_bytes}}
-      .dump();
-}
-
-EgressRules StoredEgressRules(const std::string& egress_json) {
-  if (egress_json.empty()) return {};
-  auto rules = ParseEgressRules(nlohmann::json::parse(egress_json, nullptr, false), "stored egress", {});
-  if (!rules.ok()) {
-    LogError("egress", "the stored rules do not parse; none apply", {{"error", rules.status().ToString()}});
-    return {};
-  }
-  return *rules;
-}
-
-StatusOr<SandboxLimits> Admission::Limits(const UserCaps& caps, const CreateRequest& request) const {
-  SandboxLimits limits;
-  ASSIGN_OR_RETURN(limits.memory_bytes, Pick("memory_bytes", request.memory_bytes, config_.default_memory_bytes,
-                                             caps.memory_bytes, config_.max_memory_bytes, 16ull << 20));
-  ASSIGN_OR_RETURN(limits.cpu_millicores, Pick("cpus (millicores)", request.cpu_millicores,
-                                               config_.default_cpu_millicores, caps.cpu_millicores,
+StatusOr<isolation::ResourceLimits> Admission::Limits(const UserCaps& caps,
+                                                      const isolation::ResourceLimits& requested) const {
+  const isolation::ResourceLimits& cap = caps.resources;
+  isolation::ResourceLimits limits;
+  ASSIGN_OR_RETURN(limits.memory_bytes, Pick("memory_bytes", requested.memory_bytes, config_.default_memory_bytes,
+                                             cap.memory_bytes, config_.max_memory_bytes, 16ull << 20));
+  ASSIGN_OR_RETURN(limits.cpu_millicores, Pick("cpus (millicores)", requested.cpu_millicores,
+                                               config_.default_cpu_millicores, cap.cpu_millicores,
                                                config_.max_cpu_millicores, 10));
-  ASSIGN_OR_RETURN(limits.pids, Pick("pids", request.pids, config_.default_pids, caps.pids, config_.max_pids, 8));
-  ASSIGN_OR_RETURN(limits.disk_bytes, Pick("disk_bytes", request.disk_bytes, config_.default_disk_bytes,
-                                           caps.disk_bytes, config_.max_disk_bytes, 64ull << 20));
+  ASSIGN_OR_RETURN(limits.pids, Pick("pids", requested.pids, config_.default_pids, cap.pids, config_.max_pids, 8));
+  ASSIGN_OR_RETURN(limits.disk_bytes, Pick("disk_bytes", requested.disk_bytes, config_.default_disk_bytes,
+                                           cap.disk_bytes, config_.max_disk_bytes, 64ull << 20));
   return limits;
 }
 
@@ -77,23 +47,12 @@ StatusOr<uint64_t> Admission::IdleTimeout(const UserCaps& caps, std::optional<ui
               config_.max_idle_timeout_s, 0);
 }
 
-StatusOr<EgressRules> Admission::EgressRulesFor(const UserCaps& caps, const std::string& requested,
-                                                const std::string& current) const {
+StatusOr<EgressRules> Admission::EgressRulesFor(const UserCaps& caps, const std::optional<EgressRulesChange>& requested,
+                                                const std::optional<EgressRules>& current) const {
   // The token's caps: what it names, within the config's (an axis it does not name is the config's).
-  EgressRules token_caps = config_.egress_allowed;
-  if (!caps.egress_json.empty()) {
-    ASSIGN_OR_RETURN(token_caps, ParseEgressRules(nlohmann::json::parse(caps.egress_json, nullptr, false),
-                                                  "limits.egress", config_.egress_allowed));
-  }
-  if (requested.empty()) {
-    return NarrowToCaps(NarrowToCaps(config_.egress_defaults, config_.egress_allowed), token_caps);
-  }
-  const nlohmann::json j = nlohmann::json::parse(requested, nullptr, false);
-  EgressRules base = config_.egress_defaults;
-  if (!current.empty()) {
-    ASSIGN_OR_RETURN(base, ParseEgressRules(nlohmann::json::parse(current, nullptr, false), "stored egress", {}));
-  }
-  ASSIGN_OR_RETURN(EgressRules rules, ParseEgressRules(j, "egress", base));
+  const EgressRules token_caps = caps.egress ? caps.egress->Over(config_.egress_allowed) : config_.egress_allowed;
+  if (!requested) return NarrowToCaps(NarrowToCaps(config_.egress_defaults, config_.egress_allowed), token_caps);
+  const EgressRules rules = requested->Over(current.value_or(config_.egress_defaults));
   RETURN_IF_ERROR(CheckWithinCaps(rules, config_.egress_allowed, "the daemon's egress.allowed_*"));
   RETURN_IF_ERROR(CheckWithinCaps(rules, token_caps, "the token's limits.egress"));
   return rules;

@@ -20,26 +20,21 @@
 
 namespace corral::supervisor {
 
-// The row's limits_json, both ways.
-StatusOr<SandboxLimits> ParseLimits(const std::string& limits_json);
-std::string LimitsJson(const SandboxLimits& limits);
-// The row's egress_json as rules: none when it is "" or does not parse (logged).
-EgressRules StoredEgressRules(const std::string& egress_json);
-
 class Admission {
  public:
   Admission(const DaemonConfig& config, Store& store) : config_(config), store_(store) {}
 
-  // A new sandbox's limits: each requested value, or the configuration's default, within the
-  // token's cap and the daemon's maximum (EDQUOT above; EINVAL below the least a sandbox needs).
-  StatusOr<SandboxLimits> Limits(const UserCaps& caps, const CreateRequest& request) const;
+  // A new sandbox's limits (memory, cpus, pids, disk, every one set): each requested value, or the
+  // configuration's default, within the token's cap and the daemon's maximum (EDQUOT above;
+  // EINVAL below the least a sandbox needs).
+  StatusOr<isolation::ResourceLimits> Limits(const UserCaps& caps, const isolation::ResourceLimits& requested) const;
   // Its idle timeout in seconds (0: none), likewise.
   StatusOr<uint64_t> IdleTimeout(const UserCaps& caps, std::optional<uint64_t> requested) const;
-  // The rules a sandbox gets: `requested` (JSON as in CreateRequest; "" = the configuration's
-  // defaults, narrowed to the token's caps) held against the configuration's and the token's caps.
-  // `current` (the stored JSON) gives the fields `requested` leaves out, when set.
-  StatusOr<EgressRules> EgressRulesFor(const UserCaps& caps, const std::string& requested,
-                                       const std::string& current = "") const;
+  // The rules a sandbox gets: `requested` laid over `current` (or, unset, the configuration's
+  // defaults), held against the configuration's and the token's caps (EPERM outside them); no
+  // request: the configuration's defaults narrowed to the token's caps.
+  StatusOr<EgressRules> EgressRulesFor(const UserCaps& caps, const std::optional<EgressRulesChange>& requested,
+                                       const std::optional<EgressRules>& current = std::nullopt) const;
   // Whether this caller may have a sandbox with this network mode (EINVAL: no such mode; EPERM:
   // not with this token; EAGAIN: `full_available` is false, not on this daemon).
   static Status CheckNetwork(const Caller& caller, const UserCaps& caps, const std::string& network,

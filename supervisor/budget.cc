@@ -3,8 +3,11 @@
 #include <time.h>
 
 #include <cerrno>
+#include <iterator>
 
 #include <nlohmann/json.hpp>
+
+#include "common/enum_names.h"
 
 namespace corral::supervisor {
 namespace {
@@ -47,13 +50,9 @@ int64_t MonthIndex(int64_t t) {
 }  // namespace
 
 std::string_view WindowName(BudgetWindow window) {
-  switch (window) {
-    case BudgetWindow::kHour: return "hour";
-    case BudgetWindow::kDay: return "day";
-    case BudgetWindow::kWeek: return "week";
-    case BudgetWindow::kMonth: return "month";
-  }
-  return "day";
+  static constexpr std::string_view kNames[] = {"hour", "day", "week", "month"};
+  static_assert(std::size(kNames) == static_cast<size_t>(BudgetWindow::kMonth) + 1);
+  return EnumName(window, kNames, "day");
 }
 
 StatusOr<BudgetWindow> ParseWindow(std::string_view name) {
@@ -139,19 +138,9 @@ std::optional<ModelPrice> PriceTable::Find(std::string_view model) const {
 }
 
 std::string_view BudgetRefusalName(BudgetRefusal kind) {
-  switch (kind) {
-    case BudgetRefusal::kAi:
-      return "ai";
-    case BudgetRefusal::kAiInFlight:
-      return "ai_in_flight";
-    case BudgetRefusal::kRate:
-      return "rate";
-    case BudgetRefusal::kCompute:
-      return "compute";
-    case BudgetRefusal::kComputeStop:
-      return "compute_stop";
-  }
-  return "unknown";
+  static constexpr std::string_view kNames[] = {"ai", "ai_in_flight", "rate", "compute", "compute_stop"};
+  static_assert(std::size(kNames) == static_cast<size_t>(BudgetRefusal::kComputeStop) + 1);
+  return EnumName(kind, kNames);
 }
 
 int64_t CostMicroUsd(const ModelPrice& price, const ModelUsage& usage) {

@@ -29,9 +29,12 @@ struct Budget {
   // Windows start here and follow each other; absent: calendar windows in UTC (the hour, the
   // day from 00:00, the week from Monday 00:00, the month from the 1st 00:00).
   std::optional<int64_t> window_start;
+
+  bool operator==(const Budget&) const = default;
 };
 
-// The stored form of a budget (sandboxes.budget_json, sessions.budget_json):
+// The stored form of a budget: the store's encoding of its budget_json columns (sandboxes,
+// sessions), used by store_*.cc alone; every other layer holds a Budget.
 // {"window": "day", "ai_micro_usd"?: N, "compute_ms"?: N, "window_start"?: N}. Text that does not
 // parse, or "{}", is a budget with no amounts (no model use; compute not limited).
 std::string BudgetToJson(const Budget& budget);

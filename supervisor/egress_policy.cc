@@ -278,10 +278,10 @@ bool PatternCovers(std::string_view outer, std::string_view inner) {
 
 // ---- Rules ----
 
-StatusOr<EgressRules> ParseEgressRules(const json& j, std::string_view where, const EgressRules& defaults) {
+StatusOr<EgressRulesChange> ParseEgressRulesChange(const json& j, std::string_view where) {
   const std::string prefix = std::string(where) + ": ";
   if (!j.is_object()) return Status::Error(prefix + "expected {\"domains\", \"ports\", \"cidrs\"}", EINVAL);
-  EgressRules rules = defaults;
+  EgressRulesChange change;
   for (const auto& [key, value] : j.items()) {
     if (key != "domains" && key != "ports" && key != "cidrs") {
       return Status::Error(prefix + "unknown field \"" + key + "\"", EINVAL);
@@ -289,36 +289,47 @@ StatusOr<EgressRules> ParseEgressRules(const json& j, std::string_view where, co
     if (!value.is_array()) return Status::Error(prefix + key + ": expected a list", EINVAL);
   }
   if (j.contains("domains")) {
-    rules.domains.clear();
+    auto& domains = change.domains.emplace();
     for (const auto& item : j["domains"]) {
       if (!item.is_string()) return Status::Error(prefix + "domains: expected strings", EINVAL);
       auto pattern = NormalizeDomainPattern(item.get<std::string>());
       if (!pattern.ok()) return Status::Error(prefix + "domains: " + pattern.status().message(), EINVAL);
-      if (std::find(rules.domains.begin(), rules.domains.end(), *pattern) == rules.domains.end()) {
-        rules.domains.push_back(*pattern);
-      }
+      if (std::find(domains.begin(), domains.end(), *pattern) == domains.end()) domains.push_back(*pattern);
     }
   }
   if (j.contains("ports")) {
-    rules.ports.clear();
+    auto& ports = change.ports.emplace();
     for (const auto& item : j["ports"]) {
       if (!item.is_number_integer() || item.get<int64_t>() < 1 || item.get<int64_t>() > 65535) {
         return Status::Error(prefix + "ports: expected numbers from 1 to 65535", EINVAL);
       }
       const auto port = static_cast<uint16_t>(item.get<int64_t>());
-      if (std::find(rules.ports.begin(), rules.ports.end(), port) == rules.ports.end()) rules.ports.push_back(port);
+      if (std::find(ports.begin(), ports.end(), port) == ports.end()) ports.push_back(port);
     }
   }
   if (j.contains("cidrs")) {
-    rules.cidrs.clear();
+    auto& cidrs = change.cidrs.emplace();
     for (const auto& item : j["cidrs"]) {
       if (!item.is_string()) return Status::Error(prefix + "cidrs: expected strings", EINVAL);
       auto cidr = Cidr::Parse(item.get<std::string>());
       if (!cidr.ok()) return Status::Error(prefix + "cidrs: " + cidr.status().message(), EINVAL);
-      rules.cidrs.push_back(*cidr);
+      cidrs.push_back(*cidr);
     }
   }
+  return change;
+}
+
+EgressRules EgressRulesChange::Over(const EgressRules& base) const {
+  EgressRules rules = base;
+  if (domains) rules.domains = *domains;
+  if (ports) rules.ports = *ports;
+  if (cidrs) rules.cidrs = *cidrs;
   return rules;
+}
+
+StatusOr<EgressRules> ParseEgressRules(const json& j, std::string_view where, const EgressRules& defaults) {
+  ASSIGN_OR_RETURN(EgressRulesChange change, ParseEgressRulesChange(j, where));
+  return change.Over(defaults);
 }
 
 json EgressRulesJson(const EgressRules& rules) {

@@ -53,6 +53,7 @@ struct Cidr {
   // True when every address of `inner` is in this range.
   bool Covers(const Cidr& inner) const;
   std::string ToString() const;
+  bool operator==(const Cidr&) const = default;
 };
 
 // Why an address is not public ("loopback", "private", "shared address space", "link-local",
@@ -76,10 +77,28 @@ struct EgressRules {
   std::vector<Cidr> cidrs;
 
   bool empty() const { return domains.empty() && cidrs.empty(); }
+  bool operator==(const EgressRules&) const = default;
+};
+
+// Rules as a request or a token names them: each list given replaces that list of the rules it
+// is laid over (a new sandbox's: the configuration's defaults; a change: the sandbox's current
+// rules; a token's limits.egress: the configuration's allowed_*). A list left out keeps theirs.
+struct EgressRulesChange {
+  std::optional<std::vector<std::string>> domains;  // normalized, as in EgressRules
+  std::optional<std::vector<uint16_t>> ports;
+  std::optional<std::vector<Cidr>> cidrs;
+
+  // Every list given: the rules themselves (a fork names its source's rules whole).
+  static EgressRulesChange Whole(const EgressRules& rules) { return {rules.domains, rules.ports, rules.cidrs}; }
+  EgressRules Over(const EgressRules& base) const;
+  bool operator==(const EgressRulesChange&) const = default;
 };
 
 // {"domains": [...], "ports": [...], "cidrs": [...]}; every key optional, nothing else allowed.
-// `where` prefixes error messages ("egress", "limits.egress").
+// `where` prefixes error messages ("egress", "limits.egress"). The API's edge parses requests and
+// token claims with ParseEgressRulesChange; the configuration and the store use ParseEgressRules
+// (the change laid over `defaults`) and EgressRulesJson (every key, always).
+StatusOr<EgressRulesChange> ParseEgressRulesChange(const nlohmann::json& j, std::string_view where);
 StatusOr<EgressRules> ParseEgressRules(const nlohmann::json& j, std::string_view where, const EgressRules& defaults);
 nlohmann::json EgressRulesJson(const EgressRules& rules);
 

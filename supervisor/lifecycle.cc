@@ -41,24 +41,22 @@ void SandboxManager::Create(const Caller& caller, const UserCaps& caps, CreateRe
   if (!request.snapshot.empty()) {
     auto found = OwnedSnapshot(caller, request.snapshot);
     if (!found.ok()) return done(found.status());
-    auto taken = ParseLimits(found->limits_json);
-    if (!taken.ok() || taken->disk_bytes == 0) {
-      return done(Status::Error("snapshot " + found->id + " does not record its disk size", EIO));
-    }
+    const uint64_t disk_bytes = found->limits.disk_bytes.value_or(0);
+    if (disk_bytes == 0) return done(Status::Error("snapshot " + found->id + " does not record its disk size", EIO));
     // The copy is an image of the snapshot's size: a file system does not shrink or grow here.
-    if (request.disk_bytes && *request.disk_bytes != taken->disk_bytes) {
+    if (request.limits.disk_bytes && *request.limits.disk_bytes != disk_bytes) {
       return done(Status::Error("disk_bytes: a sandbox made from snapshot " + found->id + " keeps its disk size (" +
-                                    std::to_string(taken->disk_bytes) + ")",
+                                    std::to_string(disk_bytes) + ")",
                                 EINVAL));
     }
-    request.disk_bytes = taken->disk_bytes;
+    request.limits.disk_bytes = disk_bytes;
     snapshot = *found;
   }
-  auto limits = admission_.Limits(caps, request);
+  auto limits = admission_.Limits(caps, request.limits);
   if (!limits.ok()) return done(limits.status());
   auto idle = admission_.IdleTimeout(caps, request.idle_timeout_s);
   if (!idle.ok()) return done(idle.status());
-  auto egress = admission_.EgressRulesFor(caps, request.egress_json);
+  auto egress = admission_.EgressRulesFor(caps, request.egress);
   if (!egress.ok()) return done(egress.status());
   Status allowed = Admission::CheckNetwork(caller, caps, request.network, network_ != nullptr);
   if (!allowed.ok()) return done(allowed);
@@ -70,11 +68,11 @@ void SandboxManager::Create(const Caller& caller, const UserCaps& caps, CreateRe
   row.name = request.name;
   row.image = request.image;
   row.state = "created";
-  row.limits_json = LimitsJson(*limits);
+  row.limits = *limits;
   row.idle_timeout_s = static_cast<int64_t>(*idle);
   row.created_at = row.updated_at = row.last_active_at = Now();
-  row.budget_json = BudgetToJson(caller.budget);
-  row.egress_json = EgressRulesJson(*egress).dump();
+  row.budget = caller.budget;
+  row.egress = *egress;
   row.network = request.network;
   if (request.start && !caller.admin) {
     Status compute = meter_.CheckStart(caller.iss, caller.sub, caller.budget);
@@ -108,7 +106,7 @@ void SandboxManager::Start(const Caller& caller, const std::string& id, Done<San
     // Its CPU time is debited against the budget of the token that starts it.
     Status compute = meter_.CheckStart(caller.iss, caller.sub, caller.budget);
     if (!compute.ok()) return done(compute);
-    row->budget_json = BudgetToJson(caller.budget);
+    row->budget = caller.budget;
   }
   busy_[id] = true;
   DoStart(*row, std::move(done));
@@ -129,7 +127,7 @@ SandboxManager::Launched SandboxManager::Launch(const SandboxRow& row, const San
   if (out.process.ok() && row.network == kNetworkFull) {
     StatusOr<NetworkAttachment> attach = Status::Error("network \"full\" is not available on this daemon", EAGAIN);
     if (network_ != nullptr) {
-      attach = network_->Attach(row.id, out.process->pidfd.get(), StoredEgressRules(row.egress_json).cidrs);
+      attach = network_->Attach(row.id, out.process->pidfd.get(), row.egress.value_or(EgressRules{}).cidrs);
     }
     if (attach.ok()) {
       out.network = *attach;
@@ -175,7 +173,7 @@ void SandboxManager::DoStart(SandboxRow row, Done<SandboxRow> done) {
       // they are now.
       SandboxRow served = row;
       if (auto current = store_.GetSandbox(row.id); current.ok() && current->has_value()) {
-        served.egress_json = (*current)->egress_json;
+        served.egress = (*current)->egress;
       }
       OnStarted(served, std::move(*launched->process), std::move(launched->hello->listeners));
       done(row);
@@ -185,14 +183,14 @@ void SandboxManager::DoStart(SandboxRow row, Done<SandboxRow> done) {
 
 void SandboxManager::OnStarted(SandboxRow row, SandboxProcess process, std::vector<UniqueFd> listeners) {
   // The egress proxy has the sandbox's rules before it serves the sandbox.
-  if (egress_ != nullptr) egress_->SetRules(row.id, StoredEgressRules(row.egress_json));
+  if (egress_ != nullptr) egress_->SetRules(row.id, row.egress.value_or(EgressRules{}));
   if (loopback_ && !listeners.empty()) loopback_->Serve(row.id, std::move(listeners));
   auto live = std::make_shared<Live>();
   live->id = row.id;
   live->compute.sandbox_id = row.id;
   live->compute.iss = row.iss;
   live->compute.sub = row.sub;
-  live->compute.budget = BudgetFromJson(row.budget_json);
+  live->compute.budget = row.budget;
   live->compute.cpu_billed_usec = row.cpu_billed_usec;
   live->control = std::make_unique<asio::posix::stream_descriptor>(io_, process.control.release());
   live->init_exit = std::make_unique<asio::posix::stream_descriptor>(io_, process.pidfd.release());

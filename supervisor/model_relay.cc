@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <functional>
+#include <iterator>
 #include <limits>
 #include <optional>
 #include <utility>  // before asio's awaitable.hpp, which uses std::exchange without it
@@ -20,6 +21,7 @@
 #include <boost/beast/ssl.hpp>
 #include <nlohmann/json.hpp>
 
+#include "common/enum_names.h"
 #include "common/log.h"
 #include "supervisor/loopback_acceptor.h"
 #include "supervisor/rate_limiter.h"
@@ -593,29 +595,11 @@ void ModelRelay::Reload(PriceTable prices, uint64_t requests_per_minute) {
 void ModelRelay::SetObserver(RelayObserver* observer) { impl_->observer = observer; }
 
 std::string_view RelayResultName(RelayResult result) {
-  switch (result) {
-    case RelayResult::kForwarded:
-      return "forwarded";
-    case RelayResult::kUpstreamError:
-      return "upstream_error";
-    case RelayResult::kClientGone:
-      return "client_gone";
-    case RelayResult::kRefusedBudget:
-      return "refused_budget";
-    case RelayResult::kRefusedInFlight:
-      return "refused_in_flight";
-    case RelayResult::kRefusedRate:
-      return "refused_rate";
-    case RelayResult::kRefusedUnpriced:
-      return "refused_unpriced";
-    case RelayResult::kRefusedInvalid:
-      return "refused_invalid";
-    case RelayResult::kRefusedKey:
-      return "refused_key";
-    case RelayResult::kError:
-      return "error";
-  }
-  return "unknown";
+  static constexpr std::string_view kNames[] = {
+      "forwarded",         "upstream_error", "client_gone",     "refused_budget", "refused_in_flight",
+      "refused_rate",      "refused_unpriced", "refused_invalid", "refused_key",  "error"};
+  static_assert(std::size(kNames) == static_cast<size_t>(RelayResult::kError) + 1);
+  return EnumName(result, kNames);
 }
 
 ModelRelay::~ModelRelay() {

@@ -80,13 +80,10 @@ SandboxShape SandboxManager::ShapeOf(const SandboxRow& row) const {
   SandboxShape shape;
   shape.id = row.id;
   shape.uid_base = row.uid_base;
-  auto limits = ParseLimits(row.limits_json);
-  if (limits.ok()) {
-    shape.memory_bytes = limits->memory_bytes;
-    shape.cpu_millicores = limits->cpu_millicores;
-    shape.pids = limits->pids;
-    shape.disk_bytes = limits->disk_bytes;
-  }
+  shape.memory_bytes = row.limits.memory_bytes.value_or(0);
+  shape.cpu_millicores = row.limits.cpu_millicores.value_or(0);
+  shape.pids = row.limits.pids.value_or(0);
+  shape.disk_bytes = row.limits.disk_bytes.value_or(0);
   if (loopback_) shape.loopback_ports = loopback_->Ports();
   if (row.network == kNetworkFull) {
     for (const IpAddress& server : config_.network_dns) shape.nameservers.push_back(server.ToString());
@@ -95,12 +92,12 @@ SandboxShape SandboxManager::ShapeOf(const SandboxRow& row) const {
 }
 
 StatusOr<SandboxRow> SandboxManager::SetEgress(const Caller& caller, const UserCaps& caps, const std::string& id,
-                                               const std::string& egress_json) {
+                                               const EgressRulesChange& change) {
   ASSIGN_OR_RETURN(SandboxRow row, Owned(caller, id));
-  ASSIGN_OR_RETURN(EgressRules rules, admission_.EgressRulesFor(caps, egress_json, row.egress_json));
+  ASSIGN_OR_RETURN(EgressRules rules, admission_.EgressRulesFor(caps, change, row.egress));
+  RETURN_IF_ERROR(store_.SetSandboxEgress(id, rules));
+  row.egress = rules;
   const nlohmann::json stored = EgressRulesJson(rules);
-  RETURN_IF_ERROR(store_.SetSandboxEgress(id, stored.dump()));
-  row.egress_json = stored.dump();
   // The proxy holds the rules of running sandboxes; a stopped one's are handed when it starts.
   if (egress_ != nullptr && live_.count(id)) egress_->SetRules(id, rules);
   if (network_ != nullptr && row.network == kNetworkFull && live_.count(id)) {
@@ -112,7 +109,7 @@ StatusOr<SandboxRow> SandboxManager::SetEgress(const Caller& caller, const UserC
     }
   }
   (void)store_.AppendEvent(id, "sandbox.egress", nlohmann::json{{"rules", stored}}.dump());
-  LogInfo("sandbox", "egress rules changed", {{"sandbox", id}, {"rules", row.egress_json}});
+  LogInfo("sandbox", "egress rules changed", {{"sandbox", id}, {"rules", stored.dump()}});
   return row;
 }
 

@@ -87,10 +87,10 @@ class SandboxManager {
   void Detach();
 
   void Create(const Caller& caller, const UserCaps& caps, CreateRequest request, Done<SandboxRow> done);
-  // Changes a sandbox's egress rules (JSON as in CreateRequest; a field left out keeps its
-  // current value); a running sandbox's next proxy connection is decided by them.
+  // Changes a sandbox's egress rules (a list the change leaves out keeps its current value); a
+  // running sandbox's next proxy connection is decided by them.
   StatusOr<SandboxRow> SetEgress(const Caller& caller, const UserCaps& caps, const std::string& id,
-                                 const std::string& egress_json);
+                                 const EgressRulesChange& change);
   StatusOr<std::vector<SandboxRow>> List(const Caller& caller);
   StatusOr<SandboxRow> Get(const Caller& caller, const std::string& id);
   void Start(const Caller& caller, const std::string& id, Done<SandboxRow> done);

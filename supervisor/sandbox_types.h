@@ -1,6 +1,8 @@
 // The values the sandbox manager takes and gives: who asks (Caller), what their token allows
-// (UserCaps), what they ask for (a new sandbox, a fork, a command), and the limits a sandbox gets
-// (SandboxLimits). Plain values; admission.h holds requests against the daemon's configuration.
+// (UserCaps), what they ask for (a new sandbox, a fork, a command). Plain values: resource limits
+// are isolation::ResourceLimits, egress rules EgressRules (egress_policy.h), budgets Budget
+// (budget.h), as everywhere between the API's edge and the store; admission.h holds requests
+// against the daemon's configuration.
 #pragma once
 
 #include <cstdint>
@@ -8,7 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "isolation/resource_limits.h"
 #include "supervisor/budget.h"
+#include "supervisor/egress_policy.h"
 
 namespace corral::supervisor {
 
@@ -19,31 +23,29 @@ struct Caller {
   Budget budget;       // the token's (no amounts: compute not limited, no model use)
 };
 
-// What the issuer allows this user (from the token); unset: the daemon's maxima.
+// What the issuer allows this user: the token's `limits` claim (api/jwt.h parses it into this)
+// and its scopes. Unset: the daemon's maxima.
 struct UserCaps {
-  std::optional<uint64_t> sandboxes;
-  std::optional<uint64_t> memory_bytes;
-  std::optional<uint64_t> cpu_millicores;
-  std::optional<uint64_t> pids;
-  std::optional<uint64_t> disk_bytes;
-  std::optional<uint64_t> idle_timeout_s;
-  std::optional<uint64_t> commands;
-  std::optional<uint64_t> sessions;
-  std::string egress_json;  // the token's limits.egress ({"domains", "ports", "cidrs"}); "" = none
+  isolation::ResourceLimits resources;      // per sandbox: memory, cpus, pids, disk
+  std::optional<uint64_t> sandboxes;        // how many sandboxes the user may own
+  std::optional<uint64_t> idle_timeout_s;   // the longest idle timeout the user may set
+  std::optional<uint64_t> commands;         // concurrent commands per sandbox
+  std::optional<uint64_t> sessions;         // agent sessions running at once
+  // limits.egress: caps on egress rules, laid over the daemon's egress.allowed_*; unset: those.
+  std::optional<EgressRulesChange> egress;
   bool full_network = false;  // the scope unsafe:full_network: it may create "network": "full" sandboxes
+
+  bool operator==(const UserCaps&) const = default;
 };
 
 struct CreateRequest {
   std::string name;
   std::string image = "host";
-  std::optional<uint64_t> memory_bytes;
-  std::optional<uint64_t> cpu_millicores;
-  std::optional<uint64_t> pids;
-  std::optional<uint64_t> disk_bytes;
+  isolation::ResourceLimits limits;  // memory, cpus, pids, disk; unset: the config's defaults
   std::optional<uint64_t> idle_timeout_s;
   bool start = true;
   std::string snapshot;  // "snap_...": start from a copy of it
-  std::string egress_json;  // its egress rules ({"domains", "ports", "cidrs"}); "" = the config's defaults
+  std::optional<EgressRulesChange> egress;  // laid over the config's defaults; unset: those (within the caps)
   std::string network = "loopback";  // "loopback" | "full" (supervisor/full_network.h; needs caps.full_network)
 };
 
@@ -67,14 +69,6 @@ struct ExecSpec {
   // calls run as the same user, and could otherwise write into it through /proc/<pid>/fd/1.
   // Otherwise the pipes belong to the command's user, who may reopen them (/dev/stdout).
   bool private_stdio = false;
-};
-
-// The effective limits of a sandbox, as stored (limits_json) and shown by the API.
-struct SandboxLimits {
-  uint64_t memory_bytes = 0;
-  uint64_t cpu_millicores = 0;
-  uint64_t pids = 0;
-  uint64_t disk_bytes = 0;
 };
 
 }  // namespace corral::supervisor

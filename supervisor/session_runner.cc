@@ -133,7 +133,7 @@ void PrepareRow(const SandboxRow& sandbox, const NewSession& request, bool resum
   }
   row.state = "initializing";
   row.options_json = OptionsJson(request.options).dump();
-  row.budget_json = BudgetToJson(request.budget);
+  row.budget = request.budget;
   row.outcome_json.clear();
   row.ended_at = 0;
   row.updated_at = UnixNow();

@@ -93,7 +93,7 @@ void SandboxManager::Snapshot(const Caller& caller, const std::string& id, Done<
   snapshot.sub = row->sub;
   snapshot.image = row->image;
   snapshot.uid_base = row->uid_base;
-  snapshot.limits_json = row->limits_json;
+  snapshot.limits = row->limits;
   pid_t pid = 0;
   if (auto it = live_.find(id); it != live_.end()) pid = it->second->process.pid;
   SandboxShape shape = ShapeOf(*row);
@@ -139,20 +139,14 @@ void SandboxManager::Fork(const Caller& caller, const UserCaps& caps, const std:
   if (busy_[id] || (source->state != "running" && source->state != "stopped" && source->state != "created")) {
     return done(Status::Error("sandbox " + id + " is " + source->state, EBUSY));
   }
-  auto taken = ParseLimits(source->limits_json);
-  if (!taken.ok()) return done(taken.status());
   // The source's limits, held against what this token allows now.
-  CreateRequest wanted;
-  wanted.memory_bytes = taken->memory_bytes;
-  wanted.cpu_millicores = taken->cpu_millicores;
-  wanted.pids = taken->pids;
-  wanted.disk_bytes = taken->disk_bytes;
-  auto limits = admission_.Limits(caps, wanted);
+  auto limits = admission_.Limits(caps, source->limits);
   if (!limits.ok()) return done(limits.status());
   auto idle = admission_.IdleTimeout(caps, static_cast<uint64_t>(source->idle_timeout_s));
   if (!idle.ok()) return done(idle.status());
   // The source's egress rules too, held against what this token allows now.
-  auto egress = admission_.EgressRulesFor(caps, source->egress_json);
+  auto egress = admission_.EgressRulesFor(
+      caps, source->egress ? std::optional(EgressRulesChange::Whole(*source->egress)) : std::nullopt);
   if (!egress.ok()) return done(egress.status());
   // And its network mode, if this token may still have it.
   Status allowed = Admission::CheckNetwork(caller, caps, source->network, network_ != nullptr);
@@ -166,9 +160,9 @@ void SandboxManager::Fork(const Caller& caller, const UserCaps& caps, const std:
   row.image = source->image;
   row.state = "creating";
   row.source = source->id;
-  row.limits_json = LimitsJson(*limits);
+  row.limits = *limits;
   row.idle_timeout_s = static_cast<int64_t>(*idle);
-  row.egress_json = EgressRulesJson(*egress).dump();
+  row.egress = *egress;
   row.network = source->network;
   row.created_at = row.updated_at = row.last_active_at = Now();
   auto created = admission_.Insert(caller, caps, row);

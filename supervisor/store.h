@@ -15,7 +15,9 @@
 // Where it is: store_schema.cc opens the file (pragmas, migrations, the copy before them) and runs
 // transactions; store_{issuers,sandboxes,commands,events,ledger}.cc hold the tables' methods, in
 // SQL over store_sqlite.h (statements, binding, reading rows) and store_rows.h (each row type as
-// its columns). Only these files know SQL.
+// its columns). Only these files know SQL. Rows hold typed values (ResourceLimits, EgressRules,
+// Budget); store_columns.h turns them into the text of their columns (limits_json, egress_json,
+// budget_json) and back.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +30,9 @@
 #include <vector>
 
 #include "common/status.h"
+#include "isolation/resource_limits.h"
+#include "supervisor/budget.h"
+#include "supervisor/egress_policy.h"
 
 struct sqlite3;
 
@@ -56,7 +61,7 @@ struct SandboxRow {
   std::string name;           // the user's label; "" when not given
   std::string image;          // "host" or an image name from the config
   std::string state;          // created|starting|running|frozen|stopping|stopped|destroying
-  std::string limits_json;    // the effective limits (JSON object), fixed at create time
+  isolation::ResourceLimits limits;  // the effective limits (memory, cpus, pids, disk), fixed at create time
   int64_t idle_timeout_s = 0; // 0: never idles out
   int64_t uid_base = 0;       // host uid of root inside; unique among sandboxes
   int64_t created_at = 0;
@@ -65,9 +70,9 @@ struct SandboxRow {
   int64_t init_pid = 0;               // host pid of corral-init while running, else 0
   int64_t init_start_time = 0;        // its start time (/proc/PID/stat field 22), against pid reuse
   std::string source;                 // "snap_..." or "sb_..." it was forked from; "" otherwise
-  std::string budget_json = "{}";     // the budget of the token that last created or started it
+  Budget budget;                      // the budget of the token that last created or started it
   int64_t cpu_billed_usec = 0;        // of this run's cgroup CPU time, what the ledger holds
-  std::string egress_json;            // its egress rules ({"domains", "ports", "cidrs"}); "": none
+  std::optional<EgressRules> egress;  // its egress rules; unset (rows from before they were kept): none
   std::string network = "loopback";   // "loopback" | "full" (supervisor/full_network.h)
 };
 
@@ -80,7 +85,7 @@ struct SnapshotRow {
   int64_t created_at = 0;
   int64_t bytes = 0;          // space it takes on the host's disk
   int64_t uid_base = 0;       // host uid of root inside, for the files in it
-  std::string limits_json = "{}";  // the sandbox's limits when it was taken (disk_bytes: its size)
+  isolation::ResourceLimits limits;  // the sandbox's limits when it was taken (disk_bytes: its size)
 };
 
 struct CommandRow {
@@ -115,7 +120,7 @@ struct SessionRow {
   std::string agent_session;  // Claude Code's session id (a UUID), for --resume
   std::string parent_id;      // the session this one was forked from; ""
   std::string options_json = "{}";  // model, permission mode, tools
-  std::string budget_json = "{}";   // the budget of the token that last drove it
+  Budget budget;              // the budget of the token that last drove it
   std::string outcome_json;   // "" until it ended
   int64_t cost_micro_usd = 0; // what the relay debited for it
   int64_t turns = 0;
@@ -207,8 +212,8 @@ class Store {
   // {uid_first + k * uid_step : 0 <= k < slots} and inserts the row in one transaction
   // (ENOSPC when every slot is taken), returning the row as stored.
   StatusOr<SandboxRow> CreateSandbox(SandboxRow row, int64_t uid_first, int64_t uid_step, int64_t slots);
-  Status UpdateSandbox(const SandboxRow& row);   // every column but egress_json, by id; ENOENT when absent
-  Status SetSandboxEgress(const std::string& id, const std::string& egress_json);  // ENOENT when absent
+  Status UpdateSandbox(const SandboxRow& row);   // every column but egress and network, by id; ENOENT when absent
+  Status SetSandboxEgress(const std::string& id, const EgressRules& rules);  // ENOENT when absent
   StatusOr<std::optional<SandboxRow>> GetSandbox(const std::string& id);
   // All sandboxes of one user, or every sandbox when iss is empty; oldest first.
   StatusOr<std::vector<SandboxRow>> ListSandboxes(const std::string& iss = "", const std::string& sub = "");

@@ -21,31 +21,16 @@ StatusOr<CommandRow> Store::InsertCommand(CommandRow row) {
                               "WHERE sandbox_id = ?1",
                               {row.sandbox_id}, "next init_seq of " + row.sandbox_id));
     row.init_seq = next_seq.value_or(1);
-    return Run(db_,
-               Sql({"INSERT INTO commands (", kCommandColumns,
-                    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"}),
-               Values(row), "insert command " + row.id);
+    return Run(db_, InsertSql(kCommands.name, kCommands.columns), Values(row), "insert command " + row.id);
   });
   if (!status.ok()) return status;
   return row;
 }
 
-Status Store::UpdateCommand(const CommandRow& row) {
-  std::lock_guard lock(mu_);
-  return RunOnExistingRow(
-      db_,
-      "UPDATE commands SET sandbox_id = ?2, iss = ?3, sub = ?4, argv_json = ?5, pty = ?6, "
-      "state = ?7, outcome_json = ?8, created_at = ?9, ended_at = ?10, init_seq = ?11, "
-      "seq_reserved = ?12 "
-      "WHERE id = ?1",
-      Values(row), "update command " + row.id);
-}
+Status Store::UpdateCommand(const CommandRow& row) { return UpdateRow(mu_, db_, kCommands, row); }
 
 StatusOr<std::optional<CommandRow>> Store::GetCommand(const std::string& id) {
-  std::lock_guard lock(mu_);
-  return QueryOne<CommandRow>(db_,
-                              Sql({"SELECT ", kCommandColumns, " FROM commands WHERE id = ?1"}),
-                              {id}, "get command " + id);
+  return GetRow<CommandRow>(mu_, db_, kCommands, id);
 }
 
 // Newest first by init_seq, which only grows within a sandbox (UNIQUE (sandbox_id, init_seq)
@@ -65,83 +50,40 @@ StatusOr<std::vector<CommandRow>> Store::ListCommands(const std::string& sandbox
 // ---------------------------------------------------------------------------------------------
 // Sessions
 
-Status Store::InsertSession(const SessionRow& row) {
-  std::lock_guard lock(mu_);
-  return Run(db_,
-             Sql({"INSERT INTO sessions (", kSessionColumns,
-                  ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"}),
-             Values(row), "insert session " + row.id);
-}
+Status Store::InsertSession(const SessionRow& row) { return InsertRow(mu_, db_, kSessions, row); }
 
-Status Store::UpdateSession(const SessionRow& row) {
-  std::lock_guard lock(mu_);
-  return RunOnExistingRow(db_,
-                          "UPDATE sessions SET sandbox_id = ?2, iss = ?3, sub = ?4, state = ?5, agent_session = ?6, "
-                          "parent_id = ?7, options_json = ?8, budget_json = ?9, outcome_json = ?10, "
-                          "cost_micro_usd = ?11, turns = ?12, created_at = ?13, updated_at = ?14, ended_at = ?15, "
-                          "seq_reserved = ?16 WHERE id = ?1",
-                          Values(row), "update session " + row.id);
-}
+Status Store::UpdateSession(const SessionRow& row) { return UpdateRow(mu_, db_, kSessions, row); }
 
 StatusOr<std::optional<SessionRow>> Store::GetSession(const std::string& id) {
-  std::lock_guard lock(mu_);
-  return QueryOne<SessionRow>(db_, Sql({"SELECT ", kSessionColumns, " FROM sessions WHERE id = ?1"}), {id},
-                              "get session " + id);
+  return GetRow<SessionRow>(mu_, db_, kSessions, id);
 }
 
 StatusOr<std::vector<SessionRow>> Store::ListSessions(const std::string& iss, const std::string& sub,
                                                       const std::string& sandbox_id) {
-  std::lock_guard lock(mu_);
-  return Query<SessionRow>(db_,
-                           Sql({"SELECT ", kSessionColumns,
-                                " FROM sessions WHERE (?1 = '' OR iss = ?1) AND (?2 = '' OR sub = ?2) "
-                                "AND (?3 = '' OR sandbox_id = ?3) ORDER BY created_at, rowid"}),
-                           {iss, sub, sandbox_id}, "list sessions");
+  return ListRows<SessionRow>(mu_, db_, kSessions,
+                              "(?1 = '' OR iss = ?1) AND (?2 = '' OR sub = ?2) AND (?3 = '' OR sandbox_id = ?3)",
+                              {iss, sub, sandbox_id}, "list sessions");
 }
 
 // ---------------------------------------------------------------------------------------------
 // Executions
 
-Status Store::InsertExecution(const ExecutionRow& row) {
-  std::lock_guard lock(mu_);
-  return Run(db_,
-             Sql({"INSERT INTO executions (", kExecutionColumns,
-                  ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, "
-                  "?20, ?21)"}),
-             Values(row), "insert execution " + row.id);
-}
+Status Store::InsertExecution(const ExecutionRow& row) { return InsertRow(mu_, db_, kExecutions, row); }
 
-Status Store::UpdateExecution(const ExecutionRow& row) {
-  std::lock_guard lock(mu_);
-  return RunOnExistingRow(db_,
-                          "UPDATE executions SET iss = ?2, sub = ?3, state = ?4, sandbox_id = ?5, session_id = ?6, "
-                          "request_json = ?7, base_commit = ?8, head_commit = ?9, summary = ?10, outcome = ?11, "
-                          "cost_micro_usd = ?12, usage_json = ?13, files_json = ?14, diff = ?15, "
-                          "diff_truncated = ?16, bundle_bytes = ?17, error = ?18, created_at = ?19, "
-                          "updated_at = ?20, ended_at = ?21 WHERE id = ?1",
-                          Values(row), "update execution " + row.id);
-}
+Status Store::UpdateExecution(const ExecutionRow& row) { return UpdateRow(mu_, db_, kExecutions, row); }
 
 StatusOr<std::optional<ExecutionRow>> Store::GetExecution(const std::string& id) {
-  std::lock_guard lock(mu_);
-  return QueryOne<ExecutionRow>(db_, Sql({"SELECT ", kExecutionColumns, " FROM executions WHERE id = ?1"}), {id},
-                                "get execution " + id);
+  return GetRow<ExecutionRow>(mu_, db_, kExecutions, id);
 }
 
 StatusOr<std::vector<ExecutionRow>> Store::ListExecutions(const std::string& iss, const std::string& sub,
                                                           const std::string& state) {
-  std::lock_guard lock(mu_);
-  return Query<ExecutionRow>(db_,
-                             Sql({"SELECT ", kExecutionColumns,
-                                  " FROM executions WHERE (?1 = '' OR iss = ?1) AND (?2 = '' OR sub = ?2) "
-                                  "AND (?3 = '' OR state = ?3) ORDER BY created_at, rowid"}),
-                             {iss, sub, state}, "list executions");
+  return ListRows<ExecutionRow>(mu_, db_, kExecutions,
+                                "(?1 = '' OR iss = ?1) AND (?2 = '' OR sub = ?2) AND (?3 = '' OR state = ?3)",
+                                {iss, sub, state}, "list executions");
 }
 
-Status Store::DeleteExecution(const std::string& id) {
-  std::lock_guard lock(mu_);
-  return RunOnExistingRow(db_, "DELETE FROM executions WHERE id = ?1", {id}, "delete execution " + id);
-}
+Status Store::DeleteExecution(const std::string& id) { return DeleteRow(mu_, db_, kExecutions, id); }
 
 Status Store::SetExecutionBundle(const std::string& id, std::string_view bundle) {
   std::lock_guard lock(mu_);

@@ -11,13 +11,13 @@ using namespace store_internal;  // the store's own SQLite helpers
 
 Status Store::AddIssuer(const IssuerRow& issuer) {
   std::lock_guard lock(mu_);
-  return Run(db_, Sql({"INSERT INTO issuers (", kIssuerColumns, ") VALUES (?1, ?2, ?3)"}),
+  return Run(db_, InsertSql("issuers", kIssuerColumns),
              Values(issuer), "add issuer " + issuer.name);
 }
 
 StatusOr<std::optional<IssuerRow>> Store::GetIssuer(const std::string& name) {
   std::lock_guard lock(mu_);
-  return QueryOne<IssuerRow>(db_, Sql({"SELECT ", kIssuerColumns, " FROM issuers WHERE name = ?1"}),
+  return QueryOne<IssuerRow>(db_, GetSql("issuers", kIssuerColumns),
                              {name}, "get issuer " + name);
 }
 
@@ -41,7 +41,7 @@ Status Store::SetIssuerSecret(const std::string& name, const std::string& secret
 
 Status Store::AddRevocation(const RevocationRow& revocation) {
   std::lock_guard lock(mu_);
-  return Run(db_, Sql({"INSERT INTO revocations (", kRevocationColumns, ") VALUES (?1, ?2, ?3)"}),
+  return Run(db_, InsertSql("revocations", kRevocationColumns),
              Values(revocation), "revoke token " + revocation.jti);
 }
 

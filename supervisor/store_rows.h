@@ -1,7 +1,7 @@
 // The store's row types as columns (internal to the store's .cc files): for each table, its
 // column list and the row's fields in that order. One definition drives both binding values and
 // reading rows, so a column cannot be bound in one order and read in another. Nothing here is
-// particular to SQLite.
+// particular to SQLite. Typed fields (limits, egress, budget) are encoded by store_columns.h.
 #pragma once
 
 #include <concepts>
@@ -37,6 +37,19 @@ constexpr std::string_view kLedgerColumns =
     "id, iss, sub, kind, amount, at, sandbox_id, session_id, model, input_tokens, output_tokens, "
     "cache_write_tokens, cache_read_tokens";
 
+// A table whose first column is its key ("id"): its name, its columns, and what one row is called
+// in errors ("get session ses_...").
+struct Table {
+  std::string_view name;
+  std::string_view columns;
+  std::string_view noun;
+};
+constexpr Table kSandboxes{"sandboxes", kSandboxColumns, "sandbox"};
+constexpr Table kSnapshots{"snapshots", kSnapshotColumns, "snapshot"};
+constexpr Table kCommands{"commands", kCommandColumns, "command"};
+constexpr Table kSessions{"sessions", kSessionColumns, "session"};
+constexpr Table kExecutions{"executions", kExecutionColumns, "execution"};
+
 // The fields of each row type, in the order of its k*Columns list. `R` is the row type, const or
 // not.
 template <typename R, typename Row>
@@ -46,14 +59,14 @@ inline auto Fields(RowOf<IssuerRow> auto& r) { return std::tie(r.name, r.secret,
 inline auto Fields(RowOf<RevocationRow> auto& r) { return std::tie(r.iss, r.jti, r.revoked_at); }
 
 inline auto Fields(RowOf<SandboxRow> auto& r) {
-  return std::tie(r.id, r.iss, r.sub, r.name, r.image, r.state, r.limits_json, r.idle_timeout_s,
+  return std::tie(r.id, r.iss, r.sub, r.name, r.image, r.state, r.limits, r.idle_timeout_s,
                   r.uid_base, r.created_at, r.updated_at, r.last_active_at, r.init_pid,
-                  r.init_start_time, r.source, r.budget_json, r.cpu_billed_usec, r.egress_json, r.network);
+                  r.init_start_time, r.source, r.budget, r.cpu_billed_usec, r.egress, r.network);
 }
 
 inline auto Fields(RowOf<SnapshotRow> auto& r) {
   return std::tie(r.id, r.sandbox_id, r.iss, r.sub, r.image, r.created_at, r.bytes, r.uid_base,
-                  r.limits_json);
+                  r.limits);
 }
 
 inline auto Fields(RowOf<CommandRow> auto& r) {
@@ -63,7 +76,7 @@ inline auto Fields(RowOf<CommandRow> auto& r) {
 
 inline auto Fields(RowOf<SessionRow> auto& r) {
   return std::tie(r.id, r.sandbox_id, r.iss, r.sub, r.state, r.agent_session, r.parent_id, r.options_json,
-                  r.budget_json, r.outcome_json, r.cost_micro_usd, r.turns, r.created_at, r.updated_at, r.ended_at,
+                  r.budget, r.outcome_json, r.cost_micro_usd, r.turns, r.created_at, r.updated_at, r.ended_at,
                   r.seq_reserved);
 }
 

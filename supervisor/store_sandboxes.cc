@@ -44,10 +44,7 @@ StatusOr<SandboxRow> Store::CreateSandbox(SandboxRow row, int64_t uid_first, int
           "store: create sandbox: all " + std::to_string(slots) + " uid ranges are in use", ENOSPC);
     }
     row.uid_base = *uid_base;
-    return Run(db_,
-               Sql({"INSERT INTO sandboxes (", kSandboxColumns,
-                    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)"}),
-               Values(row), "insert sandbox " + row.id);
+    return Run(db_, InsertSql(kSandboxes.name, kSandboxes.columns), Values(row), "insert sandbox " + row.id);
   });
   if (!status.ok()) return status;
   return row;
@@ -55,101 +52,54 @@ StatusOr<SandboxRow> Store::CreateSandbox(SandboxRow row, int64_t uid_first, int
 
 Status Store::UpdateSandbox(const SandboxRow& row) {
   std::vector<Value> values = Values(row);
-  // Not network (fixed at create time), nor egress_json, which SetSandboxEgress alone writes: a
+  // Not network (fixed at create time), nor egress, which SetSandboxEgress alone writes: a
   // row read before a change must not undo it.
-  values.resize(17);
+  constexpr size_t kUpdated = 17;  // id ... cpu_billed_usec
+  values.resize(kUpdated);
   std::lock_guard lock(mu_);
-  return RunOnExistingRow(
-      db_,
-      "UPDATE sandboxes SET iss = ?2, sub = ?3, name = ?4, image = ?5, state = ?6, "
-      "limits_json = ?7, idle_timeout_s = ?8, uid_base = ?9, created_at = ?10, updated_at = ?11, "
-      "last_active_at = ?12, init_pid = ?13, init_start_time = ?14, source = ?15, budget_json = ?16, "
-      "cpu_billed_usec = ?17 WHERE id = ?1",
-      values, "update sandbox " + row.id);
+  return RunOnExistingRow(db_, UpdateSql(kSandboxes.name, kSandboxes.columns, kUpdated), values, "update sandbox " + row.id);
 }
 
-Status Store::SetSandboxEgress(const std::string& id, const std::string& egress_json) {
+Status Store::SetSandboxEgress(const std::string& id, const EgressRules& rules) {
   std::lock_guard lock(mu_);
-  return RunOnExistingRow(db_, "UPDATE sandboxes SET egress_json = ?2 WHERE id = ?1", {id, egress_json},
+  return RunOnExistingRow(db_, "UPDATE sandboxes SET egress_json = ?2 WHERE id = ?1", {id, ToValue(std::optional(rules))},
                           "set the egress rules of sandbox " + id);
 }
 
 StatusOr<std::optional<SandboxRow>> Store::GetSandbox(const std::string& id) {
-  std::lock_guard lock(mu_);
-  return QueryOne<SandboxRow>(db_,
-                              Sql({"SELECT ", kSandboxColumns, " FROM sandboxes WHERE id = ?1"}),
-                              {id}, "get sandbox " + id);
+  return GetRow<SandboxRow>(mu_, db_, kSandboxes, id);
 }
 
-// Oldest first; rowid (insertion order) breaks ties between sandboxes created in one second.
-StatusOr<std::vector<SandboxRow>> Store::ListSandboxes(const std::string& iss,
-                                                       const std::string& sub) {
-  std::lock_guard lock(mu_);
-  if (iss.empty()) {
-    return Query<SandboxRow>(
-        db_, Sql({"SELECT ", kSandboxColumns, " FROM sandboxes ORDER BY created_at, rowid"}), {},
-        "list sandboxes");
-  }
-  return Query<SandboxRow>(db_,
-                           Sql({"SELECT ", kSandboxColumns,
-                                " FROM sandboxes WHERE iss = ?1 AND sub = ?2 "
-                                "ORDER BY created_at, rowid"}),
-                           {iss, sub}, "list sandboxes of " + iss + " " + sub);
+StatusOr<std::vector<SandboxRow>> Store::ListSandboxes(const std::string& iss, const std::string& sub) {
+  if (iss.empty()) return ListRows<SandboxRow>(mu_, db_, kSandboxes, "1", {}, "list sandboxes");
+  return ListRows<SandboxRow>(mu_, db_, kSandboxes, "iss = ?1 AND sub = ?2", {iss, sub},
+                              "list sandboxes of " + iss + " " + sub);
 }
 
 StatusOr<int64_t> Store::CountSandboxes(const std::string& iss, const std::string& sub) {
-  std::lock_guard lock(mu_);
-  ASSIGN_OR_RETURN(std::optional<int64_t> count,
-                   QueryInt(db_, "SELECT COUNT(*) FROM sandboxes WHERE iss = ?1 AND sub = ?2",
-                            {iss, sub}, "count sandboxes"));
-  return count.value_or(0);
+  return CountOwned(mu_, db_, kSandboxes, iss, sub);
 }
 
-Status Store::DeleteSandbox(const std::string& id) {
-  std::lock_guard lock(mu_);
-  return RunOnExistingRow(db_, "DELETE FROM sandboxes WHERE id = ?1", {id}, "delete sandbox " + id);
-}
+Status Store::DeleteSandbox(const std::string& id) { return DeleteRow(mu_, db_, kSandboxes, id); }
 
 // ---------------------------------------------------------------------------------------------
 // Snapshots
 
-Status Store::InsertSnapshot(const SnapshotRow& row) {
-  std::lock_guard lock(mu_);
-  return Run(
-      db_,
-      Sql({"INSERT INTO snapshots (", kSnapshotColumns, ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"}),
-      Values(row), "insert snapshot " + row.id);
-}
+Status Store::InsertSnapshot(const SnapshotRow& row) { return InsertRow(mu_, db_, kSnapshots, row); }
 
 StatusOr<std::optional<SnapshotRow>> Store::GetSnapshot(const std::string& id) {
-  std::lock_guard lock(mu_);
-  return QueryOne<SnapshotRow>(db_,
-                               Sql({"SELECT ", kSnapshotColumns, " FROM snapshots WHERE id = ?1"}),
-                               {id}, "get snapshot " + id);
+  return GetRow<SnapshotRow>(mu_, db_, kSnapshots, id);
 }
 
-StatusOr<std::vector<SnapshotRow>> Store::ListSnapshots(const std::string& iss,
-                                                        const std::string& sub) {
-  std::lock_guard lock(mu_);
-  return Query<SnapshotRow>(db_,
-                            Sql({"SELECT ", kSnapshotColumns,
-                                 " FROM snapshots WHERE iss = ?1 AND sub = ?2 "
-                                 "ORDER BY created_at, rowid"}),
-                            {iss, sub}, "list snapshots of " + iss + " " + sub);
+StatusOr<std::vector<SnapshotRow>> Store::ListSnapshots(const std::string& iss, const std::string& sub) {
+  return ListRows<SnapshotRow>(mu_, db_, kSnapshots, "iss = ?1 AND sub = ?2", {iss, sub},
+                               "list snapshots of " + iss + " " + sub);
 }
 
-Status Store::DeleteSnapshot(const std::string& id) {
-  std::lock_guard lock(mu_);
-  return RunOnExistingRow(db_, "DELETE FROM snapshots WHERE id = ?1", {id},
-                          "delete snapshot " + id);
-}
+Status Store::DeleteSnapshot(const std::string& id) { return DeleteRow(mu_, db_, kSnapshots, id); }
 
 StatusOr<int64_t> Store::CountSnapshots(const std::string& iss, const std::string& sub) {
-  std::lock_guard lock(mu_);
-  ASSIGN_OR_RETURN(std::optional<int64_t> count,
-                   QueryInt(db_, "SELECT COUNT(*) FROM snapshots WHERE iss = ?1 AND sub = ?2",
-                            {iss, sub}, "count snapshots"));
-  return count.value_or(0);
+  return CountOwned(mu_, db_, kSnapshots, iss, sub);
 }
 
 }  // namespace corral::supervisor

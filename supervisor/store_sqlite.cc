@@ -13,6 +13,62 @@ std::string Sql(std::initializer_list<std::string_view> parts) {
   return sql;
 }
 
+namespace {
+
+// "a, b, c" -> {"a", "b", "c"}
+std::vector<std::string_view> SplitColumns(std::string_view columns) {
+  std::vector<std::string_view> names;
+  while (!columns.empty()) {
+    const size_t comma = columns.find(',');
+    names.push_back(columns.substr(0, comma));
+    columns = comma == std::string_view::npos ? std::string_view() : columns.substr(comma + 1);
+    while (!columns.empty() && columns.front() == ' ') columns.remove_prefix(1);
+  }
+  return names;
+}
+
+}  // namespace
+
+std::string InsertSql(std::string_view table, std::string_view columns) {
+  std::string sql = Sql({"INSERT INTO ", table, " (", columns, ") VALUES ("});
+  const size_t count = SplitColumns(columns).size();
+  for (size_t i = 1; i <= count; ++i) sql += (i > 1 ? ", ?" : "?") + std::to_string(i);
+  return sql + ")";
+}
+
+std::string UpdateSql(std::string_view table, std::string_view columns, size_t count) {
+  const std::vector<std::string_view> names = SplitColumns(columns);
+  if (count == 0 || count > names.size()) count = names.size();
+  std::string sql = Sql({"UPDATE ", table, " SET "});
+  for (size_t i = 1; i < count; ++i) {
+    sql += Sql({i > 1 ? ", " : "", names[i], " = ?"}) + std::to_string(i + 1);
+  }
+  return sql + Sql({" WHERE ", names.front(), " = ?1"});
+}
+
+std::string ListSql(const Table& table, std::string_view where) {
+  return Sql({"SELECT ", table.columns, " FROM ", table.name, " WHERE ", where, " ORDER BY created_at, rowid"});
+}
+
+Status DeleteRow(std::recursive_mutex& mu, sqlite3* db, const Table& table, const std::string& id) {
+  std::lock_guard lock(mu);
+  return RunOnExistingRow(db, Sql({"DELETE FROM ", table.name, " WHERE id = ?1"}), {id},
+                          Sql({"delete ", table.noun, " "}) + id);
+}
+
+StatusOr<int64_t> CountOwned(std::recursive_mutex& mu, sqlite3* db, const Table& table, const std::string& iss,
+                             const std::string& sub) {
+  std::lock_guard lock(mu);
+  ASSIGN_OR_RETURN(std::optional<int64_t> count,
+                   QueryInt(db, Sql({"SELECT COUNT(*) FROM ", table.name, " WHERE iss = ?1 AND sub = ?2"}), {iss, sub},
+                            Sql({"count ", table.name})));
+  return count.value_or(0);
+}
+
+std::string GetSql(std::string_view table, std::string_view columns) {
+  return Sql({"SELECT ", columns, " FROM ", table, " WHERE ", SplitColumns(columns).front(), " = ?1"});
+}
+
 // ---------------------------------------------------------------------------------------------
 // Errors
 
@@ -140,7 +196,8 @@ StatusOr<Stmt> Prepare(sqlite3* db, std::string_view sql, const std::vector<Valu
       rc = sqlite3_bind_blob64(stmt.get(), index, blob->data.data() != nullptr ? blob->data.data() : "",
                                blob->data.size(), SQLITE_TRANSIENT);
     } else {
-      std::string_view text = std::get<std::string_view>(value);
+      const std::string* owned = std::get_if<std::string>(&value);
+      std::string_view text = owned != nullptr ? std::string_view(*owned) : std::get<std::string_view>(value);
       // A null pointer binds SQL NULL, not an empty string, and an empty string_view may have
       // one. SQLITE_TRANSIENT: SQLite copies, so the view need not outlive the statement.
       rc = sqlite3_bind_text64(stmt.get(), index, text.data() != nullptr ? text.data() : "",

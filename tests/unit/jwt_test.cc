@@ -131,15 +131,15 @@ TEST(JwtTest, RoundTripCarriesEveryClaim) {
   EXPECT_TRUE(claims->HasScope(kScopeExec));
   EXPECT_FALSE(claims->HasScope(kScopeTerminal));
   EXPECT_EQ(claims->limits.sandboxes, 3u);
-  EXPECT_EQ(claims->limits.memory_bytes, 1073741824u);
-  EXPECT_EQ(claims->limits.cpu_millicores, 1500u);
-  EXPECT_EQ(claims->limits.pids, 256u);
-  EXPECT_EQ(claims->limits.disk_bytes, 5368709120u);
+  EXPECT_EQ(claims->limits.resources.memory_bytes, 1073741824u);
+  EXPECT_EQ(claims->limits.resources.cpu_millicores, 1500u);
+  EXPECT_EQ(claims->limits.resources.pids, 256u);
+  EXPECT_EQ(claims->limits.resources.disk_bytes, 5368709120u);
   EXPECT_EQ(claims->limits.idle_timeout_s, 600u);
   EXPECT_EQ(claims->limits.commands, 4u);
-  EXPECT_EQ(claims->budget.ai_usd, 2.5);
-  EXPECT_EQ(claims->budget.compute_s, 3600.0);
-  EXPECT_EQ(claims->budget.window, "day");
+  EXPECT_EQ(claims->budget.ai_micro_usd, 2500000);  // USD 2.5
+  EXPECT_EQ(claims->budget.compute_ms, 3600000);    // 3600 s
+  EXPECT_EQ(claims->budget.window, supervisor::BudgetWindow::kDay);
   EXPECT_EQ(claims->budget.window_start, kNow - 100);
 }
 
@@ -150,9 +150,9 @@ TEST(JwtTest, MinimalTokenHasDefaultsAndNoOptionalClaims) {
   EXPECT_FALSE(claims->nbf);
   EXPECT_EQ(claims->jti, "");
   EXPECT_FALSE(claims->limits.sandboxes);
-  EXPECT_FALSE(claims->limits.cpu_millicores);
-  EXPECT_FALSE(claims->budget.ai_usd);
-  EXPECT_EQ(claims->budget.window, "");
+  EXPECT_FALSE(claims->limits.resources.cpu_millicores);
+  EXPECT_FALSE(claims->budget.ai_micro_usd);
+  EXPECT_EQ(claims->budget, supervisor::Budget{});  // no budget claim: no amounts, a day's window
   EXPECT_FALSE(claims->budget.window_start);
 }
 
@@ -600,7 +600,7 @@ TEST(JwtTest, CpusBecomeMillicores) {
     StatusOr<Claims> claims =
         VerifyToken(Mint(With("limits", {{"cpus", cpus}})), Lookup, Policy());
     EXPECT_TRUE(claims.ok()) << claims.status().ToString();
-    return claims.ok() ? claims->limits.cpu_millicores : std::nullopt;
+    return claims.ok() ? claims->limits.resources.cpu_millicores : std::nullopt;
   };
   EXPECT_EQ(millicores(1.5), 1500u);
   EXPECT_EQ(millicores(2), 2000u);
@@ -639,7 +639,7 @@ TEST(JwtTest, LargestLimitsSurvive) {
   StatusOr<Claims> claims =
       VerifyToken(Mint(With("limits", {{"disk_bytes", UINT64_MAX}})), Lookup, Policy());
   ASSERT_TRUE(claims.ok()) << claims.status().ToString();
-  EXPECT_EQ(claims->limits.disk_bytes, UINT64_MAX);
+  EXPECT_EQ(claims->limits.resources.disk_bytes, UINT64_MAX);
 }
 
 // ---- budget ----
@@ -649,13 +649,13 @@ TEST(JwtTest, BudgetWindowsAreParsed) {
     StatusOr<Claims> claims =
         VerifyToken(Mint(With("budget", {{"window", window}})), Lookup, Policy());
     ASSERT_TRUE(claims.ok()) << claims.status().ToString();
-    EXPECT_EQ(claims->budget.window, window);
+    EXPECT_EQ(supervisor::WindowName(claims->budget.window), window);
   }
   StatusOr<Claims> zero =
       VerifyToken(Mint(With("budget", {{"ai_usd", 0}, {"compute_s", 0}})), Lookup, Policy());
   ASSERT_TRUE(zero.ok()) << zero.status().ToString();
-  EXPECT_EQ(zero->budget.ai_usd, 0.0);
-  EXPECT_EQ(zero->budget.compute_s, 0.0);
+  EXPECT_EQ(zero->budget.ai_micro_usd, 0);
+  EXPECT_EQ(zero->budget.compute_ms, 0);
 }
 
 TEST(JwtTest, BadBudgetsAreRejectedNamingTheField) {

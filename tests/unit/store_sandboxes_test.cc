@@ -91,7 +91,7 @@ TEST_F(StoreTest, UpdateAndGetRoundTripEveryColumn) {
   row.name = "my box";
   row.image = "debian";
   row.state = "running";
-  row.limits_json = R"({"memory":"1G"})";
+  row.limits.memory_bytes = 1ull << 30;
   row.idle_timeout_s = 600;
   row.uid_base = kUidFirst + 5 * kUidStep;
   row.created_at = 11;
@@ -225,7 +225,7 @@ TEST_F(StoreTest, DeleteSandboxCascadesCommandsKeepsEventsAndSnapshots) {
 // Snapshots
 
 TEST_F(StoreTest, SnapshotsCrud) {
-  SnapshotRow a{"snap_a", "sb_1", "corp", "alice", "host", 20, 1 << 20, 0xC0010000, R"({"disk_bytes":1})"};
+  SnapshotRow a{"snap_a", "sb_1", "corp", "alice", "host", 20, 1 << 20, 0xC0010000, {.disk_bytes = 1}};
   SnapshotRow b{"snap_b", "sb_2", "corp", "alice", "debian", 10, 5};
   SnapshotRow c{"snap_c", "sb_3", "corp", "bob", "host", 30, 7};
   for (const SnapshotRow& row : {a, b, c}) ASSERT_TRUE(store_->InsertSnapshot(row).ok());

@@ -109,27 +109,28 @@ TEST_F(StoreTest, SandboxKeepsItsBudgetBilledCpuAndEgressRules) {
   ASSERT_GE(Create("sb_1"), 0);
   auto row = store_->GetSandbox("sb_1");
   ASSERT_TRUE(row.ok() && row->has_value());
-  EXPECT_EQ((*row)->budget_json, "{}");
+  EXPECT_EQ((*row)->budget, Budget{});
   EXPECT_EQ((*row)->cpu_billed_usec, 0);
-  EXPECT_EQ((*row)->egress_json, "");
+  EXPECT_EQ((*row)->egress, std::nullopt);
   SandboxRow changed = **row;
-  changed.budget_json = R"({"compute_ms":5000,"window":"day"})";
+  changed.budget.compute_ms = 5000;
+  changed.budget.window = BudgetWindow::kDay;
   changed.cpu_billed_usec = 123456;
-  changed.egress_json = R"({"domains":["*.example.test"],"ports":[443],"cidrs":[]})";
+  changed.egress = EgressRules{{"*.example.test"}, {443}, {}};
   ASSERT_TRUE(store_->UpdateSandbox(changed).ok());
   // UpdateSandbox leaves the rules alone (a row read before a change must not undo it); only
   // SetSandboxEgress writes them.
-  EXPECT_EQ((*store_->GetSandbox("sb_1"))->egress_json, "");
-  ASSERT_TRUE(store_->SetSandboxEgress("sb_1", changed.egress_json).ok());
-  EXPECT_EQ(store_->SetSandboxEgress("sb_none", "{}").error_number(), ENOENT);
+  EXPECT_EQ((*store_->GetSandbox("sb_1"))->egress, std::nullopt);
+  ASSERT_TRUE(store_->SetSandboxEgress("sb_1", *changed.egress).ok());
+  EXPECT_EQ(store_->SetSandboxEgress("sb_none", {}).error_number(), ENOENT);
   store_.reset();
   store_ = OpenStore();
   ASSERT_NE(store_, nullptr);
   auto reread = store_->GetSandbox("sb_1");
   ASSERT_TRUE(reread.ok() && reread->has_value());
-  EXPECT_EQ((*reread)->budget_json, changed.budget_json);
+  EXPECT_EQ((*reread)->budget, changed.budget);
   EXPECT_EQ((*reread)->cpu_billed_usec, 123456);
-  EXPECT_EQ((*reread)->egress_json, changed.egress_json);
+  EXPECT_EQ((*reread)->egress, changed.egress);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -144,7 +145,7 @@ SessionRow NewSession(const std::string& id, const std::string& sandbox, const s
   row.state = "initializing";
   row.agent_session = "0b8f7d1e-3c1a-4a8e-9a52-6d2b6e0f1a23";
   row.options_json = R"({"model":"claude-sonnet-5-5"})";
-  row.budget_json = R"({"ai_usd":5})";
+  row.budget.ai_micro_usd = 5000000;
   row.created_at = row.updated_at = 100;
   return row;
 }

@@ -170,7 +170,7 @@ TEST_F(StoreTest, MigratesSchemaOneSnapshots) {
   ASSERT_TRUE(old->has_value());
   EXPECT_EQ((*old)->bytes, 4096);
   EXPECT_EQ((*old)->uid_base, 0);
-  EXPECT_EQ((*old)->limits_json, "{}");
+  EXPECT_EQ((*old)->limits, isolation::ResourceLimits{});
   // 2 -> 3: a command from before has reserved no seq (its adopter numbers from 1, as before).
   auto command = (*opened)->GetCommand("cmd_old");
   ASSERT_TRUE(command.ok()) << command.status().ToString();

@@ -64,12 +64,12 @@ inline mode_t FileMode(const std::string& path) {
 inline bool Exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
 
 inline auto Fields(const SandboxRow& r) {
-  return std::tie(r.id, r.iss, r.sub, r.name, r.image, r.state, r.limits_json, r.idle_timeout_s,
+  return std::tie(r.id, r.iss, r.sub, r.name, r.image, r.state, r.limits, r.idle_timeout_s,
                   r.uid_base, r.created_at, r.updated_at, r.last_active_at, r.init_pid,
                   r.init_start_time, r.source);
 }
 inline auto Fields(const SnapshotRow& r) {
-  return std::tie(r.id, r.sandbox_id, r.iss, r.sub, r.image, r.created_at, r.bytes, r.uid_base, r.limits_json);
+  return std::tie(r.id, r.sandbox_id, r.iss, r.sub, r.image, r.created_at, r.bytes, r.uid_base, r.limits);
 }
 inline auto Fields(const CommandRow& r) {
   return std::tie(r.id, r.sandbox_id, r.iss, r.sub, r.argv_json, r.pty, r.state, r.outcome_json,
@@ -84,7 +84,7 @@ inline SandboxRow NewSandbox(const std::string& id, const std::string& sub = "al
   row.sub = sub;
   row.image = "host";
   row.state = "created";
-  row.limits_json = "{}";
+  row.limits = {};
   row.created_at = created_at;
   row.updated_at = created_at;
   row.last_active_at = created_at;
