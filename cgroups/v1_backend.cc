@@ -275,15 +275,9 @@ StatusOr<CgroupStats> V1Backend::Stats(const std::string& name) {
   } else {
     return user_ns.status();
   }
-  ASSIGN_OR_RETURN(stats.memory_current_bytes, ReadUintFile(memory + "/memory.usage_in_bytes"));
-  ASSIGN_OR_RETURN(stats.memory_peak_bytes, ReadUintFile(memory + "/memory.max_usage_in_bytes"));
-  // The "oom_kill" line appeared in Linux 4.13; older kernels read as 0.
-  ASSIGN_OR_RETURN(stats.oom_kill_count,
-                   ReadKeyedValue(memory + "/memory.oom_control", "oom_kill", false));
-  ASSIGN_OR_RETURN(stats.pids_current, ReadUintFile(pids + "/pids.current"));
-  // pids.events appeared in Linux 4.12.
-  ASSIGN_OR_RETURN(stats.pids_max_events,
-                   ReadKeyedValue(pids + "/pids.events", "max", /*missing_file_ok=*/true));
+  RETURN_IF_ERROR(ReadCounters({memory + "/memory.usage_in_bytes", memory + "/memory.max_usage_in_bytes",
+                                 memory + "/memory.oom_control", pids + "/pids.current", pids + "/pids.events"},
+                                &stats));
   return stats;
 }
 
@@ -384,7 +378,7 @@ Status V1Backend::Kill(const std::string& name) {
   }
 }
 
-Status V1Backend::Destroy(const std::string& name) {
+StatusOr<std::vector<std::string>> V1Backend::ExistingDirs(const std::string& name) const {
   RETURN_IF_ERROR(ValidateCgroupName(name));
   ASSIGN_OR_RETURN(Layout layout, ResolveLayout());
   std::vector<std::string> dirs;
@@ -393,6 +387,11 @@ Status V1Backend::Destroy(const std::string& name) {
     ASSIGN_OR_RETURN(bool exists, PathExists(dir));
     if (exists) dirs.push_back(dir);
   }
+  return dirs;
+}
+
+Status V1Backend::Destroy(const std::string& name) {
+  ASSIGN_OR_RETURN(std::vector<std::string> dirs, ExistingDirs(name));
   if (dirs.empty()) return Status();
   RETURN_IF_ERROR(Kill(name).WithContext("destroy " + name));
   auto deadline = std::chrono::steady_clock::now() + kSettleTimeout;
@@ -418,13 +417,8 @@ StatusOr<std::vector<std::string>> V1Backend::ListChildren(const std::string& na
 }
 
 Status V1Backend::RemoveIfEmpty(const std::string& name) {
-  RETURN_IF_ERROR(ValidateCgroupName(name));
-  ASSIGN_OR_RETURN(Layout layout, ResolveLayout());
-  std::vector<std::string> dirs;
-  for (const Hierarchy& hierarchy : layout.hierarchies) {
-    const std::string dir = hierarchy.path + "/" + name;
-    ASSIGN_OR_RETURN(bool exists, PathExists(dir));
-    if (!exists) continue;
+  ASSIGN_OR_RETURN(std::vector<std::string> dirs, ExistingDirs(name));
+  for (const std::string& dir : dirs) {
     // Look at every hierarchy before removing from any: removing the memory cgroup of a
     // command whose tasks are still in the freezer one would leave it half unmanaged.
     ASSIGN_OR_RETURN(std::vector<std::string> children, ListSubdirectories(dir));
@@ -432,15 +426,8 @@ Status V1Backend::RemoveIfEmpty(const std::string& name) {
     StatusOr<std::vector<pid_t>> pids = ReadPidList(dir + "/cgroup.procs");
     if (pids.ok() && !pids->empty()) return Status();
     if (!pids.ok() && pids.status().error_number() != ENOENT) return pids.status();
-    dirs.push_back(dir);
   }
-  for (const std::string& dir : dirs) {
-    // EBUSY: processes in it; ENOTEMPTY: child cgroups (both can appear after the check
-    // above). Either means "not empty": leave it.
-    if (::rmdir(dir.c_str()) != 0 && errno != ENOENT && errno != ENOTEMPTY && errno != EBUSY) {
-      return ErrnoError("rmdir " + dir);
-    }
-  }
+  for (const std::string& dir : dirs) RETURN_IF_ERROR(RemoveCgroupDirIfEmpty(dir));
   return Status();
 }
 

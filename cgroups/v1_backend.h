@@ -105,6 +105,8 @@ class V1Backend final : public CgroupBackend {
   // hierarchy and `purpose`.
   StatusOr<std::string> DirOf(const Layout& layout, Controller controller, const std::string& name,
                               std::string_view purpose) const;
+  // The directories of cgroup `name` that exist, one per hierarchy.
+  StatusOr<std::vector<std::string>> ExistingDirs(const std::string& name) const;
   Status SetMemoryLimit(const std::string& dir, uint64_t bytes);
   // Freezes and waits at most `timeout` for FROZEN; with `thaw_on_timeout` undoes it on failure.
   Status FreezeDir(const std::string& freezer_dir, std::chrono::milliseconds timeout,

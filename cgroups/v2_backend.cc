@@ -196,16 +196,9 @@ StatusOr<CgroupStats> V2Backend::Stats(const std::string& name) {
   stats.cpu_usage_usec = *usage;
   stats.cpu_user_usec = FindKeyedValue(cpu_stat, "user_usec").value_or(0);
   stats.cpu_system_usec = FindKeyedValue(cpu_stat, "system_usec").value_or(0);
-  ASSIGN_OR_RETURN(stats.memory_current_bytes, ReadOptionalUintFile(dir + "/memory.current"));
-  // memory.peak appeared in Linux 5.19.
-  ASSIGN_OR_RETURN(stats.memory_peak_bytes, ReadOptionalUintFile(dir + "/memory.peak"));
-  // memory.events is hierarchical (unless the hierarchy is mounted with memory_localevents):
-  // an OOM kill in a command's child cgroup also counts in the sandbox's.
-  ASSIGN_OR_RETURN(stats.oom_kill_count,
-                   ReadKeyedValue(dir + "/memory.events", "oom_kill", /*missing_file_ok=*/true));
-  ASSIGN_OR_RETURN(stats.pids_current, ReadOptionalUintFile(dir + "/pids.current"));
-  ASSIGN_OR_RETURN(stats.pids_max_events,
-                   ReadKeyedValue(dir + "/pids.events", "max", /*missing_file_ok=*/true));
+  RETURN_IF_ERROR(ReadCounters({dir + "/memory.current", dir + "/memory.peak", dir + "/memory.events",
+                                 dir + "/pids.current", dir + "/pids.events", /*absent_is_zero=*/true},
+                                &stats));
   return stats;
 }
 
@@ -328,12 +321,7 @@ StatusOr<std::vector<std::string>> V2Backend::ListChildren(const std::string& na
 
 Status V2Backend::RemoveIfEmpty(const std::string& name) {
   RETURN_IF_ERROR(ValidateCgroupName(name));
-  const std::string dir = PathOf(name);
-  // EBUSY: processes in it; ENOTEMPTY: child cgroups. Both mean "not empty": leave it.
-  if (::rmdir(dir.c_str()) != 0 && errno != ENOENT && errno != ENOTEMPTY && errno != EBUSY) {
-    return ErrnoError("rmdir " + dir);
-  }
-  return Status();
+  return RemoveCgroupDirIfEmpty(PathOf(name));
 }
 
 std::unique_ptr<CgroupBackend> MakeV2Backend(std::string root) {
