@@ -164,12 +164,13 @@ class CgroupBackend {
   virtual Status RemoveIfEmpty(const std::string& name) = 0;
 };
 
-// v2 backend rooted at a cgroup2 mount (or a directory laid out like one).
+// v2 backend rooted at a cgroup2 mount (or a directory laid out like one), without trailing
+// '/'. The files it uses and how it waits: v2_backend.cc.
 std::unique_ptr<CgroupBackend> MakeV2Backend(std::string root);
 
 // v1 backend rooted at a directory holding one directory per controller hierarchy
 // (<root>/memory, <root>/cpu, <root>/cpuacct, <root>/pids, <root>/freezer; "cpu,cpuacct"
-// co-mounts and symlinks are followed).
+// co-mounts and symlinks are followed). How v2's terms translate to v1's files: v1_backend.cc.
 std::unique_ptr<CgroupBackend> MakeV1Backend(std::string root);
 
 // statfs(/sys/fs/cgroup): cgroup2 magic -> v2; tmpfs holding v1 hierarchies -> v1 (hybrid hosts

@@ -279,6 +279,11 @@ Status RemoveCgroupDir(const std::string& path, std::chrono::steady_clock::time_
   }
 }
 
+std::string WithoutTrailingSlashes(std::string root) {
+  while (root.size() > 1 && root.back() == '/') root.pop_back();
+  return root;
+}
+
 Status ReadCounters(const CounterFiles& files, CgroupStats* stats) {
   auto read = [&](const std::string& path) {
     return files.absent_is_zero ? ReadOptionalUintFile(path) : ReadUintFile(path);

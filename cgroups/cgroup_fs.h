@@ -86,6 +86,9 @@ Status MakeCgroupDirs(const std::string& base, const std::string& relative);
 // kernel moves killed tasks out of a cgroup asynchronously, after kill(2) and cgroup.kill return.
 Status RemoveCgroupDir(const std::string& path, std::chrono::steady_clock::time_point deadline);
 
+// A backend's root as given, without trailing '/' ("/" stays).
+std::string WithoutTrailingSlashes(std::string root);
+
 // Where a version keeps the memory and pids counters of CgroupStats (cgroup_backend.h).
 struct CounterFiles {
   std::string memory_current;  // memory.current / memory.usage_in_bytes
