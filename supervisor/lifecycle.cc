@@ -126,7 +126,7 @@ SandboxManager::Launched SandboxManager::Launch(const SandboxRow& row, const iso
     }
   }
   // A full-network sandbox gets its interface before anyone can run a command in it.
-  if (out.process.ok() && row.network == kNetworkFull) {
+  if (out.process.ok() && spec.full_network()) {
     StatusOr<NetworkAttachment> attach = Status::Error("network \"full\" is not available on this daemon", EAGAIN);
     if (network_ != nullptr) {
       attach = network_->Attach(row.id, out.process->pidfd.get(), StoredEgressRules(row.egress_json).cidrs);

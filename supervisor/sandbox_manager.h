@@ -188,7 +188,7 @@ class SandboxManager {
 
   // lifecycle.cc
   void DoStart(SandboxRow row, Done<SandboxRow> done);
-  // On the worker pool: launches the sandbox, and attaches its full network if it has one.
+  // On the worker pool: launches the sandbox, and attaches its full network if its spec has it.
   struct Launched;
   Launched Launch(const SandboxRow& row, const isolation::SandboxSpec& spec);
   void OnStarted(SandboxRow row, SandboxProcess process, std::vector<UniqueFd> listeners);
