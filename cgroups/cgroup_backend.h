@@ -52,11 +52,56 @@ struct CgroupViewDir {
   std::string name;      // "" on v2 (the cgroup is /sys/fs/cgroup itself); v1: the controller
 };
 
+class CgroupBackend;
+
+// How a process cloned into a cgroup gets there (CgroupBackend::PrepareClone): on v2 clone3 puts
+// it there itself (CLONE_INTO_CGROUP, clone_fd()); on v1, which has no such thing, PlaceChild()
+// attaches it after clone, before it runs anything. Callers do both; each is a no-op where the
+// other one did the work. Refers to its backend: use it while the backend lives.
+class ClonePlacement {
+ public:
+  ClonePlacement() = default;
+  ClonePlacement(CgroupBackend* backend, std::string name, UniqueFd clone_fd)
+      : backend_(backend), name_(std::move(name)), clone_fd_(std::move(clone_fd)) {}
+
+  // For clone3's cgroup field (CLONE_INTO_CGROUP), or -1.
+  int clone_fd() const { return clone_fd_ ? clone_fd_.get() : -1; }
+  // Called with the child's host pid after clone: attaches it when clone3 could not.
+  Status PlaceChild(pid_t pid) const;
+
+ private:
+  CgroupBackend* backend_ = nullptr;
+  std::string name_;
+  UniqueFd clone_fd_;
+};
+
 class CgroupBackend {
  public:
   virtual ~CgroupBackend() = default;
 
+  // Which hierarchy this is. The layers above do not branch on it: the difference is behind
+  // the methods below (PrepareClone, ProcessCgroup, name, MissingControllers). Tests choose
+  // their expectations by it.
   virtual CgroupVersion version() const = 0;
+
+  // "v1" or "v2", for logs and reports.
+  const char* name() const;
+
+  // How a process cloned into the (existing) cgroup `name` is put there: ClonePlacement.
+  StatusOr<ClonePlacement> PrepareClone(const std::string& name);
+
+  // The cgroup of process `pid` (0: this process) in this backend's hierarchy, from
+  // /proc/PID/cgroup (proc_cgroup.h). ENOENT when the process is gone.
+  StatusOr<std::string> ProcessCgroup(pid_t pid) const;
+
+  // The controllers corral needs that the hierarchy mounted at `mount_root` does not offer
+  // (v2: its root's cgroup.controllers lacks cpu, memory or pids; v1: no hierarchy directory
+  // for cpu, cpuacct, memory, pids or freezer).
+  std::vector<std::string> MissingControllers(const std::string& mount_root) const;
+
+  // What a cgroup that cannot be created under a parent most likely lacks ("" when nothing is
+  // known): on v2 the delegation of the subtree.
+  const char* CreateFailureHint() const;
 
   // Creates the cgroup (and missing parents). On v2 enables the memory, cpu and pids
   // controllers in the parents' cgroup.subtree_control. EEXIST is an error: names are unique.
@@ -90,7 +135,7 @@ class CgroupBackend {
   virtual StatusOr<std::vector<CgroupViewDir>> ViewDirs(const std::string& name) = 0;
 
   // v2: an O_DIRECTORY|O_PATH fd of the cgroup for clone3's CLONE_INTO_CGROUP.
-  // v1: an error (the caller attaches with Attach() instead).
+  // v1: an error (EOPNOTSUPP). Launchers call PrepareClone(), which does the right thing on both.
   virtual StatusOr<UniqueFd> OpenForClone(const std::string& name) = 0;
 
   virtual StatusOr<CgroupStats> Stats(const std::string& name) = 0;
@@ -119,12 +164,13 @@ class CgroupBackend {
   virtual Status RemoveIfEmpty(const std::string& name) = 0;
 };
 
-// v2 backend rooted at a cgroup2 mount (or a directory laid out like one).
+// v2 backend rooted at a cgroup2 mount (or a directory laid out like one), without trailing
+// '/'. The files it uses and how it waits: v2_backend.cc.
 std::unique_ptr<CgroupBackend> MakeV2Backend(std::string root);
 
 // v1 backend rooted at a directory holding one directory per controller hierarchy
 // (<root>/memory, <root>/cpu, <root>/cpuacct, <root>/pids, <root>/freezer; "cpu,cpuacct"
-// co-mounts and symlinks are followed).
+// co-mounts and symlinks are followed). How v2's terms translate to v1's files: v1_backend.cc.
 std::unique_ptr<CgroupBackend> MakeV1Backend(std::string root);
 
 // statfs(/sys/fs/cgroup): cgroup2 magic -> v2; tmpfs holding v1 hierarchies -> v1 (hybrid hosts

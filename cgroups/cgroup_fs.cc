@@ -279,6 +279,33 @@ Status RemoveCgroupDir(const std::string& path, std::chrono::steady_clock::time_
   }
 }
 
+std::string WithoutTrailingSlashes(std::string root) {
+  while (root.size() > 1 && root.back() == '/') root.pop_back();
+  return root;
+}
+
+Status ReadCounters(const CounterFiles& files, CgroupStats* stats) {
+  auto read = [&](const std::string& path) {
+    return files.absent_is_zero ? ReadOptionalUintFile(path) : ReadUintFile(path);
+  };
+  ASSIGN_OR_RETURN(stats->memory_current_bytes, read(files.memory_current));
+  ASSIGN_OR_RETURN(stats->memory_peak_bytes, read(files.memory_peak));
+  // v1's "oom_kill" line appeared in Linux 4.13 (older kernels read as 0); v2's memory.events
+  // is hierarchical (unless mounted with memory_localevents): an OOM kill in a command's child
+  // cgroup also counts in the sandbox's.
+  ASSIGN_OR_RETURN(stats->oom_kill_count, ReadKeyedValue(files.memory_events, "oom_kill", files.absent_is_zero));
+  ASSIGN_OR_RETURN(stats->pids_current, read(files.pids_current));
+  ASSIGN_OR_RETURN(stats->pids_max_events, ReadKeyedValue(files.pids_events, "max", /*missing_file_ok=*/true));
+  return Status();
+}
+
+Status RemoveCgroupDirIfEmpty(const std::string& path) {
+  if (::rmdir(path.c_str()) != 0 && errno != ENOENT && errno != ENOTEMPTY && errno != EBUSY) {
+    return ErrnoError("rmdir " + path);
+  }
+  return Status();
+}
+
 Status PollUntil(const std::function<StatusOr<bool>()>& done, std::chrono::milliseconds timeout,
                  std::string_view what) {
   auto deadline = std::chrono::steady_clock::now() + timeout;

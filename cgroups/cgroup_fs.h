@@ -86,6 +86,29 @@ Status MakeCgroupDirs(const std::string& base, const std::string& relative);
 // kernel moves killed tasks out of a cgroup asynchronously, after kill(2) and cgroup.kill return.
 Status RemoveCgroupDir(const std::string& path, std::chrono::steady_clock::time_point deadline);
 
+// A backend's root as given, without trailing '/' ("/" stays).
+std::string WithoutTrailingSlashes(std::string root);
+
+// Where a version keeps the memory and pids counters of CgroupStats (cgroup_backend.h).
+struct CounterFiles {
+  std::string memory_current;  // memory.current / memory.usage_in_bytes
+  std::string memory_peak;     // memory.peak / memory.max_usage_in_bytes
+  std::string memory_events;   // holds the "oom_kill" line: memory.events / memory.oom_control
+  std::string pids_current;
+  std::string pids_events;     // "max": forks refused (absent before Linux 4.12: 0)
+  // v2: a file of a controller the hierarchy does not offer reads as 0 (memory.peak before 5.19
+  // too); v1: each hierarchy is required, so its files are.
+  bool absent_is_zero = false;
+};
+
+// Reads them into `stats`.
+Status ReadCounters(const CounterFiles& files, CgroupStats* stats);
+
+// rmdir of a cgroup directory that may not be empty: EBUSY (processes in it) and ENOTEMPTY
+// (child cgroups), which can appear after any check, both mean "not empty" and leave it; so does
+// ENOENT. Never kills, never waits.
+Status RemoveCgroupDirIfEmpty(const std::string& path);
+
 // Calls `done` until it returns true, an error, or `timeout` passes, sleeping a short, growing
 // interval between calls (1 ms up to 10 ms). A timeout is an error naming `what`.
 Status PollUntil(const std::function<StatusOr<bool>()>& done, std::chrono::milliseconds timeout,

@@ -1,11 +1,15 @@
 #include "isolation/sandbox_spec.h"
 
+#include <arpa/inet.h>
 #include <limits.h>
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
+#include <set>
+
+#include "isolation/launcher.h"
 
 namespace corral::isolation {
 namespace {
@@ -13,6 +17,8 @@ namespace {
 constexpr uint64_t kMiB = 1ull << 20;
 constexpr uint64_t kDefaultScratchBytes = 1ull << 30;
 constexpr char kDefaultPath[] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+// corral-init's own environment in kControl (each command brings its own).
+constexpr char kControlInitPath[] = "PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin";
 
 // Host trees a bind may never expose: the sandbox gets its own /proc, /dev and (read-only) /sys.
 bool UnderKernelTree(const std::string& path) {
@@ -31,6 +37,17 @@ bool ValidEnvKey(const std::string& key) {
     }
   }
   return !(key[0] >= '0' && key[0] <= '9');
+}
+
+// A host path the sandbox's own files live at (its workspace, its layer image): normalized,
+// neither / nor under the host's /proc, /sys or /dev. The error names `field`.
+StatusOr<std::string> HostPath(const std::string& field, const std::string& path) {
+  auto normalized = NormalizeAbsolutePath(path);
+  if (!normalized.ok()) return Status::Error(field + ": " + normalized.status().message());
+  if (UnderKernelTree(*normalized) || *normalized == "/") {
+    return Status::Error(field + ": '" + path + "' is not allowed");
+  }
+  return normalized;
 }
 
 // Real path of an existing host path, or an error naming `field`.
@@ -63,7 +80,14 @@ StatusOr<std::string> NormalizeAbsolutePath(const std::string& path) {
 }
 
 uint64_t SandboxSpec::scratch_bytes() const {
+  if (scratch_bytes_) return *scratch_bytes_;
   return limits_.disk_bytes.value_or(kDefaultScratchBytes);
+}
+
+SandboxSpecBuilder SandboxSpecBuilder::From(const SandboxSpec& spec) {
+  SandboxSpecBuilder builder;
+  builder.spec_ = spec;
+  return builder;
 }
 
 void SandboxSpecBuilder::Fail(std::string message) {
@@ -98,11 +122,9 @@ SandboxSpecBuilder& SandboxSpecBuilder::SetImage(const std::string& image) {
 }
 
 SandboxSpecBuilder& SandboxSpecBuilder::SetWorkspace(const std::string& dir) {
-  auto normalized = NormalizeAbsolutePath(dir);
+  auto normalized = HostPath("workspace", dir);
   if (!normalized.ok()) {
-    Fail("workspace: " + normalized.status().message());
-  } else if (UnderKernelTree(*normalized) || *normalized == "/") {
-    Fail("workspace: '" + dir + "' is not allowed");
+    Fail(normalized.status().message());
   } else if (normalized->find_first_of(",:\\") != std::string::npos) {
     Fail("workspace: '" + dir + "' contains ',', ':' or '\\' (overlayfs cannot use it)");
   } else {
@@ -171,6 +193,7 @@ SandboxSpecBuilder& SandboxSpecBuilder::AddBind(BindMount bind) {
 }
 
 SandboxSpecBuilder& SandboxSpecBuilder::AddEnv(const std::string& assignment) {
+  env_set_ = true;
   size_t eq = assignment.find('=');
   std::string key = assignment.substr(0, eq);
   if (eq == std::string::npos || !ValidEnvKey(key)) {
@@ -186,6 +209,7 @@ SandboxSpecBuilder& SandboxSpecBuilder::AddEnv(const std::string& assignment) {
 }
 
 SandboxSpecBuilder& SandboxSpecBuilder::SetCwd(const std::string& dir) {
+  cwd_set_ = true;
   auto normalized = NormalizeAbsolutePath(dir);
   if (!normalized.ok()) {
     Fail("cwd: " + normalized.status().message());
@@ -212,6 +236,7 @@ SandboxSpecBuilder& SandboxSpecBuilder::SetHostname(const std::string& name) {
 }
 
 SandboxSpecBuilder& SandboxSpecBuilder::SetUser(const std::string& user) {
+  user_set_ = true;
   if (user == "agent") {
     spec_.uid_ = kAgentUid;
     spec_.gid_ = kAgentGid;
@@ -236,57 +261,125 @@ SandboxSpecBuilder& SandboxSpecBuilder::SetCommand(std::vector<std::string> argv
   return *this;
 }
 
-SandboxSpecBuilder& SandboxSpecBuilder::SetMemoryLimit(uint64_t bytes) {
-  if (bytes < kMiB) Fail("memory: must be at least 1M");
-  else spec_.limits_.memory_bytes = bytes;
+SandboxSpecBuilder& SandboxSpecBuilder::SetLimit(std::optional<uint64_t> ResourceLimits::*field, uint64_t value,
+                                                 const LimitBounds& bounds) {
+  if (value < bounds.min) Fail(bounds.below);
+  else if (value > bounds.max) Fail(bounds.above);
+  else spec_.limits_.*field = value;
   return *this;
+}
+
+SandboxSpecBuilder& SandboxSpecBuilder::SetMemoryLimit(uint64_t bytes) {
+  return SetLimit(&ResourceLimits::memory_bytes, bytes, {kMiB, "memory: must be at least 1M"});
 }
 
 SandboxSpecBuilder& SandboxSpecBuilder::SetCpuLimit(uint64_t millicores) {
   // cpu.max needs a quota of at least 1 ms per 100 ms period.
-  if (millicores < 10) Fail("cpus: must be at least 0.01");
-  else if (millicores > 1024 * 1000) Fail("cpus: must be at most 1024");
-  else spec_.limits_.cpu_millicores = millicores;
-  return *this;
+  return SetLimit(&ResourceLimits::cpu_millicores, millicores,
+                  {10, "cpus: must be at least 0.01", 1024 * 1000, "cpus: must be at most 1024"});
 }
 
 SandboxSpecBuilder& SandboxSpecBuilder::SetPidsLimit(uint64_t pids) {
   // corral-init and the command itself are two processes.
-  if (pids < 2) Fail("pids: must be at least 2 (corral-init and the command)");
-  else if (pids > 4194304) Fail("pids: must be at most 4194304");
-  else spec_.limits_.pids = pids;
-  return *this;
+  return SetLimit(&ResourceLimits::pids, pids,
+                  {2, "pids: must be at least 2 (corral-init and the command)", 4194304,
+                   "pids: must be at most 4194304"});
 }
 
 SandboxSpecBuilder& SandboxSpecBuilder::SetWallTimeLimit(uint64_t micros) {
-  if (micros == 0) Fail("wall-time: must be greater than 0");
-  else spec_.limits_.wall_time_us = micros;
-  return *this;
+  return SetLimit(&ResourceLimits::wall_time_us, micros, {1, "wall-time: must be greater than 0"});
 }
 
 SandboxSpecBuilder& SandboxSpecBuilder::SetCpuTimeLimit(uint64_t micros) {
-  if (micros == 0) Fail("cpu-time: must be greater than 0");
-  else spec_.limits_.cpu_time_us = micros;
-  return *this;
+  return SetLimit(&ResourceLimits::cpu_time_us, micros, {1, "cpu-time: must be greater than 0"});
 }
 
 SandboxSpecBuilder& SandboxSpecBuilder::SetDiskLimit(uint64_t bytes) {
-  if (bytes < kMiB) Fail("disk: must be at least 1M");
-  else spec_.limits_.disk_bytes = bytes;
-  return *this;
+  return SetLimit(&ResourceLimits::disk_bytes, bytes, {kMiB, "disk: must be at least 1M"});
 }
 
 SandboxSpecBuilder& SandboxSpecBuilder::SetNofileLimit(uint64_t files) {
-  if (files < 8) Fail("nofile: must be at least 8");
-  else if (files > 1048576) Fail("nofile: must be at most 1048576 (fs.nr_open)");
-  else spec_.limits_.nofile = files;
+  return SetLimit(&ResourceLimits::nofile, files,
+                  {8, "nofile: must be at least 8", 1048576, "nofile: must be at most 1048576 (fs.nr_open)"});
+}
+
+SandboxSpecBuilder& SandboxSpecBuilder::SetScratchLimit(uint64_t bytes) {
+  if (bytes < kMiB) Fail("scratch: must be at least 1M");
+  else spec_.scratch_bytes_ = bytes;
   return *this;
 }
 
+SandboxSpecBuilder& SandboxSpecBuilder::SetInitMode(InitMode mode) {
+  spec_.init_mode_ = mode;
+  return *this;
+}
+
+SandboxSpecBuilder& SandboxSpecBuilder::SetHostUidBase(uid_t base) {
+  // The last range would reach uid -1 ((uid_t)-1 means "no change" to chown and setresuid).
+  constexpr uint64_t kLastBase = 0xFFFFFFFFull - 2 * static_cast<uint64_t>(kIdRangeSize) + 1;
+  if (base % kIdRangeSize != 0) Fail("host uid base: " + std::to_string(base) + " is not a multiple of 65536");
+  else if (base < kIdRangeSize) Fail("host uid base: the host's own first range (0-65535) is not a sandbox's");
+  else if (base > kLastBase) Fail("host uid base: " + std::to_string(base) + " is too high (its range reaches uid -1)");
+  else spec_.host_uid_base_ = base;
+  return *this;
+}
+
+SandboxSpecBuilder& SandboxSpecBuilder::SetLayerImage(const std::string& path) {
+  auto normalized = HostPath("layer image", path);
+  if (!normalized.ok()) Fail(normalized.status().message());
+  else spec_.layer_image_ = *normalized;
+  return *this;
+}
+
+SandboxSpecBuilder& SandboxSpecBuilder::SetLoopbackPorts(std::vector<uint16_t> ports) {
+  const std::set<uint16_t> distinct(ports.begin(), ports.end());
+  if (ports.size() > kMaxLoopbackListeners) {
+    Fail("loopback ports: at most " + std::to_string(kMaxLoopbackListeners));
+  } else if (distinct.size() != ports.size() || distinct.count(0) != 0) {
+    Fail("loopback ports: each must be a distinct port other than 0");
+  } else {
+    spec_.loopback_ports_ = std::move(ports);
+  }
+  return *this;
+}
+
+SandboxSpecBuilder& SandboxSpecBuilder::AllowFullNetwork(UnsafeFullNetwork, std::vector<std::string> nameservers) {
+  for (const std::string& server : nameservers) {
+    unsigned char address[16];
+    if (inet_pton(AF_INET, server.c_str(), address) != 1 && inet_pton(AF_INET6, server.c_str(), address) != 1) {
+      Fail("nameserver: '" + server + "' is not an IPv4 or IPv6 address");
+      return *this;
+    }
+  }
+  spec_.full_network_ = true;
+  spec_.nameservers_ = std::move(nameservers);
+  return *this;
+}
+
+// kControl: init's own identity and environment; what a command would set comes with each request.
+Status SandboxSpecBuilder::BuildControl(SandboxSpec& spec) const {
+  if (!spec.command_.empty()) return Status::Error("command: a control-mode sandbox's commands come with their requests");
+  if (user_set_ || cwd_set_ || env_set_) {
+    return Status::Error(std::string(user_set_ ? "user" : cwd_set_ ? "cwd" : "env") +
+                         ": a control-mode sandbox's commands bring their own");
+  }
+  spec.uid_ = 0;
+  spec.gid_ = 0;
+  spec.cwd_ = "/";
+  spec.env_ = {kControlInitPath};
+  return Status();
+}
+
 StatusOr<SandboxSpec> SandboxSpecBuilder::Build() {
-  if (spec_.command_.empty()) Fail("command: missing (put it after --)");
+  const bool control = spec_.init_mode_ == InitMode::kControl;
+  if (!control && spec_.command_.empty()) Fail("command: missing (put it after --)");
+  if (!control && !spec_.loopback_ports_.empty()) Fail("loopback ports: only a control-mode sandbox hands them over");
   if (failed()) return first_error_;
   SandboxSpec spec = spec_;
+  if (control) {
+    RETURN_IF_ERROR(BuildControl(spec));
+    return spec;
+  }
   const bool root = spec.uid_ == 0;
   const std::string home = root ? "/root" : "/home/agent";
   auto has_key = [&](const std::string& key) {

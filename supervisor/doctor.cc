@@ -201,24 +201,13 @@ CheckResult CheckCgroups(const DoctorOptions& options) {
   if (!backend.ok()) {
     return Fail("cgroups", "no usable cgroup hierarchy at " + options.cgroup_mount + ": " + backend.status().ToString());
   }
-  const bool v2 = (*backend)->version() == cgroups::CgroupVersion::kV2;
+  const std::string version = std::string("cgroup ") + (*backend)->name();
   std::string missing;
-  if (v2) {
-    auto controllers = ReadFileToString(options.cgroup_mount + "/cgroup.controllers");
-    std::string list = controllers.ok() ? " " + Trim(*controllers) + " " : "";
-    for (const char* c : {"cpu", "memory", "pids"}) {
-      if (list.find(std::string(" ") + c + " ") == std::string::npos) missing += std::string(missing.empty() ? "" : ", ") + c;
-    }
-  } else {
-    for (const char* c : {"cpu", "cpuacct", "memory", "pids", "freezer"}) {
-      struct stat st {};
-      if (stat((options.cgroup_mount + "/" + c).c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-        missing += std::string(missing.empty() ? "" : ", ") + c;
-      }
-    }
+  for (const std::string& c : (*backend)->MissingControllers(options.cgroup_mount)) {
+    missing += (missing.empty() ? "" : ", ") + c;
   }
   if (!missing.empty()) {
-    return Fail("cgroups", std::string(v2 ? "cgroup v2" : "cgroup v1") + " without the " + missing +
+    return Fail("cgroups", version + " without the " + missing +
                                " controller(s): corral enforces CPU, memory and process limits with them");
   }
   // The daemon's subtree: can it make (and, on v2, enable controllers for) a cgroup there? What
@@ -229,22 +218,22 @@ CheckResult CheckCgroups(const DoctorOptions& options) {
   std::vector<std::string> made_parents;
   for (size_t slash = cgroup_parent.find('/');; slash = cgroup_parent.find('/', slash + 1)) {
     const std::string parent = cgroup_parent.substr(0, slash);
+    // Where the parent shows (v2: its directory; v1: in each hierarchy, the memory one first).
+    auto where = (*backend)->ViewDirs(parent);
     struct stat st {};
-    const std::string where = options.cgroup_mount + (v2 ? "/" : "/memory/") + parent;
-    if (stat(where.c_str(), &st) != 0) made_parents.insert(made_parents.begin(), parent);
+    if (!where.ok() || where->empty() || stat(where->front().host_dir.c_str(), &st) != 0) {
+      made_parents.insert(made_parents.begin(), parent);
+    }
     if (slash == std::string::npos) break;
   }
   Status made = (*backend)->Create(probe);
   if (!made.ok()) {
     return Fail("cgroups", "cannot create " + options.cgroup_mount + "/" + probe + ": " + made.ToString() +
-                               (v2 ? ": the subtree is not delegated to corrald (under systemd its scope "
-                                     "corrald-sandboxes.scope has Delegate=yes; elsewhere the parents' "
-                                     "cgroup.subtree_control must offer the controllers)"
-                                   : ""));
+                               (*backend)->CreateFailureHint());
   }
   (void)(*backend)->RemoveIfEmpty(probe);
   for (const std::string& parent : made_parents) (void)(*backend)->RemoveIfEmpty(parent);  // deepest first
-  return Ok("cgroups", std::string(v2 ? "cgroup v2" : "cgroup v1") + " at " + options.cgroup_mount +
+  return Ok("cgroups", version + " at " + options.cgroup_mount +
                            ", controllers present, " + cgroup_parent + "/ writable");
 }
 

@@ -112,19 +112,19 @@ void SandboxManager::Start(const Caller& caller, const std::string& id, Done<San
   DoStart(*row, std::move(done));
 }
 
-SandboxManager::Launched SandboxManager::Launch(const SandboxRow& row, const SandboxShape& shape) {
+SandboxManager::Launched SandboxManager::Launch(const SandboxRow& row, const isolation::SandboxSpec& spec) {
   Launched out;
-  out.process = host_.Start(shape);
+  out.process = host_.Start(row.id, spec);
   // What init holds for us: its loopback listeners (a new sandbox holds no commands).
   if (out.process.ok()) {
     out.hello = Hello(out.process->control.get(), kHelloTimeout, nullptr);
     if (!out.hello.ok()) {
-      (void)host_.Stop(shape.id, &*out.process);
+      (void)host_.Stop(row.id, &*out.process);
       out.process = Status::Error("corral-init did not answer: " + out.hello.status().ToString(), EIO);
     }
   }
   // A full-network sandbox gets its interface before anyone can run a command in it.
-  if (out.process.ok() && row.network == kNetworkFull) {
+  if (out.process.ok() && spec.full_network()) {
     StatusOr<NetworkAttachment> attach = Status::Error("network \"full\" is not available on this daemon", EAGAIN);
     if (network_ != nullptr) {
       attach = network_->Attach(row.id, out.process->pidfd.get(), row.egress.value_or(EgressRules{}).cidrs);
@@ -132,7 +132,7 @@ SandboxManager::Launched SandboxManager::Launch(const SandboxRow& row, const San
     if (attach.ok()) {
       out.network = *attach;
     } else {
-      (void)host_.Stop(shape.id, &*out.process);
+      (void)host_.Stop(row.id, &*out.process);
       out.process = Status::Error("its network: " + attach.status().ToString(), attach.status().error_number());
     }
   }
@@ -141,9 +141,11 @@ SandboxManager::Launched SandboxManager::Launch(const SandboxRow& row, const San
 
 void SandboxManager::DoStart(SandboxRow row, Done<SandboxRow> done) {
   SetState(row, "starting");
-  SandboxShape shape = ShapeOf(row);
-  asio::post(pool_, [this, row, shape, done = std::move(done)]() mutable {
-    auto launched = std::make_shared<Launched>(Launch(row, shape));
+  StatusOr<isolation::SandboxSpec> spec = SpecOf(row);
+  asio::post(pool_, [this, row, spec, done = std::move(done)]() mutable {
+    auto launched = std::make_shared<Launched>();
+    if (spec.ok()) *launched = Launch(row, *spec);
+    else launched->process = spec.status();
     asio::post(io_, [this, row = std::move(row), launched, done = std::move(done)]() mutable {
       busy_.erase(row.id);
       if (!launched->process.ok()) {

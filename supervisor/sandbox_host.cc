@@ -1,7 +1,6 @@
 #include "supervisor/sandbox_host.h"
 
 #include <fcntl.h>
-#include <linux/capability.h>
 #include <linux/fs.h>
 #include <poll.h>
 #include <signal.h>
@@ -17,23 +16,17 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 
-#include "cgroups/proc_cgroup.h"
 #include "common/file_util.h"
 #include "common/log.h"
-#include "isolation/cpu_affinity.h"
 #include "isolation/launcher.h"
-#include "isolation/sandbox_spec.h"
-#include "isolation/seccomp_program.h"
+#include "isolation/sandbox_launch.h"
 #include "rootfs/disk_image.h"
-#include "rootfs/mount_plan.h"
 #include "supervisor/cgroup_placement.h"
 
 namespace corral::supervisor {
 namespace {
-
-constexpr uint64_t kInitCapabilities =
-    (1ull << CAP_SETUID) | (1ull << CAP_SETGID) | (1ull << CAP_KILL);
 
 Status WaitForExit(int pidfd, int timeout_ms) {
   struct pollfd pfd = {pidfd, POLLIN, 0};
@@ -46,21 +39,40 @@ Status WaitForExit(int pidfd, int timeout_ms) {
   return Status();
 }
 
-StatusOr<UniqueFd> ListenControl(const std::string& path) {
+// A control socket's two ends: a SOCK_SEQPACKET socket (close-on-exec) and its address.
+struct ControlEnd {
+  UniqueFd fd;
   struct sockaddr_un addr = {};
-  addr.sun_family = AF_UNIX;
-  if (path.size() >= sizeof(addr.sun_path)) return Status::Error("control socket path too long: " + path);
-  memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  UniqueFd fd(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
-  if (!fd) return ErrnoError("control socket");
+};
+
+StatusOr<ControlEnd> ControlEndFor(const std::string& path) {
+  ControlEnd end;
+  end.addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(end.addr.sun_path)) return Status::Error("control socket path too long: " + path);
+  memcpy(end.addr.sun_path, path.c_str(), path.size() + 1);
+  end.fd.reset(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+  if (!end.fd) return ErrnoError("control socket");
+  return end;
+}
+
+StatusOr<UniqueFd> ListenControl(const std::string& path) {
+  ASSIGN_OR_RETURN(ControlEnd end, ControlEndFor(path));
+  UniqueFd& fd = end.fd;
+  const struct sockaddr_un& addr = end.addr;
   if (unlink(path.c_str()) != 0 && errno != ENOENT) return ErrnoError("unlink " + path);
-  if (bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) return ErrnoError("bind " + path);
+  if (bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) return ErrnoError("bind " + path);
   if (chmod(path.c_str(), 0600) != 0) return ErrnoError("chmod " + path);
   if (listen(fd.get(), 4) != 0) return ErrnoError("listen " + path);
-  return fd;
+  return std::move(fd);
 }
 
 }  // namespace
+
+uint64_t SandboxOpenFiles() {
+  struct rlimit files;
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_max < kSandboxOpenFiles) return files.rlim_max;
+  return kSandboxOpenFiles;
+}
 
 uint64_t ProcessStartTime(pid_t pid) {
   auto stat = ReadFileToString("/proc/" + std::to_string(pid) + "/stat");
@@ -78,16 +90,11 @@ uint64_t ProcessStartTime(pid_t pid) {
 }
 
 StatusOr<UniqueFd> ConnectControl(const std::string& path) {
-  struct sockaddr_un addr = {};
-  addr.sun_family = AF_UNIX;
-  if (path.size() >= sizeof(addr.sun_path)) return Status::Error("control socket path too long: " + path);
-  memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  UniqueFd fd(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
-  if (!fd) return ErrnoError("control socket");
-  if (connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+  ASSIGN_OR_RETURN(ControlEnd end, ControlEndFor(path));
+  if (connect(end.fd.get(), reinterpret_cast<const sockaddr*>(&end.addr), sizeof(end.addr)) != 0) {
     return ErrnoError("connect " + path);
   }
-  return fd;
+  return std::move(end.fd);
 }
 
 SandboxHost::SandboxHost(const DaemonConfig& config, cgroups::CgroupBackend& backend,
@@ -138,152 +145,73 @@ std::string SandboxHost::ControlPath(const std::string& id) const {
   return config_.run_dir + "/sandboxes/" + id + "/ctl";
 }
 
-Status SandboxHost::Prepare(const SandboxShape& shape) {
-  const std::string dir = config_.state_dir + "/sandboxes/" + shape.id;
-  RETURN_IF_ERROR(MakeDirs(dir, 0700));
-  const uid_t base = static_cast<uid_t>(shape.uid_base);
-  return rootfs::EnsureDiskImage(LayerPath(shape.id), shape.disk_bytes, base, base);
+void SandboxHost::SetMcpBinary(const std::string& path) {
+  mcp_binary_ = path;
+  if (path.empty()) return;
+  std::unique_ptr<char, decltype(&free)> real(realpath(path.c_str(), nullptr), &free);
+  if (real) mcp_binary_ = real.get();
 }
 
-namespace {
-
-// What corral-init is launched with, but its mounts: root inside over the sandbox's uid range,
-// the precompiled seccomp policy, the CPUs it is pinned to, its rlimits, argv and environment.
-isolation::LaunchPlan InitLaunchPlan(const SandboxShape& shape, const std::vector<int>& cpus) {
-  const uid_t base = static_cast<uid_t>(shape.uid_base);
-  isolation::LaunchPlan plan;
-  plan.cpu_mask = isolation::CpuMask(cpus);
-  plan.seccomp = isolation::PrecompiledSeccompPolicy();
-  plan.hostname = shape.hostname;
-  plan.host_uid_base = base;
-  plan.host_gid_base = base;
-  plan.uid = 0;
-  plan.gid = 0;
-  plan.cwd = "/";
-  plan.rlimits.push_back({RLIMIT_CORE, 0});
-  // Not the daemon's own (raised) limit: a fixed one, plenty for compilers and package managers,
-  // unless the daemon's hard limit is lower (raising it needs CAP_SYS_RESOURCE on the host).
-  struct rlimit files;
-  rlim_t open_files = kSandboxOpenFiles;
-  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_max < open_files) open_files = files.rlim_max;
-  plan.rlimits.push_back({RLIMIT_NOFILE, open_files});
-  plan.argv = {"corral-init", "--control"};
-  if (!shape.loopback_ports.empty()) {
-    plan.argv.push_back("--listeners=" + std::to_string(shape.loopback_ports.size()));
-    plan.loopback_ports = shape.loopback_ports;
-  }
-  plan.env = {"PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"};
-  plan.die_with_parent = false;
-  plan.init_capabilities = kInitCapabilities;
-  return plan;
+std::optional<isolation::BindMount> SandboxHost::McpBind() const {
+  if (mcp_binary_.empty()) return std::nullopt;
+  return isolation::BindMount{mcp_binary_, "/run/corral/bin/corral-mcp", /*read_only=*/true};
 }
 
-// The sandbox's cgroup limits: memory, pids, and the CPU quota of its millicores.
-cgroups::CgroupLimits CgroupLimitsOf(const SandboxShape& shape) {
-  cgroups::CgroupLimits limits;
-  if (shape.memory_bytes > 0) limits.memory_max_bytes = shape.memory_bytes;
-  if (shape.pids > 0) limits.pids_max = shape.pids;
-  if (shape.cpu_millicores > 0) limits.cpu_quota_us = shape.cpu_millicores * limits.cpu_period_us / 1000;
-  return limits;
+Status SandboxHost::Prepare(const isolation::SandboxSpec& spec) {
+  if (!spec.layer_image() || !spec.host_uid_base()) {
+    return Status::Error("sandbox spec without a layer image or a host uid range", EINVAL);
+  }
+  const std::string& image = *spec.layer_image();
+  RETURN_IF_ERROR(MakeDirs(image.substr(0, image.rfind('/')), 0700));
+  const uid_t base = *spec.host_uid_base();
+  return rootfs::EnsureDiskImage(image, spec.limits().disk_bytes.value_or(0), base, base);
 }
 
-}  // namespace
-
-StatusOr<SandboxProcess> SandboxHost::Start(const SandboxShape& shape) {
-  const uid_t base = static_cast<uid_t>(shape.uid_base);
-  RETURN_IF_ERROR(Prepare(shape));
-  const std::string run_dir = config_.run_dir + "/sandboxes/" + shape.id;
-  // The sandbox's child builds its skeleton as the sandbox's own host uid in a tmpfs mounted on
-  // <run_dir>/scratch (in its own mount namespace): the path must be searchable by it.
-  for (const std::string& dir : {config_.run_dir, config_.run_dir + "/scratch"}) {
-    RETURN_IF_ERROR(MakeDirs(dir, 0755));
-    if (chmod(dir.c_str(), 0755) != 0) return ErrnoError("chmod " + dir);
-  }
-  RETURN_IF_ERROR(MakeDirs(run_dir, 0700));
-
-  ASSIGN_OR_RETURN(rootfs::LoopDevice disk, rootfs::AttachLoopDevice(LayerPath(shape.id)));
-  rootfs::MountPlanInput input;
-  input.scratch_dir = config_.run_dir + "/scratch";
-  input.scratch_bytes = std::min<uint64_t>(shape.disk_bytes, 1ull << 30);
-  input.workspace_device = disk.path;
-  input.hostname = shape.hostname;
-  input.nameservers = shape.nameservers;
-  input.host_uid_base = base;
-  input.host_gid_base = base;
-  input.agent_uid = isolation::kAgentUid;
-  if (!mcp_binary_.empty()) {
-    input.binds.push_back({mcp_binary_, "/run/corral/bin/corral-mcp", /*read_only=*/true, /*is_dir=*/false});
-  }
+StatusOr<SandboxProcess> SandboxHost::Start(const std::string& id, const isolation::SandboxSpec& spec) {
+  RETURN_IF_ERROR(Prepare(spec));
+  RETURN_IF_ERROR(isolation::MakeRunDirs(config_.run_dir));
+  RETURN_IF_ERROR(MakeDirs(config_.run_dir + "/sandboxes/" + id, 0700));
 
   if (keep_parent_) RETURN_IF_ERROR(keep_parent_());
   {
     std::lock_guard lock(placed_mu_);
-    placed_.erase(shape.id);  // an adopted sandbox starts again at the current place
+    placed_.erase(id);  // an adopted sandbox starts again at the current place
   }
-  const std::string cgroup = SandboxCgroup(shape.id);
-  // What programs inside read to learn their limits: the sandbox's cgroup, and the CPUs a
-  // CPU limit pins it to (spread over the host by the sandbox's uid slot).
-  ASSIGN_OR_RETURN(std::vector<cgroups::CgroupViewDir> view, backend_.ViewDirs(cgroup));
-  for (const auto& dir : view) input.cgroup_dirs.push_back({dir.host_dir, dir.name});
-  std::vector<int> cpus;
-  if (shape.cpu_millicores > 0) {
-    ASSIGN_OR_RETURN(std::vector<int> allowed, isolation::AllowedCpus());
-    const uint64_t slot = static_cast<uint64_t>((shape.uid_base - kUidFirst) / kUidStep);
-    cpus = isolation::ChooseCpus(shape.cpu_millicores, allowed, slot);
-    input.cpus_online = isolation::CpuListText(cpus);
-  }
-
-  isolation::LaunchPlan plan = InitLaunchPlan(shape, cpus);
-  ASSIGN_OR_RETURN(plan.mounts, rootfs::BuildMountPlan(input));
-
+  const std::string cgroup = SandboxCgroup(id);
   // A cgroup left by a sandbox that died with the previous daemon goes first, also at an older
   // corrald's place; a new start is always at the current one.
-  RETURN_IF_ERROR(RemoveLegacyCgroups(shape.id, cgroup));
+  RETURN_IF_ERROR(RemoveLegacyCgroups(id, cgroup));
   RETURN_IF_ERROR(backend_.Destroy(cgroup));
+
+  ASSIGN_OR_RETURN(UniqueFd listener, ListenControl(ControlPath(id)));
+  ASSIGN_OR_RETURN(UniqueFd init_fd, isolation::LoadSealedExecutable(init_path_));
   // The child starts in the sandbox's cgroup itself, so that the cgroup namespace it makes is
   // rooted there (commands see "/cmd-N", and /sys/fs/cgroup is the whole sandbox); once it has
-  // made it, init moves to its own leaf, <cgroup>/init.
-  RETURN_IF_ERROR(backend_.Create(cgroup));
-  const cgroups::CgroupLimits limits = CgroupLimitsOf(shape);
-  auto fail = [&](Status status) {
-    (void)backend_.Destroy(cgroup);
-    return status;
-  };
-  Status limited = backend_.SetLimits(cgroup, limits);
-  if (!limited.ok()) return fail(limited);
-  UniqueFd cgroup_fd;
-  if (backend_.version() == cgroups::CgroupVersion::kV2) {
-    auto opened = backend_.OpenForClone(cgroup);
-    if (!opened.ok()) return fail(opened.status());
-    cgroup_fd = std::move(*opened);
-  }
-
-  auto listener = ListenControl(ControlPath(shape.id));
-  if (!listener.ok()) return fail(listener.status());
-  auto init_fd = isolation::LoadSealedExecutable(init_path_);
-  if (!init_fd.ok()) return fail(init_fd.status());
-  plan.init_fd = init_fd->get();
-  plan.status_fd = listener->get();
-  plan.cgroup_fd = cgroup_fd ? cgroup_fd.get() : -1;
-  isolation::AttachFn attach;
-  if (backend_.version() == cgroups::CgroupVersion::kV1) {
-    attach = [&](pid_t pid) { return backend_.Attach(cgroup, pid); };
-  }
+  // made it, init moves to its own leaf, <cgroup>/init. CPU-limited sandboxes are spread over
+  // the host's CPUs by their uid slot.
+  isolation::LaunchSite site;
+  site.cgroup = cgroup;
+  site.run_dir = config_.run_dir;
+  site.cpu_slot = static_cast<uint64_t>((static_cast<int64_t>(*spec.host_uid_base()) - kUidFirst) / kUidStep);
+  site.init_fd = init_fd.get();
+  site.status_fd = listener.get();
+  ASSIGN_OR_RETURN(isolation::PreparedLaunch prepared, isolation::PrepareLaunch(spec, site, backend_));
   auto to_leaf = [&](pid_t pid) { return backend_.AttachToNewLeaf(cgroup, "init", pid); };
-  auto launched = isolation::Launch(plan, attach, to_leaf);
-  // The sandbox's mount holds the loop device now (autoclear); init holds the listener.
-  disk.fd.reset();
-  listener->reset();
-  if (!launched.ok()) return fail(launched.status());
+  auto launched = isolation::LaunchPrepared(prepared, to_leaf);
+  listener.reset();  // init holds it now
+  if (!launched.ok()) {
+    (void)backend_.Destroy(cgroup);
+    return launched.status();
+  }
 
   SandboxProcess process;
   process.pid = launched->pid;
   process.pidfd = std::move(launched->pidfd);
   process.child = true;
   process.start_time = ProcessStartTime(process.pid);
-  auto control = ConnectControl(ControlPath(shape.id));
+  auto control = ConnectControl(ControlPath(id));
   if (!control.ok()) {
-    (void)Stop(shape.id, &process);
+    (void)Stop(id, &process);
     return control.status();
   }
   process.control = std::move(*control);
@@ -304,7 +232,7 @@ StatusOr<std::optional<SandboxProcess>> SandboxHost::Adopt(const std::string& id
   auto control = ConnectControl(ControlPath(id));
   if (!control.ok()) return control.status();
   // Where it runs: an older corrald may have put it elsewhere than we would now.
-  auto where = cgroups::ProcessCgroup(pid, backend_.version());
+  auto where = backend_.ProcessCgroup(pid);
   const std::string suffix = "/" + id + "/init";
   if (!where.ok()) {
     LogWarn("sandbox", "cannot read init's cgroup; assuming the current place",

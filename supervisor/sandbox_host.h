@@ -27,12 +27,14 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cgroups/cgroup_backend.h"
 #include "common/status.h"
 #include "common/unique_fd.h"
+#include "isolation/sandbox_spec.h"
 #include "supervisor/config.h"
 
 namespace corral::supervisor {
@@ -42,21 +44,10 @@ inline constexpr int64_t kUidStep = 65536;
 inline constexpr int64_t kUidSlots = 16382;  // the last range would reach uid -1
 inline constexpr uint64_t kSandboxOpenFiles = 65536;  // RLIMIT_NOFILE in a sandbox (at most corrald's)
 
-// What a sandbox is made of, fixed at create time.
-struct SandboxShape {
-  std::string id;
-  int64_t uid_base = 0;
-  uint64_t memory_bytes = 0;
-  uint64_t cpu_millicores = 0;
-  uint64_t pids = 0;
-  uint64_t disk_bytes = 0;
-  std::string hostname = "corral";
-  // Where the sandbox finds the daemon's services: listening sockets on its own 127.0.0.1,
-  // made at start and held by its init (init_client.h, Hello).
-  std::vector<uint16_t> loopback_ports;
-  // A full-network sandbox's /etc/resolv.conf (network.dns); empty: names from /etc/hosts only.
-  std::vector<std::string> nameservers;
-};
+// RLIMIT_NOFILE for a sandbox: not the daemon's own (raised) limit but kSandboxOpenFiles, plenty
+// for compilers and package managers, unless the daemon's hard limit is lower (raising it needs
+// CAP_SYS_RESOURCE on the host).
+uint64_t SandboxOpenFiles();
 
 // A running sandbox as the host sees it.
 struct SandboxProcess {
@@ -82,10 +73,13 @@ class SandboxHost {
   const std::string& cgroup_parent() const { return cgroup_parent_; }
   const std::vector<std::string>& legacy_cgroup_parents() const { return legacy_cgroup_parents_; }
 
-  // Makes the writable layer (formats the image) if it does not exist yet.
-  Status Prepare(const SandboxShape& shape);
-  // Starts corral-init in a new sandbox and connects to it.
-  StatusOr<SandboxProcess> Start(const SandboxShape& shape);
+  // Makes the writable layer (formats spec.layer_image() of the spec's disk limit, owned by root
+  // inside) if it does not exist yet.
+  Status Prepare(const isolation::SandboxSpec& spec);
+  // Starts corral-init in a new sandbox `id` (its cgroup, control socket and run directory are
+  // named by it) and connects to it. `spec`: kControl, with the host uid base and the layer
+  // image (LayerPath(id)) set; PrepareLaunch (isolation/sandbox_launch.h) does the assembly.
+  StatusOr<SandboxProcess> Start(const std::string& id, const isolation::SandboxSpec& spec);
   // Finds a sandbox that a previous daemon started: init alive with the same start time.
   // Returns nullopt when it is gone (then call Cleanup). Its cgroup is where its init is (from
   // /proc/PID/cgroup: <somewhere>/<id>/init), which an older corrald may have chosen differently
@@ -126,9 +120,12 @@ class SandboxHost {
   std::string ControlPath(const std::string& id) const;
 
   cgroups::CgroupBackend& backend() { return backend_; }
-  // A host file bound read-only into every sandbox started from now on, at /run/corral/bin/
-  // corral-mcp ("" = none). It and its directories must be reachable by the sandboxes' uids.
-  void SetMcpBinary(std::string path) { mcp_binary_ = std::move(path); }
+  // A host file for the specs of the sandboxes started from now on to bind read-only at
+  // /run/corral/bin/corral-mcp ("" = none; SandboxManager::SpecOf adds McpBind()). It and its directories must be
+  // reachable by the sandboxes' uids. Kept as its real path (binds go through no symlink).
+  void SetMcpBinary(const std::string& path);
+  // Its read-only bind at /run/corral/bin/corral-mcp, or nullopt when there is none.
+  std::optional<isolation::BindMount> McpBind() const;
 
  private:
   // Destroys <legacy parent>/<id> for every legacy parent but `except`, and the parents once

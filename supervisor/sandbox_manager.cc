@@ -76,19 +76,29 @@ void SandboxManager::Fresh(SandboxRow& row) const {
   if (it != live_.end()) row.last_active_at = std::max(row.last_active_at, it->second->active_at);
 }
 
-SandboxShape SandboxManager::ShapeOf(const SandboxRow& row) const {
-  SandboxShape shape;
-  shape.id = row.id;
-  shape.uid_base = row.uid_base;
-  shape.memory_bytes = row.limits.memory_bytes.value_or(0);
-  shape.cpu_millicores = row.limits.cpu_millicores.value_or(0);
-  shape.pids = row.limits.pids.value_or(0);
-  shape.disk_bytes = row.limits.disk_bytes.value_or(0);
-  if (loopback_) shape.loopback_ports = loopback_->Ports();
-  if (row.network == kNetworkFull) {
-    for (const IpAddress& server : config_.network_dns) shape.nameservers.push_back(server.ToString());
+StatusOr<isolation::SandboxSpec> SandboxManager::SpecOf(const SandboxRow& row) const {
+  isolation::SandboxSpecBuilder spec;
+  spec.SetInitMode(isolation::InitMode::kControl)
+      .SetHostUidBase(static_cast<uid_t>(row.uid_base))
+      .SetLayerImage(host_.LayerPath(row.id))
+      .SetNofileLimit(SandboxOpenFiles());
+  const isolation::ResourceLimits& limits = row.limits;
+  if (limits.memory_bytes.value_or(0) > 0) spec.SetMemoryLimit(*limits.memory_bytes);
+  if (limits.cpu_millicores.value_or(0) > 0) spec.SetCpuLimit(*limits.cpu_millicores);
+  if (limits.pids.value_or(0) > 0) spec.SetPidsLimit(*limits.pids);
+  if (limits.disk_bytes.value_or(0) > 0) {
+    // The layer is the disk image; the scratch tmpfs holds /tmp, at most 1 GiB of it.
+    spec.SetDiskLimit(*limits.disk_bytes).SetScratchLimit(std::min<uint64_t>(*limits.disk_bytes, 1ull << 30));
   }
-  return shape;
+  if (loopback_) spec.SetLoopbackPorts(loopback_->Ports());
+  if (row.network == kNetworkFull) {
+    // Admission let only a token with the scope ask for it (network "full").
+    std::vector<std::string> nameservers;
+    for (const IpAddress& server : config_.network_dns) nameservers.push_back(server.ToString());
+    spec.AllowFullNetwork(isolation::UnsafeFullNetwork{}, std::move(nameservers));
+  }
+  if (auto mcp = host_.McpBind()) spec.AddBind(*mcp);
+  return spec.Build();
 }
 
 StatusOr<SandboxRow> SandboxManager::SetEgress(const Caller& caller, const UserCaps& caps, const std::string& id,

@@ -156,7 +156,7 @@ class SandboxManager {
   struct LayerSource {
     std::string snapshot_id;       // copy this snapshot's image, or
     std::string sandbox_id;        // this sandbox's layer (frozen while it runs)
-    SandboxShape sandbox_shape;    // (to make its layer if it never ran)
+    std::optional<isolation::SandboxSpec> sandbox_spec;  // (to make its layer if it never ran)
     pid_t sandbox_init_pid = 0;    // > 0 while it runs
     int64_t uid_base = 0;          // the range the files belong to
   };
@@ -180,16 +180,17 @@ class SandboxManager {
   void Fresh(SandboxRow& row) const;
   void StoreActivity(const Live& live);
   void SetState(SandboxRow& row, const std::string& state);
-  SandboxShape ShapeOf(const SandboxRow& row) const;
+  // What the host starts for a stored sandbox: the one place a row becomes a SandboxSpec.
+  StatusOr<isolation::SandboxSpec> SpecOf(const SandboxRow& row) const;
   Command::Context CommandContext();
   void SweepIdle();
   void ComputeExhausted(const std::string& id, const ComputeSpent& spent);
 
   // lifecycle.cc
   void DoStart(SandboxRow row, Done<SandboxRow> done);
-  // On the worker pool: launches the sandbox, and attaches its full network if it has one.
+  // On the worker pool: launches the sandbox, and attaches its full network if its spec has it.
   struct Launched;
-  Launched Launch(const SandboxRow& row, const SandboxShape& shape);
+  Launched Launch(const SandboxRow& row, const isolation::SandboxSpec& spec);
   void OnStarted(SandboxRow row, SandboxProcess process, std::vector<UniqueFd> listeners);
   // immediate: no SIGTERM and grace period (the sandbox is already frozen or dead).
   void DoStop(const std::string& id, bool by_request, std::function<void(Status)> done, bool immediate = false);

@@ -14,7 +14,6 @@
 #include <thread>
 #include <utility>
 
-#include "cgroups/proc_cgroup.h"
 #include "common/log.h"
 
 namespace corral::supervisor {
@@ -169,7 +168,7 @@ StatusOr<std::string> SandboxScope::Ensure() {
     int status = 0;
     const pid_t exited = waitpid(anchor_, &status, WNOHANG);
     if (exited == anchor_) anchor_ = -1;
-    auto where = anchor_ > 0 ? cgroups::ProcessCgroup(anchor_, backend_.version()) : StatusOr<std::string>(std::string());
+    auto where = anchor_ > 0 ? backend_.ProcessCgroup(anchor_) : StatusOr<std::string>(std::string());
     if (anchor_ > 0 && where.ok() && *where == cgroup_ + "/" + kAnchorLeaf) return cgroup_;
     // Killed, or moved out (`systemctl stop` of the scope kills it): a new anchor, and the scope
     // started again if it went.
@@ -216,7 +215,7 @@ Status SandboxScope::StartOrJoin() {
       std::string where;
       const auto deadline = std::chrono::steady_clock::now() + kJoinTimeout;
       for (;;) {
-        auto cgroup = cgroups::ProcessCgroup(anchor_, backend_.version());
+        auto cgroup = backend_.ProcessCgroup(anchor_);
         if (cgroup.ok() && EndsWith(*cgroup, "/" + name_)) {
           where = *cgroup;
           break;

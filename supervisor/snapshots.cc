@@ -42,7 +42,8 @@ void SandboxManager::FillLayer(SandboxRow row, LayerSource source, bool start, D
       if (!source.snapshot_id.empty()) {
         RETURN_IF_ERROR(host_.CopyLayer(host_.SnapshotPath(source.snapshot_id), layer));
       } else {
-        RETURN_IF_ERROR(host_.Prepare(source.sandbox_shape));
+        if (!source.sandbox_spec) return Status::Error("no spec of sandbox " + source.sandbox_id, EINVAL);
+        RETURN_IF_ERROR(host_.Prepare(*source.sandbox_spec));
         RETURN_IF_ERROR(host_.CopySandboxLayer(source.sandbox_id, source.sandbox_init_pid, layer));
       }
       auto shifted = ShiftLayerOwners(layer, config_.run_dir + "/layers", source.uid_base, row.uid_base, kUidStep);
@@ -96,12 +97,12 @@ void SandboxManager::Snapshot(const Caller& caller, const std::string& id, Done<
   snapshot.limits = row->limits;
   pid_t pid = 0;
   if (auto it = live_.find(id); it != live_.end()) pid = it->second->process.pid;
-  SandboxShape shape = ShapeOf(*row);
+  StatusOr<isolation::SandboxSpec> spec = SpecOf(*row);
   busy_[id] = true;
-  asio::post(pool_, [this, snapshot, shape, pid, done = std::move(done)]() mutable {
+  asio::post(pool_, [this, snapshot, spec, pid, done = std::move(done)]() mutable {
     const std::string path = host_.SnapshotPath(snapshot.id);
-    Status copied = host_.Prepare(shape);
-    if (copied.ok()) copied = host_.CopySandboxLayer(shape.id, pid, path);
+    Status copied = spec.ok() ? host_.Prepare(*spec) : spec.status();
+    if (copied.ok()) copied = host_.CopySandboxLayer(snapshot.sandbox_id, pid, path);
     struct stat st;
     if (copied.ok() && stat(path.c_str(), &st) == 0) snapshot.bytes = static_cast<int64_t>(st.st_blocks) * 512;
     asio::post(io_, [this, snapshot, copied, path, done = std::move(done)]() mutable {
@@ -170,7 +171,8 @@ void SandboxManager::Fork(const Caller& caller, const UserCaps& caps, const std:
 
   LayerSource from;
   from.sandbox_id = source->id;
-  from.sandbox_shape = ShapeOf(*source);
+  auto source_spec = SpecOf(*source);
+  if (source_spec.ok()) from.sandbox_spec = std::move(*source_spec);
   from.uid_base = source->uid_base;
   if (auto it = live_.find(id); it != live_.end()) from.sandbox_init_pid = it->second->process.pid;
   busy_[id] = true;

@@ -28,6 +28,7 @@
 #include "supervisor/ids.h"
 #include "supervisor/init_client.h"
 #include "supervisor/sandbox_host.h"
+#include "tests/root/host_sandbox_shape.h"
 #include "tests/root/init_test_util.h"
 #include "tests/root/root_test_util.h"
 #include "tests/testing/temp_dir.h"
@@ -161,7 +162,7 @@ class SandboxFilesTest : public test::SandboxTest {
     shape_.pids = 64;
     shape_.disk_bytes = 256 << 20;
     shape_.hostname = kHostname;
-    auto started = host_->Start(shape_);
+    auto started = host_->Start(shape_.id, shape_.Spec(*host_));
     ASSERT_TRUE(started.ok()) << started.status().ToString();
     running_ = std::move(*started);
     root_prefix_ = "/proc/" + std::to_string(running_->pid) + "/root";
@@ -261,7 +262,7 @@ class SandboxFilesTest : public test::SandboxTest {
   DaemonConfig config_;
   std::unique_ptr<cgroups::CgroupBackend> backend_;
   std::unique_ptr<SandboxHost> host_;
-  SandboxShape shape_;
+  HostSandboxShape shape_;
   std::optional<SandboxProcess> running_;
   uint64_t seq_ = 0;
   std::string root_prefix_;

@@ -19,6 +19,7 @@
 #include "isolation/cpu_affinity.h"
 #include "supervisor/ids.h"
 #include "supervisor/init_client.h"
+#include "tests/root/host_sandbox_shape.h"
 #include "tests/root/init_test_util.h"
 #include "tests/root/root_test_util.h"
 
@@ -66,7 +67,7 @@ class SandboxHostTest : public test::SandboxTest {
   }
 
   void StartSandbox() {
-    auto started = host_->Start(shape_);
+    auto started = host_->Start(shape_.id, shape_.Spec(*host_));
     ASSERT_TRUE(started.ok()) << started.status().ToString();
     running_ = std::move(*started);
   }
@@ -139,7 +140,7 @@ class SandboxHostTest : public test::SandboxTest {
   DaemonConfig config_;
   std::unique_ptr<cgroups::CgroupBackend> backend_;
   std::unique_ptr<SandboxHost> host_;
-  SandboxShape shape_;
+  HostSandboxShape shape_;
   std::optional<SandboxProcess> running_;
   uint64_t seq_ = 0;
 };
@@ -453,7 +454,7 @@ TEST_F(SandboxHostTest, AdoptFindsALiveInitAndRefusesADeadOne) {
 
 // ---- What a command sees of itself (issue 16 §5) ----
 
-ExecRequest::HostIds OwnIds(const SandboxShape& shape, uid_t uid) {
+ExecRequest::HostIds OwnIds(const HostSandboxShape& shape, uid_t uid) {
   return {static_cast<uid_t>(shape.uid_base + uid), static_cast<gid_t>(shape.uid_base + uid)};
 }
 

@@ -5,12 +5,11 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "cgroups/cgroup_backend.h"
-#include "cgroups/v1_backend.h"
-#include "cgroups/v2_backend.h"
 #include "common/file_util.h"
 #include "tests/testing/temp_dir.h"
 
@@ -19,7 +18,8 @@ namespace {
 
 TEST(CgroupViewTest, V2ShowsTheCgroupItself) {
   test::TempDir tree("cgview");
-  V2Backend backend(tree.path());
+  std::unique_ptr<CgroupBackend> owned = MakeV2Backend(tree.path());
+  CgroupBackend& backend = *owned;
   auto dirs = backend.ViewDirs("corral/sb_x");
   ASSERT_TRUE(dirs.ok());
   ASSERT_EQ(dirs->size(), 1u);
@@ -33,7 +33,8 @@ TEST(CgroupViewTest, V2ReadsLimitsBackInSetLimitsTerms) {
   tree.Put("sb/memory.max", "268435456\n");
   tree.Put("sb/cpu.max", "50000 100000\n");
   tree.Put("sb/pids.max", "64\n");
-  V2Backend backend(tree.path());
+  std::unique_ptr<CgroupBackend> owned = MakeV2Backend(tree.path());
+  CgroupBackend& backend = *owned;
   auto limits = backend.ReadLimits("sb");
   ASSERT_TRUE(limits.ok()) << limits.status().ToString();
   EXPECT_EQ(limits->memory_max_bytes, 268435456u);
@@ -47,7 +48,8 @@ TEST(CgroupViewTest, V2MaxAndMissingFilesAreNoLimit) {
   tree.Put("sb/memory.max", "max\n");
   tree.Put("sb/cpu.max", "max 100000\n");
   // No pids.max: the controller is not enabled there.
-  V2Backend backend(tree.path());
+  std::unique_ptr<CgroupBackend> owned = MakeV2Backend(tree.path());
+  CgroupBackend& backend = *owned;
   auto limits = backend.ReadLimits("sb");
   ASSERT_TRUE(limits.ok()) << limits.status().ToString();
   EXPECT_FALSE(limits->memory_max_bytes.has_value());
@@ -61,7 +63,8 @@ TEST(CgroupViewTest, V2MaxAndMissingFilesAreNoLimit) {
 TEST(CgroupViewTest, V2LimitsRoundTripThroughSetLimits) {
   test::TempDir tree("cgview");
   for (const char* file : {"memory.max", "memory.swap.max", "cpu.max", "pids.max"}) tree.Put(std::string("sb/") + file, "");
-  V2Backend backend(tree.path());
+  std::unique_ptr<CgroupBackend> owned = MakeV2Backend(tree.path());
+  CgroupBackend& backend = *owned;
   CgroupLimits limits;
   limits.memory_max_bytes = 1 << 30;
   limits.cpu_quota_us = 150000;
@@ -85,7 +88,8 @@ TEST(CgroupViewTest, V1ShowsOneDirectoryPerController) {
   test::TempDir tree("cgview");
   MakeV1(tree);
   ASSERT_TRUE(MakeDirs(tree.path() + "/blkio").ok());  // not ours: not shown
-  V1Backend backend(tree.path());
+  std::unique_ptr<CgroupBackend> owned = MakeV1Backend(tree.path());
+  CgroupBackend& backend = *owned;
   auto dirs = backend.ViewDirs("corral/sb_x");
   ASSERT_TRUE(dirs.ok()) << dirs.status().ToString();
   std::vector<std::string> names, sources;
@@ -102,7 +106,8 @@ TEST(CgroupViewTest, V1LeavesOutAControllerThatIsNotMounted) {
   test::TempDir tree("cgview");
   MakeV1(tree);
   ASSERT_EQ(::rmdir((tree.path() + "/cpu").c_str()), 0);
-  V1Backend backend(tree.path());
+  std::unique_ptr<CgroupBackend> owned = MakeV1Backend(tree.path());
+  CgroupBackend& backend = *owned;
   auto dirs = backend.ViewDirs("sb");
   ASSERT_TRUE(dirs.ok());
   for (const auto& dir : *dirs) EXPECT_NE(dir.name, "cpu");
@@ -121,7 +126,8 @@ TEST(CgroupViewTest, V1ReadsLimitsBackInV2Terms) {
   tree.Put("cpu/free/cpu.cfs_quota_us", "-1\n");
   tree.Put("cpu/free/cpu.cfs_period_us", "100000\n");
   tree.Put("pids/free/pids.max", "max\n");
-  V1Backend backend(tree.path());
+  std::unique_ptr<CgroupBackend> owned = MakeV1Backend(tree.path());
+  CgroupBackend& backend = *owned;
   auto limits = backend.ReadLimits("sb");
   ASSERT_TRUE(limits.ok()) << limits.status().ToString();
   EXPECT_EQ(limits->memory_max_bytes, 268435456u);

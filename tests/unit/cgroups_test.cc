@@ -17,14 +17,13 @@
 #include <cerrno>
 #include <cstdlib>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "cgroups/cgroup_backend.h"
 #include "cgroups/cgroup_fs.h"
-#include "cgroups/v1_backend.h"
-#include "cgroups/v2_backend.h"
 #include "common/file_util.h"
 #include "common/unique_fd.h"
 #include "tests/testing/temp_dir.h"
@@ -151,7 +150,8 @@ class FakeV2 {
 class V2BackendTest : public ::testing::Test {
  protected:
   FakeV2 fake_;
-  V2Backend backend_{fake_.root()};
+  std::unique_ptr<CgroupBackend> owned_ = MakeV2Backend(fake_.root());
+  CgroupBackend& backend_ = *owned_;
 };
 
 TEST_F(V2BackendTest, CreateEnablesControllersFromTheRootDown) {
@@ -451,7 +451,8 @@ constexpr const char* kV1Controllers[] = {"memory", "cpu", "cpuacct", "pids", "f
 class V1BackendTest : public ::testing::Test {
  protected:
   FakeV1 fake_{V1Layout::kSeparate};
-  V1Backend backend_{fake_.root()};
+  std::unique_ptr<CgroupBackend> owned_ = MakeV1Backend(fake_.root());
+  CgroupBackend& backend_ = *owned_;
 };
 
 TEST_F(V1BackendTest, CreateMakesTheCgroupInEveryHierarchy) {
@@ -475,7 +476,8 @@ TEST_F(V1BackendTest, CreateLeafMakesItInEveryHierarchyAndToleratesAnExistingOne
 TEST_F(V1BackendTest, CreateNamesAMissingHierarchyAndLeavesNothing) {
   for (const char* missing : {"memory", "cpuacct", "pids", "freezer"}) {
     FakeV1 fake(V1Layout::kSeparate);
-    V1Backend backend(fake.root());
+    std::unique_ptr<CgroupBackend> owned = MakeV1Backend(fake.root());
+    CgroupBackend& backend = *owned;
     ASSERT_EQ(::rmdir((fake.root() + "/" + missing).c_str()), 0);
     Status status = backend.Create("box");
     ASSERT_FALSE(status.ok()) << missing;
@@ -661,7 +663,8 @@ TEST_F(V1BackendTest, OpenForCloneIsNotSupported) {
 class V1CoMountTest : public ::testing::Test {
  protected:
   FakeV1 fake_{V1Layout::kCpuCoMounted};
-  V1Backend backend_{fake_.root()};
+  std::unique_ptr<CgroupBackend> owned_ = MakeV1Backend(fake_.root());
+  CgroupBackend& backend_ = *owned_;
 };
 
 TEST_F(V1CoMountTest, CreateMakesTheSharedDirectoryOnce) {

@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <optional>
+#include <string>
+#include <vector>
 
 namespace corral::isolation {
 namespace {
@@ -97,6 +100,93 @@ TEST(SandboxSpecBuilderTest, OverlayUnsafePathsAreRefused) {
   EXPECT_FALSE(SandboxSpecBuilder().SetWorkspace("/srv/a,b").SetCommand({"true"}).Build().ok());
   EXPECT_FALSE(SandboxSpecBuilder().SetWorkspace("/srv/a:b").SetCommand({"true"}).Build().ok());
   EXPECT_TRUE(SandboxSpecBuilder().SetWorkspace("/srv/ab").SetCommand({"true"}).Build().ok());
+}
+
+// The daemon's persistent sandboxes: init serves its control socket as root inside, with only
+// PATH of its own; a command's identity comes with each request, so the spec has none.
+TEST(SandboxSpecBuilderTest, ControlModeIsInitAsRootWithOnlyItsPath) {
+  auto spec = SandboxSpecBuilder().SetInitMode(InitMode::kControl).SetLoopbackPorts({7880, 7881}).Build();
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->init_mode(), InitMode::kControl);
+  EXPECT_EQ(spec->uid(), 0u);
+  EXPECT_EQ(spec->cwd(), "/");
+  ASSERT_EQ(spec->env().size(), 1u);
+  EXPECT_EQ(spec->env()[0].rfind("PATH=", 0), 0u);
+  EXPECT_EQ(spec->loopback_ports(), (std::vector<uint16_t>{7880, 7881}));
+  // What a command brings is refused here; in command mode the same is fine (control).
+  auto with_command = SandboxSpecBuilder().SetInitMode(InitMode::kControl).SetCommand({"true"}).Build();
+  ASSERT_FALSE(with_command.ok());
+  EXPECT_THAT(with_command.status().message(), HasSubstr("command:"));
+  auto with_user = SandboxSpecBuilder().SetInitMode(InitMode::kControl).SetUser("agent").Build();
+  ASSERT_FALSE(with_user.ok());
+  EXPECT_THAT(with_user.status().message(), HasSubstr("user:"));
+  EXPECT_TRUE(SandboxSpecBuilder().SetUser("agent").SetCommand({"true"}).Build().ok());
+  // Loopback ports are handed over the control socket: command mode has none.
+  auto run_ports = SandboxSpecBuilder().SetLoopbackPorts({7880}).SetCommand({"true"}).Build();
+  ASSERT_FALSE(run_ports.ok());
+  EXPECT_THAT(run_ports.status().message(), HasSubstr("loopback ports:"));
+}
+
+TEST(SandboxSpecBuilderTest, LoopbackPortsAreDistinctNonZeroAndFew) {
+  auto control = [] { return SandboxSpecBuilder().SetInitMode(InitMode::kControl); };
+  EXPECT_FALSE(control().SetLoopbackPorts({7880, 7880}).Build().ok());
+  EXPECT_FALSE(control().SetLoopbackPorts({0}).Build().ok());
+  EXPECT_FALSE(control().SetLoopbackPorts({1, 2, 3, 4, 5, 6, 7, 8, 9}).Build().ok());
+  EXPECT_TRUE(control().SetLoopbackPorts({1, 2, 3, 4, 5, 6, 7, 8}).Build().ok());
+}
+
+TEST(SandboxSpecBuilderTest, HostUidBaseIsAWholeRangeAwayFromTheHostsAndFromUidMinusOne) {
+  auto with_base = [](uid_t base) { return SandboxSpecBuilder().SetHostUidBase(base).SetCommand({"true"}).Build(); };
+  for (uid_t bad : {0u, 65536u + 1, 0xFFFF0000u}) {
+    auto spec = with_base(bad);
+    ASSERT_FALSE(spec.ok()) << bad;
+    EXPECT_THAT(spec.status().message(), HasSubstr("host uid base:"));
+  }
+  for (uid_t good : {65536u, 0xC0000000u, 0xFFFE0000u}) {
+    auto spec = with_base(good);
+    ASSERT_TRUE(spec.ok()) << good << ": " << spec.status().ToString();
+    EXPECT_EQ(spec->host_uid_base(), std::optional<uid_t>(good));
+  }
+  EXPECT_FALSE(SandboxSpecBuilder().SetCommand({"true"}).Build()->host_uid_base().has_value());
+}
+
+TEST(SandboxSpecBuilderTest, FullNetworkIsOnlyWhereItsTokenIsAndNameserversAreAddresses) {
+  auto plain = SandboxSpecBuilder().SetCommand({"true"}).Build();
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->full_network());
+  EXPECT_TRUE(plain->nameservers().empty());
+  auto full = SandboxSpecBuilder()
+                  .AllowFullNetwork(UnsafeFullNetwork{}, {"192.0.2.53", "2001:db8::53"})
+                  .SetCommand({"true"})
+                  .Build();
+  ASSERT_TRUE(full.ok()) << full.status().ToString();
+  EXPECT_TRUE(full->full_network());
+  EXPECT_EQ(full->nameservers(), (std::vector<std::string>{"192.0.2.53", "2001:db8::53"}));
+  auto bad = SandboxSpecBuilder().AllowFullNetwork(UnsafeFullNetwork{}, {"dns.example"}).SetCommand({"true"}).Build();
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("nameserver:"));
+}
+
+// `corral run` completes its spec once the host has a uid range (and a layer image) for it.
+TEST(SandboxSpecBuilderTest, FromCompletesABuiltSpecAndKeepsIt) {
+  auto first = SandboxSpecBuilder().SetMemoryLimit(64 << 20).AddEnv("A=1").SetCommand({"true"}).Build();
+  ASSERT_TRUE(first.ok());
+  auto complete = SandboxSpecBuilder::From(*first).SetHostUidBase(0x40000000).SetLayerImage("/srv/ws//disk.img").Build();
+  ASSERT_TRUE(complete.ok()) << complete.status().ToString();
+  EXPECT_EQ(complete->env(), first->env());  // the defaults are not added twice
+  EXPECT_EQ(complete->command(), first->command());
+  EXPECT_EQ(complete->limits(), first->limits());
+  EXPECT_EQ(complete->host_uid_base(), std::optional<uid_t>(0x40000000));
+  EXPECT_EQ(complete->layer_image(), std::optional<std::string>("/srv/ws/disk.img"));
+  EXPECT_FALSE(SandboxSpecBuilder::From(*first).SetLayerImage("/proc/x").Build().ok());
+}
+
+TEST(SandboxSpecBuilderTest, ScratchIsItsOwnLimitElseTheDiskElseOneGiB) {
+  auto sized = [](SandboxSpecBuilder builder) { return builder.SetCommand({"true"}).Build()->scratch_bytes(); };
+  EXPECT_EQ(sized(SandboxSpecBuilder()), 1ull << 30);
+  EXPECT_EQ(sized(SandboxSpecBuilder().SetDiskLimit(4ull << 30)), 4ull << 30);
+  EXPECT_EQ(sized(SandboxSpecBuilder().SetDiskLimit(4ull << 30).SetScratchLimit(1ull << 30)), 1ull << 30);
+  EXPECT_FALSE(SandboxSpecBuilder().SetScratchLimit(10).SetCommand({"true"}).Build().ok());
 }
 
 TEST(NormalizeAbsolutePathTest, Cases) {

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -20,11 +19,9 @@
 
 #include "cgroups/cgroup_backend.h"
 #include "common/file_util.h"
-#include "isolation/cpu_affinity.h"
 #include "isolation/launcher.h"
-#include "isolation/seccomp_program.h"
+#include "isolation/sandbox_launch.h"
 #include "rootfs/disk_image.h"
-#include "rootfs/mount_plan.h"
 #include "tools/corral/gc.h"
 #include "tools/corral/lent_stdio.h"
 #include "tools/corral/outcome.h"
@@ -87,119 +84,60 @@ struct PreparedRun {
   std::string cgroup;
   RunRecord record;
   UidSlot slot;
-  isolation::LaunchPlan plan;
   UniqueFd init_fd;
-  UniqueFd cgroup_fd;
-  rootfs::LoopDevice workspace_disk;  // a disk-capped workspace's loop device
+  isolation::PreparedLaunch launch;
 };
 
-StatusOr<rootfs::MountPlan> PlanMounts(const isolation::SandboxSpec& spec, const RunEnvironment& env,
-                                       uid_t base, const std::string& workspace_device,
-                                       const std::vector<cgroups::CgroupViewDir>& cgroup_view,
-                                       const std::string& cpus_online) {
-  rootfs::MountPlanInput input;
-  input.scratch_dir = env.run_dir + "/scratch";
-  input.scratch_bytes = spec.scratch_bytes();
-  input.host_image = spec.host_image();
-  if (!spec.host_image()) input.image_dir = spec.image();
-  if (!workspace_device.empty()) {
-    input.workspace_device = workspace_device;
-  } else if (spec.workspace()) {
-    input.workspace_upper = *spec.workspace() + "/upper";
-    input.workspace_work = *spec.workspace() + "/work";
+// The run's layer: a workspace made with --disk keeps it in an ext4 image of that size (made
+// here if missing: its path is returned); one made without keeps a plain directory ("").
+// Neither turns into the other. Acquires the run's uid range.
+StatusOr<std::string> PrepareWorkspace(const isolation::SandboxSpec& spec, const RunEnvironment& env,
+                                       PreparedRun& run) {
+  if (!spec.workspace()) {
+    ASSIGN_OR_RETURN(run.slot, AcquireEphemeralSlot(env.run_dir));
+    return std::string();
   }
-  input.hostname = spec.hostname();
-  input.host_uid_base = base;
-  input.host_gid_base = base;
-  input.agent_uid = isolation::kAgentUid;
-  for (const auto& dir : cgroup_view) input.cgroup_dirs.push_back({dir.host_dir, dir.name});
-  input.cpus_online = cpus_online;
-  for (const auto& bind : spec.binds()) {
-    struct stat st;
-    if (stat(bind.source.c_str(), &st) != 0) return ErrnoError("bind " + bind.source);
-    input.binds.push_back({bind.source, bind.target, bind.read_only, S_ISDIR(st.st_mode)});
+  const std::string image = *spec.workspace() + "/disk.img";
+  struct stat st;
+  const bool has_image = lstat(image.c_str(), &st) == 0;
+  const bool has_dir = lstat((*spec.workspace() + "/upper").c_str(), &st) == 0;
+  const bool disk_mode = has_image || (spec.limits().disk_bytes && !has_dir);
+  if (spec.limits().disk_bytes && !disk_mode) {
+    return Status::Error("--disk: workspace " + *spec.workspace() +
+                         " was created without --disk (its layer is a plain directory)");
   }
-  return rootfs::BuildMountPlan(input);
+  ASSIGN_OR_RETURN(run.slot, AcquireWorkspaceSlot(env.state_dir, *spec.workspace(), !disk_mode));
+  if (!disk_mode) return std::string();
+  uint64_t bytes = 0;
+  if (spec.limits().disk_bytes) {
+    bytes = *spec.limits().disk_bytes;
+  } else {
+    ASSIGN_OR_RETURN(bytes, rootfs::DiskImageSize(image));
+  }
+  RETURN_IF_ERROR(rootfs::EnsureDiskImage(image, bytes, run.slot.base(), run.slot.base()).WithContext("--disk"));
+  return image;
 }
 
-Status Prepare(const isolation::SandboxSpec& spec, const RunEnvironment& env,
-               cgroups::CgroupBackend& backend, PreparedRun& run) {
+Status Prepare(const isolation::SandboxSpec& options_spec, const RunEnvironment& env,
+               cgroups::CgroupBackend& backend, int status_fd, PreparedRun& run) {
   run.id = RandomId();
   run.cgroup = env.cgroup_parent + "/" + kRunCgroupPrefix + run.id;
-  // The child builds the sandbox's skeleton as the sandbox's own (unprivileged) host uid in a
-  // tmpfs mounted on <run_dir>/scratch, so both must be searchable by it.
-  for (const std::string& dir : {env.run_dir, env.run_dir + "/scratch"}) {
-    RETURN_IF_ERROR(MakeDirs(dir, 0755));
-    if (chmod(dir.c_str(), 0755) != 0) return ErrnoError("chmod " + dir);
-  }
+  RETURN_IF_ERROR(isolation::MakeRunDirs(env.run_dir));
   ASSIGN_OR_RETURN(run.record, RunRecord::Create(env.run_dir, run.id, run.cgroup));
-  if (spec.workspace()) {
-    // A workspace made with --disk keeps its layer in an ext4 image of that size; one made
-    // without keeps a plain directory. Neither turns into the other.
-    const std::string image = *spec.workspace() + "/disk.img";
-    struct stat st;
-    const bool has_image = lstat(image.c_str(), &st) == 0;
-    const bool has_dir = lstat((*spec.workspace() + "/upper").c_str(), &st) == 0;
-    const bool disk_mode = has_image || (spec.limits().disk_bytes && !has_dir);
-    if (spec.limits().disk_bytes && !disk_mode) {
-      return Status::Error("--disk: workspace " + *spec.workspace() +
-                           " was created without --disk (its layer is a plain directory)");
-    }
-    ASSIGN_OR_RETURN(run.slot, AcquireWorkspaceSlot(env.state_dir, *spec.workspace(), !disk_mode));
-    if (disk_mode) {
-      uint64_t bytes = 0;
-      if (spec.limits().disk_bytes) {
-        bytes = *spec.limits().disk_bytes;
-      } else {
-        ASSIGN_OR_RETURN(bytes, rootfs::DiskImageSize(image));
-      }
-      RETURN_IF_ERROR(rootfs::EnsureDiskImage(image, bytes, run.slot.base(), run.slot.base())
-                          .WithContext("--disk"));
-      ASSIGN_OR_RETURN(run.workspace_disk, rootfs::AttachLoopDevice(image));
-    }
-  } else {
-    ASSIGN_OR_RETURN(run.slot, AcquireEphemeralSlot(env.run_dir));
-  }
+  ASSIGN_OR_RETURN(std::string image, PrepareWorkspace(options_spec, env, run));
+  // The spec, completed with what the host allocated for the run.
+  isolation::SandboxSpecBuilder complete = isolation::SandboxSpecBuilder::From(options_spec);
+  complete.SetHostUidBase(run.slot.base());
+  if (!image.empty()) complete.SetLayerImage(image);
+  ASSIGN_OR_RETURN(isolation::SandboxSpec spec, complete.Build());
   ASSIGN_OR_RETURN(run.init_fd, isolation::LoadSealedExecutable(env.init_path));
-  run.plan.seccomp = isolation::PrecompiledSeccompPolicy();
-  // What programs inside read to learn their limits: the run's cgroup (the root of the cgroup
-  // namespace the child makes in it) and the CPUs a CPU limit pins the run to.
-  ASSIGN_OR_RETURN(std::vector<cgroups::CgroupViewDir> cgroup_view, backend.ViewDirs(run.cgroup));
-  std::vector<int> cpus;
-  if (spec.limits().cpu_millicores) {
-    ASSIGN_OR_RETURN(std::vector<int> allowed, isolation::AllowedCpus());
-    cpus = isolation::ChooseCpus(*spec.limits().cpu_millicores, allowed, run.slot.base() / isolation::kIdRangeSize);
-  }
-  run.plan.cpu_mask = isolation::CpuMask(cpus);
-  ASSIGN_OR_RETURN(run.plan.mounts, PlanMounts(spec, env, run.slot.base(), run.workspace_disk.path, cgroup_view,
-                                               isolation::CpuListText(cpus)));
-
-  RETURN_IF_ERROR(backend.Create(run.cgroup));
-  cgroups::CgroupLimits limits;
-  limits.memory_max_bytes = spec.limits().memory_bytes;
-  limits.pids_max = spec.limits().pids;
-  if (spec.limits().cpu_millicores) {
-    limits.cpu_quota_us = *spec.limits().cpu_millicores * limits.cpu_period_us / 1000;
-  }
-  RETURN_IF_ERROR(backend.SetLimits(run.cgroup, limits));
-  if (backend.version() == cgroups::CgroupVersion::kV2) {
-    ASSIGN_OR_RETURN(run.cgroup_fd, backend.OpenForClone(run.cgroup));
-  }
-
-  isolation::LaunchPlan& plan = run.plan;
-  plan.hostname = spec.hostname();
-  plan.host_uid_base = run.slot.base();
-  plan.host_gid_base = run.slot.base();
-  plan.uid = spec.uid();
-  plan.gid = spec.gid();
-  plan.cwd = spec.cwd();
-  plan.rlimits.push_back({RLIMIT_CORE, 0});
-  if (spec.limits().nofile) plan.rlimits.push_back({RLIMIT_NOFILE, *spec.limits().nofile});
-  plan.init_fd = run.init_fd.get();
-  plan.cgroup_fd = run.cgroup_fd ? run.cgroup_fd.get() : -1;
-  plan.argv = {"corral-init", "--"};
-  plan.argv.insert(plan.argv.end(), spec.command().begin(), spec.command().end());
-  plan.env = spec.env();
+  isolation::LaunchSite site;
+  site.cgroup = run.cgroup;
+  site.run_dir = env.run_dir;
+  site.cpu_slot = run.slot.base() / isolation::kIdRangeSize;
+  site.init_fd = run.init_fd.get();
+  site.status_fd = status_fd;
+  ASSIGN_OR_RETURN(run.launch, isolation::PrepareLaunch(spec, site, backend));
   return Status();
 }
 
@@ -400,25 +338,18 @@ int RunSandbox(const RunOptions& options, const RunEnvironment& env) {
     }
   } cleanup{backend, run, env};
 
-  Status prepared = Prepare(spec, env, backend, run);
-  if (!prepared.ok()) return setup_failed(prepared);
-  timer.Mark("prepare");
-
   int status_pipe[2];
   if (pipe2(status_pipe, O_CLOEXEC) != 0) return setup_failed(ErrnoError("pipe"));
   UniqueFd status_read(status_pipe[0]), status_write(status_pipe[1]);
-  run.plan.status_fd = status_write.get();
+  Status prepared = Prepare(spec, env, backend, status_write.get(), run);
+  if (!prepared.ok()) return setup_failed(prepared);
+  timer.Mark("prepare");
 
-  isolation::AttachFn attach;
-  if (backend.version() == cgroups::CgroupVersion::kV1) {
-    attach = [&](pid_t pid) { return backend.Attach(run.cgroup, pid); };
-  }
   // The command may reopen its stdio pipes by path, for the run (lent_stdio.h).
-  LentStdio lent = LentStdio::Lend(run.plan.host_uid_base + run.plan.uid, run.plan.host_gid_base + run.plan.gid);
-  auto launched = isolation::Launch(run.plan, attach);
+  const isolation::LaunchPlan& plan = run.launch.plan;
+  LentStdio lent = LentStdio::Lend(plan.host_uid_base + plan.uid, plan.host_gid_base + plan.gid);
+  auto launched = isolation::LaunchPrepared(run.launch);
   status_write.reset();
-  // The sandbox's mount holds the workspace's loop device now; it detaches when that goes.
-  run.workspace_disk.fd.reset();
   if (!launched.ok()) return setup_failed(launched.status());
   timer.Mark("launch");
 

@@ -375,7 +375,7 @@ void AnnounceReady(const supervisor::DaemonConfig& config, uint16_t port, cgroup
   const std::string address = config.listen_address + ":" + std::to_string(port);
   LogInfo("corrald", "listening", {{"address", address}, {"admin_socket", config.admin_socket},
                                    {"state_dir", config.state_dir},
-                                   {"cgroups", backend.version() == cgroups::CgroupVersion::kV2 ? "v2" : "v1"},
+                                   {"cgroups", backend.name()},
                                    {"cgroup_parent", placement.sandboxes_parent},
                                    {"cgroup_placement", placement.reason}});
   sd_notifyf(0, "READY=1\nSTATUS=listening on %s", address.c_str());
