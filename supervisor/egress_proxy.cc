@@ -12,31 +12,19 @@
 #include <cstdlib>
 #include <set>
 
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
 #include <nlohmann/json.hpp>
 
 #include "common/log.h"
 #include "isolation/netns.h"
 #include "supervisor/loopback_acceptor.h"
+#include "supervisor/proxy_names.h"
 
 namespace corral::supervisor {
 namespace {
 
-namespace asio = boost::asio;
-namespace beast = boost::beast;
-namespace http = beast::http;
-using asio::awaitable;
-using asio::use_awaitable;
-using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
 
 constexpr size_t kMaxHeaderBytes = 16 * 1024;

@@ -8,32 +8,18 @@
 #include <iterator>
 #include <limits>
 #include <optional>
-#include <utility>  // before asio's awaitable.hpp, which uses std::exchange without it
 
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/redirect_error.hpp>
 #include <boost/asio/ssl.hpp>
-#include <boost/asio/use_awaitable.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 #include <nlohmann/json.hpp>
 
 #include "common/enum_names.h"
 #include "common/log.h"
 #include "supervisor/loopback_acceptor.h"
+#include "supervisor/proxy_names.h"
 #include "supervisor/rate_limiter.h"
 
 namespace corral::supervisor {
-
-namespace asio = boost::asio;
-namespace beast = boost::beast;
-namespace http = beast::http;
-using asio::awaitable;
-using asio::use_awaitable;
-using tcp = asio::ip::tcp;
 
 namespace {
 
