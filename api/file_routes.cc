@@ -136,7 +136,9 @@ void RegisterFileRoutes(Server& server, boost::asio::io_context& io, boost::asio
   auto route = [&](const char* method, const char* op_name, Op op) {
     RouteOptions options;
     // Uploads (PUT) may be as large as a file may be.
-    if (std::string_view(method) == "PUT") options.max_body_bytes = std::max(config.max_body_bytes, config.max_file_bytes);
+    if (std::string_view(method) == "PUT") {
+      options.max_body_bytes = std::max(config.server_limits.max_body_bytes, config.max_file_bytes);
+    }
     server.Route(method, std::string("/v1/sandboxes/{id}/fs/") + op_name, Auth::kRequired, options,
                  [&io, &pool, &manager, &config, op](HttpRequest request, Responder respond) {
                    FileOp(io, pool, manager, config, std::move(request), std::move(respond), op);

@@ -108,8 +108,8 @@ void HttpSession::WaitForRequest() {
   // Never below what it holds: a pipelined request may be here already.
   buffer_.max_size(buffer_.size() + core_->limits.max_header_bytes + kHeaderSlack);
   if (buffer_.size() > 0) return ReadHeader();
-  auto deadline = first_request_ ? connected_at_ + core_->limits.handshake_timeout
-                                 : std::chrono::steady_clock::now() + core_->limits.idle_timeout;
+  auto deadline = first_request_ ? connected_at_ + core_->handshake_timeout
+                                 : std::chrono::steady_clock::now() + core_->idle_timeout;
   if (has_token_) deadline = std::min(deadline, TokenDeadline(token_auth_.expires_at));
   stream_.expires_at(deadline);
   stream_.async_read_some(buffer_.prepare(kHeaderSlack),
@@ -124,7 +124,7 @@ void HttpSession::ReadHeader() {
   phase_ = Phase::kHeader;
   // The first request's headers are due within the handshake timeout of the connection's start;
   // a later one's within the handshake timeout of its first byte.
-  ArmDeadline((first_request_ ? connected_at_ : std::chrono::steady_clock::now()) + core_->limits.handshake_timeout);
+  ArmDeadline((first_request_ ? connected_at_ : std::chrono::steady_clock::now()) + core_->handshake_timeout);
   http::async_read_header(stream_, buffer_, *parser_,
                           [self = shared_from_this()](const beast::error_code& ec, size_t) { self->OnHeader(ec); });
 }
@@ -292,7 +292,7 @@ void HttpSession::ContinueToBody() {
   auto expect = req.find(http::field::expect);
   if (body_owed_ && expect != req.end() && IEquals(SV(expect->value()), "100-continue")) {
     static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
-    stream_.expires_after(core_->limits.handshake_timeout);
+    stream_.expires_after(core_->handshake_timeout);
     net::async_write(stream_, net::buffer(kContinue.data(), kContinue.size()),
                      [self = shared_from_this()](const beast::error_code& write_ec, size_t) {
                        if (write_ec) return self->CloseSocket();
@@ -316,8 +316,8 @@ void HttpSession::ReadBody() {
   }
   // Progress within the handshake timeout, and the minimum rate after a grace of as long.
   const size_t received = parser_->get().body().size();
-  auto deadline = std::min(now + core_->limits.handshake_timeout,
-                           body_start_ + core_->limits.handshake_timeout + AtRate(received, core_->limits.body_min_rate));
+  auto deadline = std::min(now + core_->handshake_timeout,
+                           body_start_ + core_->handshake_timeout + AtRate(received, core_->limits.body_min_rate));
   if (deadline <= now) {
     LogInfo(kLog, "request body too slow",
             {{"connection", std::to_string(id_)}, {"remote", peer_.name}, {"received", std::to_string(received)}});
@@ -537,7 +537,7 @@ void HttpSession::Send(HttpResponse r, bool close) {
   response_ = std::move(res);
   core_->http_requests->WithLabels({std::to_string(status)}).Increment();
   // A client that does not read its response is held to the body's minimum rate too.
-  stream_.expires_after(core_->limits.handshake_timeout + AtRate(response_->body().size(), core_->limits.body_min_rate));
+  stream_.expires_after(core_->handshake_timeout + AtRate(response_->body().size(), core_->limits.body_min_rate));
   http::async_write(stream_, *response_, [self = shared_from_this(), keep](const beast::error_code& ec, size_t) {
     self->OnWrite(ec, !keep);
   });

@@ -30,6 +30,8 @@ ServerCore::ServerCore(net::io_context& io_context, ServerLimits server_limits, 
                        Metrics& metrics)
     : io(io_context),
       limits(std::move(server_limits)),
+      handshake_timeout(limits.handshake_timeout_s),
+      idle_timeout(limits.idle_timeout_s),
       allowed_origins(limits.allowed_origins),
       body_budget(limits.max_body_memory),
       authenticate_(std::move(authenticate)) {

@@ -123,6 +123,8 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
 
   net::io_context& io;
   const ServerLimits limits;
+  const std::chrono::seconds handshake_timeout;  // limits' times, as the timers take them
+  const std::chrono::seconds idle_timeout;
   std::vector<std::string> allowed_origins;  // limits.allowed_origins, then what a reload set
   std::vector<RouteEntry> routes;
   std::string ws_path;

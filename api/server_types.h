@@ -14,32 +14,13 @@
 #include <vector>
 
 #include "api/auth_context.h"
+#include "common/server_limits.h"
 #include "common/status.h"
 
 namespace corral::api {
 
-struct ServerLimits {
-  size_t max_header_bytes = 16 * 1024;
-  size_t max_body_bytes = 64 * 1024 * 1024;  // a route may allow more (RouteOptions)
-  // What the request bodies being read at once may hold in all (503 with Retry-After above it).
-  size_t max_body_memory = 256 * 1024 * 1024;
-  // A body (and a response) must move at least this many bytes a second, after a grace of the
-  // handshake timeout (408 otherwise). 0: no minimum.
-  size_t body_min_rate = 16 * 1024;
-  size_t max_ws_message_bytes = 1024 * 1024;
-  size_t max_connections = 4096;            // TCP + unix, in total
-  size_t max_ws_connections_per_user = 64;
-  // A new connection's first request, every later request's headers (from its first byte), a
-  // body's silence, and a WebSocket's opening or closing handshake.
-  std::chrono::seconds handshake_timeout{10};
-  // A keep-alive connection between requests; a WebSocket without traffic (pings keep it up).
-  std::chrono::seconds idle_timeout{300};
-  // A WebSocket connection's write queue: above high water it is "full" (see WsConnection);
-  // above hard_limit the client is too slow and the connection is closed (1008 "too slow").
-  size_t ws_queue_high_water = 1024 * 1024;
-  size_t ws_queue_hard_limit = 64 * 1024 * 1024;
-  std::vector<std::string> allowed_origins;  // exact "scheme://host[:port]"; empty: no browser
-};
+// The server's limits (common/server_limits.h): the daemon's config holds them as they are.
+using ServerLimits = corral::ServerLimits;
 
 // Verifies a bearer token. The error's message is the reason, for the log only. On success the
 // context's `expires_at` says until when (unix seconds, inclusive) the token verifies: the server

@@ -26,8 +26,8 @@ WsSession::~WsSession() { core_->Unregister(id_); }
 
 void WsSession::Start(Request request, bool select_subprotocol, const std::string& request_id) {
   auto timeout = websocket::stream_base::timeout::suggested(beast::role_type::server);
-  timeout.handshake_timeout = core_->limits.handshake_timeout;
-  timeout.idle_timeout = core_->limits.idle_timeout;
+  timeout.handshake_timeout = core_->handshake_timeout;
+  timeout.idle_timeout = core_->idle_timeout;
   timeout.keep_alive_pings = true;
   ws_.set_option(timeout);
   ws_.read_message_max(core_->limits.max_ws_message_bytes);
@@ -200,7 +200,7 @@ void WsSession::Abort() {
 }
 
 void WsSession::ArmAbortTimer() {
-  abort_timer_.expires_after(core_->limits.handshake_timeout);
+  abort_timer_.expires_after(core_->handshake_timeout);
   abort_timer_.async_wait([self = shared_from_this()](const beast::error_code& ec) {
     if (!ec && !self->finished_) {
       LogInfo(kLog, "websocket close timed out", {{"connection", std::to_string(self->id_)}});

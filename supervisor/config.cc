@@ -10,6 +10,7 @@
 #include <map>
 #include <optional>
 #include <string_view>
+#include <type_traits>
 
 #include <nlohmann/json.hpp>
 #include <toml++/toml.h>
@@ -55,6 +56,34 @@ std::optional<std::vector<T>> ArrayOf(const toml::node& node,
   return out;
 }
 
+// The part of the config that holds `Part`'s fields: the config itself or one of its sub-configs,
+// so that a key names its field by a member pointer of its own struct (&RelayConfig::timeout_s).
+template <typename Part, typename Config>
+auto& PartOf(Config& config) {
+  if constexpr (std::is_same_v<Part, RelayConfig>) {
+    return config.relay;
+  } else if constexpr (std::is_same_v<Part, ServerLimits>) {
+    return config.server_limits;
+  } else {
+    static_assert(std::is_same_v<Part, DaemonConfig>);
+    return config;
+  }
+}
+
+// A uint64_t of the config or of one of its parts, named by its member pointer (for the checks).
+class Field {
+ public:
+  Field() = default;
+  template <typename Part>
+  Field(uint64_t Part::*member)  // implicit: the checks' rules name fields as member pointers
+      : get_([member](const DaemonConfig& config) { return PartOf<Part>(config).*member; }) {}
+  explicit operator bool() const { return static_cast<bool>(get_); }
+  uint64_t operator()(const DaemonConfig& config) const { return get_(config); }
+
+ private:
+  std::function<uint64_t(const DaemonConfig&)> get_;
+};
+
 // A string that passes `valid`, or nullopt.
 std::optional<std::string> StringIf(const toml::node& node, const std::function<bool(const std::string&)>& valid) {
   const auto* s = node.as_string();
@@ -62,7 +91,8 @@ std::optional<std::string> StringIf(const toml::node& node, const std::function<
   return s->get();
 }
 
-Apply AbsolutePathKey(std::string DaemonConfig::*field, bool empty_ok = false) {
+template <typename Part>
+Apply AbsolutePathKey(std::string Part::*field, bool empty_ok = false) {
   return [field, empty_ok](const toml::node& node, DaemonConfig& config) -> std::string {
     const auto* s = node.as_string();
     const std::string expected = empty_ok ? "expected an absolute path or \"\"" : "expected an absolute path";
@@ -70,42 +100,46 @@ Apply AbsolutePathKey(std::string DaemonConfig::*field, bool empty_ok = false) {
     const std::string& path = s->get();
     if (path.empty() ? !empty_ok : path[0] != '/') return expected;
     if (path.find('\0') != std::string::npos) return expected;
-    config.*field = path;
+    PartOf<Part>(config).*field = path;
     return "";
   };
 }
 
-Apply SizeKey(uint64_t DaemonConfig::*field) {
+template <typename Part>
+Apply SizeKey(uint64_t Part::*field) {
   return [field](const toml::node& node, DaemonConfig& config) -> std::string {
     const std::string expected = "expected a size like \"8G\"";
     if (node.is_integer()) {
       auto v = NonNegative(node);
       if (!v) return expected;
-      config.*field = *v;
+      PartOf<Part>(config).*field = *v;
       return "";
     }
     const auto* s = node.as_string();
     if (s == nullptr) return expected;
     auto parsed = ParseSize(s->get());
     if (!parsed.ok()) return expected;
-    config.*field = *parsed;
+    PartOf<Part>(config).*field = *parsed;
     return "";
   };
 }
 
 // An integer >= 0; `expected` says what kind ("expected a non-negative integer").
-Apply NonNegativeKey(uint64_t DaemonConfig::*field, const char* expected) {
+template <typename Part>
+Apply NonNegativeKey(uint64_t Part::*field, const char* expected) {
   return [field, expected](const toml::node& node, DaemonConfig& config) -> std::string {
     auto v = NonNegative(node);
     if (!v) return expected;
-    config.*field = *v;
+    PartOf<Part>(config).*field = *v;
     return "";
   };
 }
 
-Apply CountKey(uint64_t DaemonConfig::*field) { return NonNegativeKey(field, "expected a non-negative integer"); }
+template <typename Part>
+Apply CountKey(uint64_t Part::*field) { return NonNegativeKey(field, "expected a non-negative integer"); }
 
-Apply SecondsKey(uint64_t DaemonConfig::*field) {
+template <typename Part>
+Apply SecondsKey(uint64_t Part::*field) {
   return NonNegativeKey(field, "expected a whole number of seconds like 30");
 }
 
@@ -159,7 +193,7 @@ bool IsOrigin(std::string_view origin) {
 std::string ApplyOrigins(const toml::node& node, DaemonConfig& config) {
   auto origins = ArrayOf<std::string>(node, [](const toml::node& element) { return StringIf(element, IsOrigin); });
   if (!origins) return "expected an array of origins like [\"https://app.example.com\"]";
-  config.allowed_origins = std::move(*origins);
+  config.server_limits.allowed_origins = std::move(*origins);
   return "";
 }
 
@@ -315,7 +349,8 @@ std::string ApplySynchronous(const toml::node& node, DaemonConfig& config) {
   return "";
 }
 
-Apply UrlKey(std::string DaemonConfig::*field) {
+template <typename Part>
+Apply UrlKey(std::string Part::*field) {
   return [field](const toml::node& node, DaemonConfig& config) -> std::string {
     const auto* s = node.as_string();
     if (s == nullptr) return "expected a URL like \"https://api.anthropic.com\"";
@@ -325,7 +360,7 @@ Apply UrlKey(std::string DaemonConfig::*field) {
       const std::string prefix = "relay.upstream: ";  // the caller names the key
       return message.rfind(prefix, 0) == 0 ? message.substr(prefix.size()) : message;
     }
-    config.*field = s->get();
+    PartOf<Part>(config).*field = s->get();
     return "";
   };
 }
@@ -376,7 +411,7 @@ std::string ApplyPrices(const toml::node& node, DaemonConfig& config) {
     for (auto& [part, into] : parts) {
       if (!fields->contains(part)) return name + ": " + part + " is missing (every part of a price is needed)";
     }
-    config.relay_prices.Set(name, price);
+    config.relay.prices.Set(name, price);
   }
   return "";
 }
@@ -394,16 +429,16 @@ const std::vector<KeySpec>& Keys() {
       {"api", "allowed_origins", ApplyOrigins},
       {"api", "web", BoolKey(&DaemonConfig::web)},
       {"api", "web_dir", AbsolutePathKey(&DaemonConfig::web_dir, /*empty_ok=*/true)},
-      {"api", "max_message", SizeKey(&DaemonConfig::max_message_bytes)},
-      {"api", "max_body", SizeKey(&DaemonConfig::max_body_bytes)},
-      {"api", "max_body_memory", SizeKey(&DaemonConfig::max_body_memory_bytes)},
-      {"api", "body_min_rate", SizeKey(&DaemonConfig::body_min_rate_bytes)},
-      {"api", "max_connections", CountKey(&DaemonConfig::max_connections)},
-      {"api", "max_connections_per_user", CountKey(&DaemonConfig::max_connections_per_user)},
-      {"api", "handshake_timeout", SecondsKey(&DaemonConfig::handshake_timeout_s)},
-      {"api", "idle_timeout", SecondsKey(&DaemonConfig::idle_timeout_s)},
+      {"api", "max_message", SizeKey(&ServerLimits::max_ws_message_bytes)},
+      {"api", "max_body", SizeKey(&ServerLimits::max_body_bytes)},
+      {"api", "max_body_memory", SizeKey(&ServerLimits::max_body_memory)},
+      {"api", "body_min_rate", SizeKey(&ServerLimits::body_min_rate)},
+      {"api", "max_connections", CountKey(&ServerLimits::max_connections)},
+      {"api", "max_connections_per_user", CountKey(&ServerLimits::max_ws_connections_per_user)},
+      {"api", "handshake_timeout", SecondsKey(&ServerLimits::handshake_timeout_s)},
+      {"api", "idle_timeout", SecondsKey(&ServerLimits::idle_timeout_s)},
       {"api", "requests_per_minute", CountKey(&DaemonConfig::requests_per_minute)},
-      {"api", "ws_queue_hard_limit", SizeKey(&DaemonConfig::ws_queue_hard_limit)},
+      {"api", "ws_queue_hard_limit", SizeKey(&ServerLimits::ws_queue_hard_limit)},
       {"auth", "max_clock_skew", SecondsKey(&DaemonConfig::max_clock_skew_s)},
       {"auth", "max_token_lifetime", SecondsKey(&DaemonConfig::max_token_lifetime_s)},
       {"sandbox", "default_memory", SizeKey(&DaemonConfig::default_memory_bytes)},
@@ -429,13 +464,13 @@ const std::vector<KeySpec>& Keys() {
       {"store", "synchronous", ApplySynchronous},
       {"sessions", "tool_call_timeout", SecondsKey(&DaemonConfig::tool_call_timeout_s)},
       {"sessions", "agent_silence_timeout", SecondsKey(&DaemonConfig::agent_silence_timeout_s)},
-      {"relay", "port", CountKey(&DaemonConfig::relay_port)},
-      {"relay", "upstream", UrlKey(&DaemonConfig::relay_upstream)},
-      {"relay", "api_key_file", AbsolutePathKey(&DaemonConfig::relay_api_key_file, /*empty_ok=*/true)},
-      {"relay", "ca_file", AbsolutePathKey(&DaemonConfig::relay_ca_file, /*empty_ok=*/true)},
-      {"relay", "max_request", SizeKey(&DaemonConfig::relay_max_request_bytes)},
-      {"relay", "timeout", SecondsKey(&DaemonConfig::relay_timeout_s)},
-      {"relay", "requests_per_minute", CountKey(&DaemonConfig::relay_requests_per_minute)},
+      {"relay", "port", CountKey(&RelayConfig::port)},
+      {"relay", "upstream", UrlKey(&RelayConfig::upstream)},
+      {"relay", "api_key_file", AbsolutePathKey(&RelayConfig::api_key_file, /*empty_ok=*/true)},
+      {"relay", "ca_file", AbsolutePathKey(&RelayConfig::ca_file, /*empty_ok=*/true)},
+      {"relay", "max_request", SizeKey(&RelayConfig::max_request_bytes)},
+      {"relay", "timeout", SecondsKey(&RelayConfig::timeout_s)},
+      {"relay", "requests_per_minute", CountKey(&RelayConfig::requests_per_minute)},
       {"relay", "prices", ApplyPrices},
       {"execute", "allowed_repo_paths", ApplyRepoPaths},
       {"execute", "timeout", SecondsKey(&DaemonConfig::execute_timeout_s)},
@@ -495,19 +530,19 @@ class Checker {
   // `key` must be positive; with a `max_key`, also at most that key's value.
   struct Rule {
     std::string_view key;
-    uint64_t DaemonConfig::*field;
+    Field field;
     std::string_view max_key = {};
-    uint64_t DaemonConfig::*max = nullptr;
+    Field max = {};
   };
   // The first rule (in order) that `c` breaks, as an error.
   Status Check(const DaemonConfig& c, std::initializer_list<Rule> rules) const {
     for (const Rule& r : rules) {
-      const uint64_t value = c.*r.field;
-      if (r.max == nullptr) {
+      const uint64_t value = r.field(c);
+      if (!r.max) {
         if (value == 0) return Status::Error(Where({r.key}) + std::string(r.key) + ": must be positive");
-      } else if (value > c.*r.max) {
+      } else if (value > r.max(c)) {
         return Status::Error(Where({r.key, r.max_key}) + std::string(r.key) + " (" + std::to_string(value) +
-                             ") is above " + std::string(r.max_key) + " (" + std::to_string(c.*r.max) + ")");
+                             ") is above " + std::string(r.max_key) + " (" + std::to_string(r.max(c)) + ")");
       }
     }
     return Status();
@@ -521,19 +556,18 @@ class Checker {
 Status Validate(const DaemonConfig& c, const std::string& origin, const Lines& lines) {
   Checker check(origin, lines);
   RETURN_IF_ERROR(check.Check(c, {
-      {"api.max_message", &DaemonConfig::max_message_bytes},
-      {"api.max_body", &DaemonConfig::max_body_bytes},
-      {"api.max_body_memory", &DaemonConfig::max_body_memory_bytes},
+      {"api.max_message", &ServerLimits::max_ws_message_bytes},
+      {"api.max_body", &ServerLimits::max_body_bytes},
+      {"api.max_body_memory", &ServerLimits::max_body_memory},
       // One upload of the largest size must fit in the bodies' budget, or it could never succeed.
-      {"api.max_body", &DaemonConfig::max_body_bytes, "api.max_body_memory", &DaemonConfig::max_body_memory_bytes},
-      {"streams.max_file", &DaemonConfig::max_file_bytes,
-       "api.max_body_memory", &DaemonConfig::max_body_memory_bytes},
-      {"api.max_connections", &DaemonConfig::max_connections},
-      {"api.max_connections_per_user", &DaemonConfig::max_connections_per_user},
-      {"api.handshake_timeout", &DaemonConfig::handshake_timeout_s},
-      {"api.idle_timeout", &DaemonConfig::idle_timeout_s},
+      {"api.max_body", &ServerLimits::max_body_bytes, "api.max_body_memory", &ServerLimits::max_body_memory},
+      {"streams.max_file", &DaemonConfig::max_file_bytes, "api.max_body_memory", &ServerLimits::max_body_memory},
+      {"api.max_connections", &ServerLimits::max_connections},
+      {"api.max_connections_per_user", &ServerLimits::max_ws_connections_per_user},
+      {"api.handshake_timeout", &ServerLimits::handshake_timeout_s},
+      {"api.idle_timeout", &ServerLimits::idle_timeout_s},
   }));
-  if (c.ws_queue_hard_limit <= kWsQueueHighWater) {
+  if (c.server_limits.ws_queue_hard_limit <= kWsQueueHighWater) {
     return Status::Error(check.Where({"api.ws_queue_hard_limit"}) +
                          "api.ws_queue_hard_limit: must be above 1M (where a connection's queue is full and the "
                          "daemon stops reading the output it carries)");
@@ -549,8 +583,8 @@ Status Validate(const DaemonConfig& c, const std::string& origin, const Lines& l
       {"sandbox.max_commands_per_sandbox", &DaemonConfig::max_commands_per_sandbox},
       {"streams.replay_buffer", &DaemonConfig::replay_buffer_bytes},
       {"streams.max_file", &DaemonConfig::max_file_bytes},
-      {"api.max_connections_per_user", &DaemonConfig::max_connections_per_user,
-       "api.max_connections", &DaemonConfig::max_connections},
+      {"api.max_connections_per_user", &ServerLimits::max_ws_connections_per_user,
+       "api.max_connections", &ServerLimits::max_connections},
       {"sandbox.default_memory", &DaemonConfig::default_memory_bytes,
        "sandbox.max_memory", &DaemonConfig::max_memory_bytes},
       {"sandbox.default_cpu_millicores", &DaemonConfig::default_cpu_millicores,
@@ -563,13 +597,13 @@ Status Validate(const DaemonConfig& c, const std::string& origin, const Lines& l
        "sandbox.max_sandboxes", &DaemonConfig::max_sandboxes},
   }));
 
-  if (c.relay_port == 0 || c.relay_port > 65535) {
+  if (c.relay.port == 0 || c.relay.port > 65535) {
     return Status::Error(check.Where({"relay.port"}) + "relay.port: expected a port, 1 to 65535");
   }
   if (c.egress_port == 0 || c.egress_port > 65535) {
     return Status::Error(check.Where({"egress.port"}) + "egress.port: expected a port, 1 to 65535");
   }
-  if (c.egress_port == c.relay_port || c.egress_port == kToolBridgePort) {
+  if (c.egress_port == c.relay.port || c.egress_port == kToolBridgePort) {
     return Status::Error(check.Where({"egress.port"}) + "egress.port: taken by the model relay (relay.port) or the tool bridge (" +
                          std::to_string(kToolBridgePort) + ")");
   }
@@ -584,8 +618,8 @@ Status Validate(const DaemonConfig& c, const std::string& origin, const Lines& l
                          std::string(within.message()));
   }
   RETURN_IF_ERROR(check.Check(c, {
-      {"relay.max_request", &DaemonConfig::relay_max_request_bytes},
-      {"relay.timeout", &DaemonConfig::relay_timeout_s},
+      {"relay.max_request", &RelayConfig::max_request_bytes},
+      {"relay.timeout", &RelayConfig::timeout_s},
       {"execute.timeout", &DaemonConfig::execute_timeout_s},
       {"execute.max_diff", &DaemonConfig::execute_max_diff_bytes},
       {"execute.max_bundle", &DaemonConfig::execute_max_bundle_bytes},
@@ -655,12 +689,12 @@ std::vector<std::string> ApplyReload(DaemonConfig& live, const DaemonConfig& fre
         &DaemonConfig::max_idle_timeout_s, &DaemonConfig::max_sandboxes_per_user, &DaemonConfig::max_sandboxes,
         &DaemonConfig::max_snapshots_per_user, &DaemonConfig::max_commands_per_sandbox,
         &DaemonConfig::max_sandboxes_per_issuer, &DaemonConfig::max_sessions_per_user,
-        &DaemonConfig::max_sessions_per_issuer, &DaemonConfig::stop_grace_s, &DaemonConfig::requests_per_minute,
-        &DaemonConfig::relay_requests_per_minute}) {
+        &DaemonConfig::max_sessions_per_issuer, &DaemonConfig::stop_grace_s, &DaemonConfig::requests_per_minute}) {
     live.*field = fresh.*field;
   }
-  live.allowed_origins = fresh.allowed_origins;
-  live.relay_prices = fresh.relay_prices;
+  live.relay.requests_per_minute = fresh.relay.requests_per_minute;
+  live.server_limits.allowed_origins = fresh.server_limits.allowed_origins;
+  live.relay.prices = fresh.relay.prices;
   live.egress_defaults = fresh.egress_defaults;
   live.egress_allowed = fresh.egress_allowed;
 
@@ -676,15 +710,15 @@ std::vector<std::string> ApplyReload(DaemonConfig& live, const DaemonConfig& fre
   differs("daemon.init_path", live.init_path != fresh.init_path);
   differs("api.listen", live.listen_address != fresh.listen_address || live.listen_port != fresh.listen_port);
   differs("api.web", live.web != fresh.web || live.web_dir != fresh.web_dir);
-  differs("api.max_message", live.max_message_bytes != fresh.max_message_bytes);
-  differs("api.max_body", live.max_body_bytes != fresh.max_body_bytes ||
-                             live.max_body_memory_bytes != fresh.max_body_memory_bytes ||
-                             live.body_min_rate_bytes != fresh.body_min_rate_bytes);
-  differs("api.ws_queue_hard_limit", live.ws_queue_hard_limit != fresh.ws_queue_hard_limit);
-  differs("api.max_connections", live.max_connections != fresh.max_connections ||
-                                     live.max_connections_per_user != fresh.max_connections_per_user);
-  differs("api timeouts", live.handshake_timeout_s != fresh.handshake_timeout_s ||
-                              live.idle_timeout_s != fresh.idle_timeout_s);
+  const ServerLimits& was = live.server_limits;
+  const ServerLimits& is = fresh.server_limits;
+  differs("api.max_message", was.max_ws_message_bytes != is.max_ws_message_bytes);
+  differs("api.max_body", was.max_body_bytes != is.max_body_bytes || was.max_body_memory != is.max_body_memory ||
+                              was.body_min_rate != is.body_min_rate);
+  differs("api.ws_queue_hard_limit", was.ws_queue_hard_limit != is.ws_queue_hard_limit);
+  differs("api.max_connections", was.max_connections != is.max_connections ||
+                                     was.max_ws_connections_per_user != is.max_ws_connections_per_user);
+  differs("api timeouts", was.handshake_timeout_s != is.handshake_timeout_s || was.idle_timeout_s != is.idle_timeout_s);
   differs("auth", live.max_clock_skew_s != fresh.max_clock_skew_s ||
                       live.max_token_lifetime_s != fresh.max_token_lifetime_s);
   differs("streams", live.replay_buffer_bytes != fresh.replay_buffer_bytes ||
@@ -693,10 +727,10 @@ std::vector<std::string> ApplyReload(DaemonConfig& live, const DaemonConfig& fre
   differs("sessions", live.tool_call_timeout_s != fresh.tool_call_timeout_s ||
                           live.agent_silence_timeout_s != fresh.agent_silence_timeout_s);
   differs("relay (port, upstream, api_key_file, ca_file, limits)",
-          live.relay_port != fresh.relay_port || live.relay_upstream != fresh.relay_upstream ||
-              live.relay_api_key_file != fresh.relay_api_key_file || live.relay_ca_file != fresh.relay_ca_file ||
-              live.relay_max_request_bytes != fresh.relay_max_request_bytes ||
-              live.relay_timeout_s != fresh.relay_timeout_s);
+          live.relay.port != fresh.relay.port || live.relay.upstream != fresh.relay.upstream ||
+              live.relay.api_key_file != fresh.relay.api_key_file || live.relay.ca_file != fresh.relay.ca_file ||
+              live.relay.max_request_bytes != fresh.relay.max_request_bytes ||
+              live.relay.timeout_s != fresh.relay.timeout_s);
   differs("execute", live.execute_allowed_repo_paths != fresh.execute_allowed_repo_paths ||
                          live.execute_timeout_s != fresh.execute_timeout_s ||
                          live.execute_max_diff_bytes != fresh.execute_max_diff_bytes ||

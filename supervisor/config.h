@@ -12,16 +12,14 @@
 #include <string>
 #include <vector>
 
+#include "common/server_limits.h"
 #include "common/status.h"
 #include "supervisor/budget.h"
 #include "supervisor/egress_policy.h"
 #include "supervisor/loopback_ports.h"
+#include "supervisor/relay_config.h"
 
 namespace corral::supervisor {
-
-// A WebSocket connection whose write queue holds more than this is full: the daemon stops
-// reading the output it carries until it drains (api::ServerLimits::ws_queue_high_water).
-inline constexpr uint64_t kWsQueueHighWater = 1 << 20;
 
 struct DaemonConfig {
   // [daemon]
@@ -40,19 +38,13 @@ struct DaemonConfig {
   // [api]
   std::string listen_address = "127.0.0.1";       // api.listen = "127.0.0.1:7878"
   uint16_t listen_port = 7878;
-  std::vector<std::string> allowed_origins;
   bool web = true;                                // serve the web page (terminal, sessions) at /
   std::string web_dir;                            // its files; "" = web/ beside corrald, then /usr/share/corral/web
-  uint64_t max_message_bytes = 1024 * 1024;
-  uint64_t max_body_bytes = 64ull << 20;
-  uint64_t max_body_memory_bytes = 256ull << 20;  // request bodies being read at once, all together
-  uint64_t body_min_rate_bytes = 16 << 10;        // per second, after a grace of handshake_timeout; 0: none
-  uint64_t max_connections = 4096;
-  uint64_t max_connections_per_user = 64;
-  uint64_t handshake_timeout_s = 10;
-  uint64_t idle_timeout_s = 300;
   uint64_t requests_per_minute = 600;             // per user: HTTP requests and WebSocket ops; 0 = no limit
-  uint64_t ws_queue_hard_limit = 64ull << 20;     // a WebSocket this far behind (bytes queued) is closed with 1008
+  // The server's limits and allowed_origins: max_message, max_body, max_body_memory, body_min_rate
+  // (0: none), max_connections, max_connections_per_user, handshake_timeout, idle_timeout and
+  // ws_queue_hard_limit (a WebSocket this far behind, in bytes queued, is closed with 1008).
+  ServerLimits server_limits;
 
   // [auth]
   uint64_t max_clock_skew_s = 60;
@@ -90,15 +82,9 @@ struct DaemonConfig {
   uint64_t tool_call_timeout_s = 120;             // a client tool call or permission request unanswered
   uint64_t agent_silence_timeout_s = 900;         // an agent silent this long during a turn is hung
 
-  // [relay]: the model relay on each sandbox's loopback (supervisor/model_relay.h)
-  uint64_t relay_port = kModelRelayPort;          // ANTHROPIC_BASE_URL=http://127.0.0.1:<port> inside
-  std::string relay_upstream = "https://api.anthropic.com";
-  std::string relay_api_key_file;                 // the operator's key; "" = no model calls
-  std::string relay_ca_file;                      // extra CAs for the upstream; "" = the system's
-  uint64_t relay_max_request_bytes = 32ull << 20;
-  uint64_t relay_timeout_s = 600;
-  uint64_t relay_requests_per_minute = 60;        // model calls per user; 0 = no limit
-  PriceTable relay_prices;                        // [relay.prices."MODEL"] input/output/cache_write/cache_read
+  // [relay]: the model relay on each sandbox's loopback (supervisor/model_relay.h); its api_key
+  // stays "" here (corrald reads the file)
+  RelayConfig relay{.requests_per_minute = 60};  // model calls per user; 0 = no limit
 
   // [execute]: headless executions (POST /v1/execute)
   std::vector<std::string> execute_allowed_repo_paths;  // host repositories `repo.path` may name

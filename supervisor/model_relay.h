@@ -34,24 +34,12 @@
 #include "common/status.h"
 #include "common/unique_fd.h"
 #include "supervisor/budget.h"
-#include "supervisor/loopback_ports.h"
 #include "supervisor/loopback_services.h"
+#include "supervisor/relay_config.h"
 #include "supervisor/store.h"
 #include "supervisor/upstream_url.h"
 
 namespace corral::supervisor {
-
-struct RelayConfig {
-  uint16_t port = kModelRelayPort;  // on each sandbox's 127.0.0.1
-  // https://host[:port] (any host) or http://host[:port] (loopback hosts only).
-  std::string upstream = "https://api.anthropic.com";
-  std::string api_key;   // the operator's key, sent upstream as x-api-key; "" refuses every call
-  std::string ca_file;   // extra trusted CA certificates (PEM) for the upstream; "" = the system's
-  PriceTable prices;
-  uint64_t max_request_bytes = 32ull << 20;
-  uint64_t timeout_s = 600;  // for each read or write on either side
-  uint64_t requests_per_minute = 0;  // model calls per user (over all their sessions); 0 = no limit
-};
 
 // Who a placeholder key belongs to.
 struct RelayClient {
@@ -105,7 +93,7 @@ class ModelRelay : public LoopbackServices {
   ModelRelay(boost::asio::io_context& io, RelayConfig config, Store& store, RelayAuthority& authority);
   ~ModelRelay() override;
 
-  std::vector<uint16_t> Ports() const override { return {config_.port}; }
+  std::vector<uint16_t> Ports() const override { return {static_cast<uint16_t>(config_.port)}; }
   void Serve(const std::string& sandbox_id, std::vector<UniqueFd> listeners) override;
   void Forget(const std::string& sandbox_id) override;
 

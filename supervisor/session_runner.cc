@@ -450,7 +450,7 @@ StatusOr<std::shared_ptr<AgentSession>> SessionRunner::Create(const Caller& call
   }
   RelayClient client{row.id, sandbox.id, row.iss, row.sub, request.budget};
   const std::string key = keys_.Issue(client);
-  spec.env = RelayEnv(config_.relay_port, key);
+  spec.env = RelayEnv(config_.relay.port, key);
   std::string tool_digest;
   if (!tool_key.empty()) {
     // In the environment, not on the command line; the MCP config refers to it. Tool search off:

@@ -21,13 +21,16 @@ std::string Dump(const DaemonConfig& c) {
       << "\ncgroup_mount=" << c.cgroup_mount << "\ncgroup_parent=" << c.cgroup_parent
       << "\ninit_path=" << c.init_path << "\nlisten_address=" << c.listen_address
       << "\nlisten_port=" << c.listen_port << "\nallowed_origins=";
-  for (const auto& o : c.allowed_origins) out << o << ",";
+  for (const auto& o : c.server_limits.allowed_origins) out << o << ",";
   out << "\nweb=" << c.web << "\nweb_dir=" << c.web_dir;
-  out << "\nmax_message_bytes=" << c.max_message_bytes << "\nmax_body_bytes=" << c.max_body_bytes
-      << "\nmax_body_memory_bytes=" << c.max_body_memory_bytes << "\nbody_min_rate_bytes=" << c.body_min_rate_bytes
-      << "\nmax_connections=" << c.max_connections
-      << "\nmax_connections_per_user=" << c.max_connections_per_user
-      << "\nhandshake_timeout_s=" << c.handshake_timeout_s << "\nidle_timeout_s=" << c.idle_timeout_s
+  out << "\nmax_message_bytes=" << c.server_limits.max_ws_message_bytes
+      << "\nmax_body_bytes=" << c.server_limits.max_body_bytes
+      << "\nmax_body_memory_bytes=" << c.server_limits.max_body_memory
+      << "\nbody_min_rate_bytes=" << c.server_limits.body_min_rate
+      << "\nmax_connections=" << c.server_limits.max_connections
+      << "\nmax_connections_per_user=" << c.server_limits.max_ws_connections_per_user
+      << "\nhandshake_timeout_s=" << c.server_limits.handshake_timeout_s
+      << "\nidle_timeout_s=" << c.server_limits.idle_timeout_s
       << "\nmax_clock_skew_s=" << c.max_clock_skew_s << "\nmax_token_lifetime_s=" << c.max_token_lifetime_s
       << "\ndefault_memory_bytes=" << c.default_memory_bytes << "\nmax_memory_bytes=" << c.max_memory_bytes
       << "\ndefault_cpu_millicores=" << c.default_cpu_millicores
@@ -41,15 +44,16 @@ std::string Dump(const DaemonConfig& c) {
       << "\nmax_sandboxes_per_issuer=" << c.max_sandboxes_per_issuer
       << "\nmax_sessions_per_user=" << c.max_sessions_per_user
       << "\nmax_sessions_per_issuer=" << c.max_sessions_per_issuer
-      << "\nrequests_per_minute=" << c.requests_per_minute << "\nws_queue_hard_limit=" << c.ws_queue_hard_limit
-      << "\nrelay_requests_per_minute=" << c.relay_requests_per_minute
+      << "\nrequests_per_minute=" << c.requests_per_minute
+      << "\nws_queue_hard_limit=" << c.server_limits.ws_queue_hard_limit
+      << "\nrelay_requests_per_minute=" << c.relay.requests_per_minute
       << "\ntool_call_timeout_s=" << c.tool_call_timeout_s
       << "\nagent_silence_timeout_s=" << c.agent_silence_timeout_s
       << "\nreplay_buffer_bytes=" << c.replay_buffer_bytes << "\nmax_file_bytes=" << c.max_file_bytes
-      << "\nstore_synchronous_full=" << c.store_synchronous_full << "\nrelay_port=" << c.relay_port
-      << "\nrelay_upstream=" << c.relay_upstream << "\nrelay_api_key_file=" << c.relay_api_key_file
-      << "\nrelay_ca_file=" << c.relay_ca_file << "\nrelay_max_request_bytes=" << c.relay_max_request_bytes
-      << "\nrelay_timeout_s=" << c.relay_timeout_s << "\nexecute_allowed_repo_paths=";
+      << "\nstore_synchronous_full=" << c.store_synchronous_full << "\nrelay_port=" << c.relay.port
+      << "\nrelay_upstream=" << c.relay.upstream << "\nrelay_api_key_file=" << c.relay.api_key_file
+      << "\nrelay_ca_file=" << c.relay.ca_file << "\nrelay_max_request_bytes=" << c.relay.max_request_bytes
+      << "\nrelay_timeout_s=" << c.relay.timeout_s << "\nexecute_allowed_repo_paths=";
   for (const auto& p : c.execute_allowed_repo_paths) out << p << ",";
   out << "\nexecute_timeout_s=" << c.execute_timeout_s << "\nexecute_max_diff_bytes=" << c.execute_max_diff_bytes
       << "\nexecute_max_bundle_bytes=" << c.execute_max_bundle_bytes << "\negress_enabled=" << c.egress_enabled
@@ -61,7 +65,7 @@ std::string Dump(const DaemonConfig& c) {
       << "\nnetwork_full_subnet=" << c.network_full_subnet.ToString() << "\nnetwork_dns=";
   for (const auto& a : c.network_dns) out << a.ToString() << ",";
   out << "\nrelay_prices=";
-  for (const auto& [model, price] : c.relay_prices.entries()) {
+  for (const auto& [model, price] : c.relay.prices.entries()) {
     out << model << ":" << price.input << "/" << price.output << "/" << price.cache_write << "/" << price.cache_read
         << ",";
   }
@@ -151,15 +155,15 @@ synchronous = "full"
   EXPECT_EQ(c.init_path, "/opt/corral/corral-init");
   EXPECT_EQ(c.listen_address, "0.0.0.0");
   EXPECT_EQ(c.listen_port, 9000);
-  EXPECT_EQ(c.allowed_origins,
+  EXPECT_EQ(c.server_limits.allowed_origins,
             (std::vector<std::string>{"https://app.example.com", "http://localhost:3000"}));
-  EXPECT_EQ(c.max_message_bytes, 2u << 20);
-  EXPECT_EQ(c.max_body_bytes, 1000u);
-  EXPECT_EQ(c.max_connections, 100u);
-  EXPECT_EQ(c.max_connections_per_user, 5u);
-  EXPECT_EQ(c.handshake_timeout_s, 3u);
-  EXPECT_EQ(c.idle_timeout_s, 60u);
-  EXPECT_EQ(c.ws_queue_hard_limit, 8u << 20);
+  EXPECT_EQ(c.server_limits.max_ws_message_bytes, 2u << 20);
+  EXPECT_EQ(c.server_limits.max_body_bytes, 1000u);
+  EXPECT_EQ(c.server_limits.max_connections, 100u);
+  EXPECT_EQ(c.server_limits.max_ws_connections_per_user, 5u);
+  EXPECT_EQ(c.server_limits.handshake_timeout_s, 3u);
+  EXPECT_EQ(c.server_limits.idle_timeout_s, 60u);
+  EXPECT_EQ(c.server_limits.ws_queue_hard_limit, 8u << 20);
   EXPECT_EQ(c.max_clock_skew_s, 0u);
   EXPECT_EQ(c.max_token_lifetime_s, 3600u);
   EXPECT_EQ(c.default_memory_bytes, 256u << 20);
@@ -291,7 +295,7 @@ TEST(ConfigTest, WrongTypeNamesKeyAndLine) {
   auto ok =
       ParseConfig("[api]\nidle_timeout = 30\nmax_connections = 200\n[store]\nsynchronous = \"normal\"\n");
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();
-  EXPECT_EQ(ok->idle_timeout_s, 30u);
+  EXPECT_EQ(ok->server_limits.idle_timeout_s, 30u);
   EXPECT_FALSE(ok->store_synchronous_full);
 }
 
@@ -303,7 +307,7 @@ TEST(ConfigTest, TheBodiesBudgetHoldsTheLargestUpload) {
   // The control: room for one upload of each largest size.
   auto fits = ParseConfig("[api]\nmax_body_memory = \"100M\"\n", "corrald.toml");
   ASSERT_TRUE(fits.ok()) << fits.status().ToString();
-  EXPECT_EQ(fits->max_body_memory_bytes, 100u << 20);
+  EXPECT_EQ(fits->server_limits.max_body_memory, 100u << 20);
 }
 
 TEST(ConfigTest, SyntaxErrorNamesLine) {
@@ -394,7 +398,7 @@ TEST(ConfigTest, LoadConfig) {
   ASSERT_TRUE(WriteNewFile(path, "[api]\nmax_body = 7\n").ok());
   auto good = LoadConfig(path);
   ASSERT_TRUE(good.ok()) << good.status().ToString();
-  EXPECT_EQ(good->max_body_bytes, 7u);
+  EXPECT_EQ(good->server_limits.max_body_bytes, 7u);
 }
 
 TEST(ConfigTest, RelayKeysAndPrices) {
@@ -418,17 +422,17 @@ cache_write = 1
 cache_read = 0.000001
 )");
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
-  EXPECT_EQ(parsed->relay_port, 9999u);
-  EXPECT_EQ(parsed->relay_upstream, "http://127.0.0.1:8080");
-  EXPECT_EQ(parsed->relay_api_key_file, "/etc/corral/anthropic.key");
-  EXPECT_EQ(parsed->relay_max_request_bytes, 1u << 20);
-  auto sonnet = parsed->relay_prices.Find("claude-sonnet-5-5-20261101");
+  EXPECT_EQ(parsed->relay.port, 9999u);
+  EXPECT_EQ(parsed->relay.upstream, "http://127.0.0.1:8080");
+  EXPECT_EQ(parsed->relay.api_key_file, "/etc/corral/anthropic.key");
+  EXPECT_EQ(parsed->relay.max_request_bytes, 1u << 20);
+  auto sonnet = parsed->relay.prices.Find("claude-sonnet-5-5-20261101");
   ASSERT_TRUE(sonnet.has_value());
   EXPECT_EQ(sonnet->input, 3000000);
   EXPECT_EQ(sonnet->output, 15000000);
   EXPECT_EQ(sonnet->cache_write, 3750000);
   EXPECT_EQ(sonnet->cache_read, 300000);  // 0.3 as a float, rounded to the micro-dollar
-  EXPECT_EQ(parsed->relay_prices.Find("claude-opus-5-5")->cache_read, 1);
+  EXPECT_EQ(parsed->relay.prices.Find("claude-opus-5-5")->cache_read, 1);
 
   EXPECT_EQ(ErrorOf("[relay]\nupstream = \"http://api.anthropic.com\"\n"),
             "corrald.toml:2: relay.upstream: plain http only to a loopback host (a test upstream); use https");
@@ -589,10 +593,10 @@ TEST(ConfigReloadTest, AppliesTheReloadableKeysAndNamesTheOthers) {
   std::vector<std::string> restart = ApplyReload(*live, *fresh);
   EXPECT_EQ(live->max_memory_bytes, 4ull << 30);
   EXPECT_EQ(live->max_sandboxes_per_user, 3u);
-  EXPECT_EQ(live->allowed_origins, std::vector<std::string>{"https://a.example"});
+  EXPECT_EQ(live->server_limits.allowed_origins, std::vector<std::string>{"https://a.example"});
   EXPECT_EQ(live->requests_per_minute, 5u);
-  EXPECT_EQ(live->relay_requests_per_minute, 7u);
-  EXPECT_TRUE(live->relay_prices.Find("claude-any").has_value());
+  EXPECT_EQ(live->relay.requests_per_minute, 7u);
+  EXPECT_TRUE(live->relay.prices.Find("claude-any").has_value());
   EXPECT_EQ(live->egress_defaults.domains, std::vector<std::string>{"x.example"});
   // Not applied: the listener stays where it is, and is named.
   EXPECT_EQ(live->listen_port, 7878);

@@ -164,8 +164,8 @@ TEST_F(ServerLimitsTest, BodiesBeingReadShareOneMemoryBudget) {
 }
 
 TEST_F(ServerLimitsTest, ASecondRequestThatStallsIsClosedAfterTheHeaderDeadline) {
-  limits_.handshake_timeout = std::chrono::seconds(1);
-  limits_.idle_timeout = std::chrono::seconds(60);
+  limits_.handshake_timeout_s = 1;
+  limits_.idle_timeout_s = 60;
   Start();
   const auto whoami = MakeRequest(http::verb::get, "/v1/whoami", {{"Authorization", "Bearer good-u"}}, "");
   tcp::socket stalled = Connect();
@@ -184,8 +184,8 @@ TEST_F(ServerLimitsTest, ASecondRequestThatStallsIsClosedAfterTheHeaderDeadline)
 }
 
 TEST_F(ServerLimitsTest, BodiesBelowTheMinimumRateAreClosed) {
-  limits_.handshake_timeout = std::chrono::seconds(1);
-  limits_.idle_timeout = std::chrono::seconds(60);
+  limits_.handshake_timeout_s = 1;
+  limits_.idle_timeout_s = 60;
   limits_.body_min_rate = 1000;
   Start();
   // Stalls after 10 bytes of 100000.
@@ -228,8 +228,8 @@ TEST_F(ServerLimitsTest, BodiesBelowTheMinimumRateAreClosed) {
 // Hundreds of connections stalled in each way at once; a legitimate client is served in under
 // a second meanwhile, and every stalled one is gone after its deadline.
 TEST_F(ServerLimitsTest, HundredsOfStalledConnectionsDoNotStarveALegitimateClient) {
-  limits_.handshake_timeout = std::chrono::seconds(2);
-  limits_.idle_timeout = std::chrono::seconds(60);
+  limits_.handshake_timeout_s = 2;
+  limits_.idle_timeout_s = 60;
   Start();
   const auto whoami = MakeRequest(http::verb::get, "/v1/whoami", {{"Authorization", "Bearer good-u"}}, "");
   std::vector<tcp::socket> stalled;

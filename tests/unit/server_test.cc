@@ -247,7 +247,7 @@ TEST_F(ServerTest, ConnectionLimitAnswers503) {
 }
 
 TEST_F(ServerTest, SilentClientIsDroppedAfterHandshakeTimeout) {
-  limits_.handshake_timeout = std::chrono::seconds(1);
+  limits_.handshake_timeout_s = 1;
   Start();
   tcp::socket silent = Connect();
   auto started = std::chrono::steady_clock::now();
@@ -406,7 +406,7 @@ TEST_F(ServerTest, MalformedFrameClosesWith1002) {
 }
 
 TEST_F(ServerTest, IdleTimeoutPingsLiveClientsAndDropsDeadOnes) {
-  limits_.idle_timeout = std::chrono::seconds(2);
+  limits_.idle_timeout_s = 2;
   Start();
   auto live = Ws("/v1/ws", {{"Authorization", "Bearer good-a"}});
   auto dead = Ws("/v1/ws", {{"Authorization", "Bearer good-b"}});

@@ -183,18 +183,12 @@ void ArmWatchdog(boost::asio::steady_timer& timer, std::chrono::microseconds int
   });
 }
 
-// The relay's settings; the operator's key is read from its file, which only root may read.
+// The relay's settings as configured, with the operator's key read from its file, which only root
+// may read.
 StatusOr<supervisor::RelayConfig> RelayConfigOf(const supervisor::DaemonConfig& config) {
-  supervisor::RelayConfig relay;
-  relay.port = static_cast<uint16_t>(config.relay_port);
-  relay.upstream = config.relay_upstream;
-  relay.ca_file = config.relay_ca_file;
-  relay.prices = config.relay_prices;
-  relay.max_request_bytes = config.relay_max_request_bytes;
-  relay.timeout_s = config.relay_timeout_s;
-  relay.requests_per_minute = config.relay_requests_per_minute;
-  if (config.relay_api_key_file.empty()) return relay;
-  const std::string& path = config.relay_api_key_file;
+  supervisor::RelayConfig relay = config.relay;
+  if (relay.api_key_file.empty()) return relay;
+  const std::string& path = relay.api_key_file;
   UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   if (!fd) return ErrnoError("relay.api_key_file: open " + path);
   struct stat st;
@@ -307,23 +301,6 @@ StatusOr<std::unique_ptr<supervisor::EgressProxy>> MakeEgressProxy(boost::asio::
   return supervisor::EgressProxy::Create(io, std::move(egress_config), store);
 }
 
-// The API server's limits, from [api].
-api::ServerLimits ServerLimitsOf(const supervisor::DaemonConfig& config) {
-  api::ServerLimits limits;
-  limits.max_body_bytes = config.max_body_bytes;
-  limits.max_body_memory = config.max_body_memory_bytes;
-  limits.body_min_rate = config.body_min_rate_bytes;
-  limits.max_ws_message_bytes = config.max_message_bytes;
-  limits.max_connections = config.max_connections;
-  limits.max_ws_connections_per_user = config.max_connections_per_user;
-  limits.handshake_timeout = std::chrono::seconds(config.handshake_timeout_s);
-  limits.idle_timeout = std::chrono::seconds(config.idle_timeout_s);
-  limits.ws_queue_high_water = supervisor::kWsQueueHighWater;
-  limits.ws_queue_hard_limit = config.ws_queue_hard_limit;
-  limits.allowed_origins = config.allowed_origins;
-  return limits;
-}
-
 // The metrics, the web page (api.web) and the listeners: TCP and the admin socket.
 Status ServeExtrasAndListen(api::Server& server, api::Metrics& metrics, const supervisor::DaemonConfig& config) {
   server.Route("GET", "/metrics", api::Auth::kNone, [&metrics](api::HttpRequest, api::Responder respond) {
@@ -418,9 +395,9 @@ void Reload(const Foundation& base, api::Server& server, const std::function<voi
     return;
   }
   std::vector<std::string> restart = supervisor::ApplyReload(config, *fresh);
-  server.SetAllowedOrigins(config.allowed_origins);
+  server.SetAllowedOrigins(config.server_limits.allowed_origins);
   reload_api(config.requests_per_minute);
-  relay.Reload(config.relay_prices, config.relay_requests_per_minute);
+  relay.Reload(config.relay.prices, config.relay.requests_per_minute);
   std::string later;
   for (const auto& key : restart) later += (later.empty() ? "" : ", ") + key;
   LogInfo("corrald", "config reloaded", {{"config", base.config_path}});
@@ -441,8 +418,8 @@ int Serve(Foundation& base) {
   auto mcp = StageMcp(*config);
   if (!mcp.ok()) return Fail("corral-mcp: " + mcp.status().ToString());
   if (mcp->empty()) LogWarn("corrald", "corral-mcp is not installed: sessions cannot offer client tools");
-  if (config->relay_port == supervisor::kToolBridgePort) {
-    return Fail("relay.port: " + std::to_string(config->relay_port) + " is the tool bridge's port");
+  if (config->relay.port == supervisor::kToolBridgePort) {
+    return Fail("relay.port: " + std::to_string(config->relay.port) + " is the tool bridge's port");
   }
   supervisor::SandboxHost host(*config, *backend, base.init_path);
   host.SetCgroupPlacement(placement.sandboxes_parent, placement.legacy_parents, placement.parent_is_corralds);
@@ -490,7 +467,7 @@ int Serve(Foundation& base) {
   // What the API reads of the store: the sandboxes' event logs and the ledger.
   supervisor::SandboxEvents sandbox_events(*store);
   supervisor::Ledger ledger(*store);
-  api::Server server(io, ServerLimitsOf(*config), api::MakeAuthenticator(*base.issuers, *config), metrics);
+  api::Server server(io, config->server_limits, api::MakeAuthenticator(*base.issuers, *config), metrics);
   api::RegisterAuthAdmin(server, *base.issuers, *config);
   auto reload_api = api::RegisterApi(server, io, pool, manager, sessions, sandbox_events, ledger, *config);
   api::RegisterExecuteRoutes(server, executions, *config);
