@@ -10,13 +10,13 @@
 #include "api/protocol_json.h"
 #include "api/routes.h"
 #include "common/log.h"
-#include "supervisor/store_backup.h"
+#include "supervisor/store/store_backup.h"
 
 namespace corral::api {
 namespace {
 
 // POST /v1/admin/backup {"path": "/abs/file"}: an online copy of the store
-// (supervisor/store_backup.h), made on the worker pool while the daemon serves.
+// (supervisor/store/store_backup.h), made on the worker pool while the daemon serves.
 void Backup(boost::asio::io_context& io, boost::asio::thread_pool& pool, const std::string& db, HttpRequest request,
             Responder respond) {
   auto body = ParseBody(request.body);

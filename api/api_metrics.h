@@ -11,8 +11,8 @@
 #include <cstdint>
 
 #include "api/metrics.h"
-#include "supervisor/command.h"
-#include "supervisor/sandbox_manager.h"
+#include "supervisor/commands/command.h"
+#include "supervisor/sandboxes/sandbox_manager.h"
 
 namespace corral::api {
 

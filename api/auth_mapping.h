@@ -4,8 +4,8 @@
 #pragma once
 
 #include "api/auth_context.h"
-#include "supervisor/budget.h"
-#include "supervisor/sandbox_manager.h"
+#include "supervisor/relay/budget.h"
+#include "supervisor/sandboxes/sandbox_manager.h"
 
 namespace corral::api {
 

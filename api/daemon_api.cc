@@ -9,7 +9,7 @@
 #include "api/protocol_json.h"
 #include "api/routes.h"
 #include "api/ws_api.h"
-#include "supervisor/rate_limiter.h"
+#include "supervisor/relay/rate_limiter.h"
 
 namespace corral::api {
 

@@ -1,5 +1,5 @@
 // The file API: each operation runs on the worker pool (file I/O never blocks the event loop),
-// in the sandbox's root as its agent (supervisor/sandbox_files.h), and answers on the loop.
+// in the sandbox's root as its agent (supervisor/sandboxes/sandbox_files.h), and answers on the loop.
 #include <algorithm>
 #include <functional>
 #include <memory>

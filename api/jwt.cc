@@ -17,7 +17,7 @@
 #include <cstdlib>
 
 #include "api/jwt_internal.h"
-#include "supervisor/egress_policy.h"
+#include "supervisor/egress/egress_policy.h"
 
 namespace corral::api {
 namespace {

@@ -32,8 +32,8 @@
 // character outside the alphabet, no non-canonical trailing bits).
 #include "common/base64.h"
 #include "common/status.h"
-#include "supervisor/budget.h"
-#include "supervisor/sandbox_types.h"
+#include "supervisor/relay/budget.h"
+#include "supervisor/sandboxes/sandbox_types.h"
 
 namespace corral::api {
 

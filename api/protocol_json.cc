@@ -14,8 +14,8 @@
 #include "api/error_codes.h"
 #include "common/base64.h"
 #include "common/log.h"
-#include "supervisor/budget.h"
-#include "supervisor/full_network.h"
+#include "supervisor/relay/budget.h"
+#include "supervisor/sandboxes/full_network.h"
 
 namespace corral::api {
 

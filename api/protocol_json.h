@@ -20,13 +20,13 @@
 #include "api/auth_context.h"
 #include "api/server_types.h"
 #include "common/status.h"
-#include "supervisor/executions.h"
-#include "supervisor/ledger.h"
-#include "supervisor/rate_limiter.h"
-#include "supervisor/sandbox_files.h"
-#include "supervisor/sandbox_manager.h"
-#include "supervisor/session_runner.h"
-#include "supervisor/store.h"
+#include "supervisor/sessions/executions.h"
+#include "supervisor/relay/ledger.h"
+#include "supervisor/relay/rate_limiter.h"
+#include "supervisor/sandboxes/sandbox_files.h"
+#include "supervisor/sandboxes/sandbox_manager.h"
+#include "supervisor/sessions/session_runner.h"
+#include "supervisor/store/store.h"
 
 namespace corral::api {
 

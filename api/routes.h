@@ -9,11 +9,11 @@
 
 #include "api/server.h"
 #include "supervisor/config.h"
-#include "supervisor/executions.h"
-#include "supervisor/ledger.h"
-#include "supervisor/sandbox_events.h"
-#include "supervisor/sandbox_manager.h"
-#include "supervisor/session_runner.h"
+#include "supervisor/sessions/executions.h"
+#include "supervisor/relay/ledger.h"
+#include "supervisor/sandboxes/sandbox_events.h"
+#include "supervisor/sandboxes/sandbox_manager.h"
+#include "supervisor/sessions/session_runner.h"
 
 namespace corral::api {
 

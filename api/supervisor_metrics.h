@@ -25,10 +25,10 @@
 #include <string_view>
 
 #include "api/metrics.h"
-#include "supervisor/budget.h"
-#include "supervisor/egress_proxy.h"
-#include "supervisor/model_relay.h"
-#include "supervisor/session_runner.h"
+#include "supervisor/relay/budget.h"
+#include "supervisor/egress/egress_proxy.h"
+#include "supervisor/relay/model_relay.h"
+#include "supervisor/sessions/session_runner.h"
 
 namespace corral::api {
 

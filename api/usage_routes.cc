@@ -8,7 +8,7 @@
 #include "api/protocol_json.h"
 #include "api/routes.h"
 #include "common/unix_time.h"
-#include "supervisor/usage.h"
+#include "supervisor/relay/usage.h"
 
 namespace corral::api {
 namespace {

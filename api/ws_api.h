@@ -28,10 +28,10 @@
 
 #include "api/server_types.h"
 #include "common/status.h"
-#include "supervisor/rate_limiter.h"
-#include "supervisor/sandbox_events.h"
-#include "supervisor/sandbox_manager.h"
-#include "supervisor/session_runner.h"
+#include "supervisor/relay/rate_limiter.h"
+#include "supervisor/sandboxes/sandbox_events.h"
+#include "supervisor/sandboxes/sandbox_manager.h"
+#include "supervisor/sessions/session_runner.h"
 
 namespace corral::api {
 

@@ -976,7 +976,7 @@ def report(out_dir, results_md_path):
                  "data bytes per frame on average).")
         if raw["max_frame"] <= 4096 and per_msg > 2:
             L.append("  corrald reads a command's output 64 KiB at a time (`Command::buffer_`, "
-                     "supervisor/command.h) and sends each read as one binary message, but Boost.Beast "
+                     "supervisor/commands/command.h) and sends each read as one binary message, but Boost.Beast "
                      "writes a message longer than `write_buffer_bytes` (4096 by default) as 4 KiB "
                      "fragments when `auto_fragment` is on (the default), each fragment its own "
                      "`async_write` of the socket: a `sendmsg` (which may wake the client) and a "

@@ -30,7 +30,7 @@
 #include <boost/beast/http.hpp>
 #include <nlohmann/json.hpp>
 
-#include "supervisor/model_relay.h"
+#include "supervisor/relay/model_relay.h"
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;

@@ -18,7 +18,7 @@
 #include "common/file_util.h"
 #include "common/parse.h"
 #include "supervisor/loopback_ports.h"
-#include "supervisor/upstream_url.h"
+#include "supervisor/relay/upstream_url.h"
 
 namespace corral::supervisor {
 namespace {

@@ -14,10 +14,10 @@
 
 #include "common/server_limits.h"
 #include "common/status.h"
-#include "supervisor/budget.h"
-#include "supervisor/egress_policy.h"
+#include "supervisor/relay/budget.h"
+#include "supervisor/egress/egress_policy.h"
 #include "supervisor/loopback_ports.h"
-#include "supervisor/relay_config.h"
+#include "supervisor/relay/relay_config.h"
 
 namespace corral::supervisor {
 
@@ -82,7 +82,7 @@ struct DaemonConfig {
   uint64_t tool_call_timeout_s = 120;             // a client tool call or permission request unanswered
   uint64_t agent_silence_timeout_s = 900;         // an agent silent this long during a turn is hung
 
-  // [relay]: the model relay on each sandbox's loopback (supervisor/model_relay.h); its api_key
+  // [relay]: the model relay on each sandbox's loopback (supervisor/relay/model_relay.h); its api_key
   // stays "" here (corrald reads the file)
   RelayConfig relay{.requests_per_minute = 60};  // model calls per user; 0 = no limit
 
@@ -92,7 +92,7 @@ struct DaemonConfig {
   uint64_t execute_max_diff_bytes = 4ull << 20;   // the diff kept in its record; longer: truncated
   uint64_t execute_max_bundle_bytes = 64ull << 20;  // a repository made from a path, and a result's bundle
 
-  // [egress]: the HTTP/CONNECT proxy on each sandbox's loopback (supervisor/egress_proxy.h)
+  // [egress]: the HTTP/CONNECT proxy on each sandbox's loopback (supervisor/egress/egress_proxy.h)
   bool egress_enabled = false;                    // true: the proxy and its variables in every sandbox
   uint64_t egress_port = kEgressProxyPort;         // HTTP(S)_PROXY=http://127.0.0.1:<port> inside
   EgressRules egress_defaults{{}, {443, 80}, {}}; // domains/ports/cidrs: a new sandbox's rules unless it names its own
@@ -104,7 +104,7 @@ struct DaemonConfig {
   uint64_t egress_connect_timeout_s = 10;
   uint64_t egress_idle_timeout_s = 300;           // a connection with no bytes either way this long is closed
 
-  // [network]: full network mode (supervisor/full_network.h), for sandboxes created with
+  // [network]: full network mode (supervisor/sandboxes/full_network.h), for sandboxes created with
   // "network": "full" by a token with the scope unsafe:full_network
   std::string network_netns;                      // the host side of the veths, NAT and filter; "" = corrald's
   Cidr network_full_subnet = *Cidr::Parse("10.231.0.0/16");  // one /30 per sandbox

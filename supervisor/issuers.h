@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "supervisor/store.h"
+#include "supervisor/store/store.h"
 
 namespace corral::supervisor {
 

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "supervisor/sandbox_types.h"
+#include "supervisor/sandboxes/sandbox_types.h"
 
 namespace corral::supervisor {
 

@@ -1,5 +1,5 @@
 // Links, addresses and routes over route netlink (libnl-route-3), for a sandbox's full network
-// (supervisor/full_network.h). A RouteSocket works in the network namespace of the thread that
+// (supervisor/sandboxes/full_network.h). A RouteSocket works in the network namespace of the thread that
 // connected it, wherever that thread goes afterwards (isolation/netns.h enters namespaces).
 // IPv4 addresses are uint32_t in host byte order. Every call blocks on netlink.
 //

@@ -1,4 +1,4 @@
-"""The store's backup and restore (supervisor/store_backup.h): `corral admin backup FILE` copies
+"""The store's backup and restore (supervisor/store/store_backup.h): `corral admin backup FILE` copies
 the store through the running daemon's admin socket while clients keep creating and destroying
 sandboxes, minting tokens and reading usage (none of their requests fails or waits for it); each
 copy is a whole, consistent SQLite database, mode 0600, of the current schema. `corral admin

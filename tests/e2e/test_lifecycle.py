@@ -1,7 +1,7 @@
 """A sandbox's life on its own: the idle timeout stops a sandbox where nothing runs, and never one
 where a command runs.
 
-corrald looks for idle sandboxes every 5 seconds (kIdleSweep in supervisor/sandbox_manager.cc,
+corrald looks for idle sandboxes every 5 seconds (kIdleSweep in supervisor/sandboxes/sandbox_manager.cc,
 not configurable), so with idle_timeout_s = 2 a sandbox stops 2 to 7 seconds after its last
 activity; the deadlines below leave room for that.
 """

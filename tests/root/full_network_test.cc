@@ -3,7 +3,7 @@
 // the kernel holds afterwards (links, addresses, routes, nftables tables) is read back with
 // iproute2 and nft, not with the code under test. The packet-level behaviour (NAT, refusals,
 // DNS) is tried end to end by tests/e2e/test_full_network.py.
-#include "supervisor/full_network.h"
+#include "supervisor/sandboxes/full_network.h"
 #include "tests/root/netns_child_util.h"
 
 #include <fcntl.h>

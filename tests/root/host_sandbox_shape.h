@@ -12,7 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "isolation/sandbox_spec.h"
-#include "supervisor/sandbox_host.h"
+#include "supervisor/sandboxes/sandbox_host.h"
 
 namespace corral::supervisor {
 

@@ -5,7 +5,7 @@
 #include <optional>
 #include <string>
 
-#include "supervisor/init_client.h"
+#include "supervisor/commands/init_client.h"
 
 namespace corral::supervisor {
 

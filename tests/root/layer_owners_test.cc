@@ -1,7 +1,7 @@
 // Re-owning a writable layer for a fork: a real directory tree on the host's file system, then a
 // real ext4 image mounted in a private mount namespace. Checked from outside with lstat,
 // getxattr, debugfs and /proc/self/mountinfo.
-#include "supervisor/layer_owners.h"
+#include "supervisor/sandboxes/layer_owners.h"
 
 #include <endian.h>
 #include <gtest/gtest.h>

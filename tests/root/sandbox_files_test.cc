@@ -1,6 +1,6 @@
 // The file API's kernel side against a real persistent sandbox: round trips as the agent, and
 // every way out of the sandbox's root we could think of (THREATS.md rows 15-18).
-#include "supervisor/sandbox_files.h"
+#include "supervisor/sandboxes/sandbox_files.h"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -26,8 +26,8 @@
 #include "cgroups/cgroup_backend.h"
 #include "common/file_util.h"
 #include "supervisor/ids.h"
-#include "supervisor/init_client.h"
-#include "supervisor/sandbox_host.h"
+#include "supervisor/commands/init_client.h"
+#include "supervisor/sandboxes/sandbox_host.h"
 #include "tests/root/host_sandbox_shape.h"
 #include "tests/root/init_test_util.h"
 #include "tests/root/root_test_util.h"

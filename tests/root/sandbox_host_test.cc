@@ -1,6 +1,6 @@
 // A persistent sandbox driven by hand through corral-init's control protocol: the layer under
 // corrald, tested on the real kernel without the daemon.
-#include "supervisor/sandbox_host.h"
+#include "supervisor/sandboxes/sandbox_host.h"
 
 #include <netinet/in.h>
 #include <poll.h>
@@ -18,7 +18,7 @@
 #include "common/file_util.h"
 #include "isolation/cpu_affinity.h"
 #include "supervisor/ids.h"
-#include "supervisor/init_client.h"
+#include "supervisor/commands/init_client.h"
 #include "tests/root/host_sandbox_shape.h"
 #include "tests/root/init_test_util.h"
 #include "tests/root/root_test_util.h"

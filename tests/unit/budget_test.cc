@@ -1,5 +1,5 @@
 // Budget windows, money parsing, prices and the usage read from the Messages API's answers.
-#include "supervisor/budget.h"
+#include "supervisor/relay/budget.h"
 
 #include <gtest/gtest.h>
 

@@ -1,12 +1,12 @@
 // Where sandboxes' cgroups go: the pure parts of cgroup_placement.h, sandbox_scope.h and
 // proc_cgroup.h, over /proc/PID/cgroup texts as the kernel writes them, unit names and the
 // environment systemd gives a service.
-#include "supervisor/cgroup_placement.h"
+#include "supervisor/sandboxes/cgroup_placement.h"
 
 #include <gtest/gtest.h>
 
 #include "cgroups/proc_cgroup.h"
-#include "supervisor/sandbox_scope.h"
+#include "supervisor/sandboxes/sandbox_scope.h"
 #include "supervisor/config.h"
 
 namespace corral::supervisor {

@@ -29,7 +29,7 @@
 #include <boost/asio/post.hpp>
 #include <nlohmann/json.hpp>
 
-#include "supervisor/tool_bridge.h"
+#include "supervisor/sessions/tool_bridge.h"
 
 namespace corral::supervisor {
 namespace {

@@ -1,4 +1,4 @@
-#include "supervisor/egress_policy.h"
+#include "supervisor/egress/egress_policy.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

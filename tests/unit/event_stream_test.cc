@@ -1,4 +1,4 @@
-#include "supervisor/event_stream.h"
+#include "supervisor/commands/event_stream.h"
 
 #include <gtest/gtest.h>
 

@@ -3,7 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "supervisor/full_network.h"
+#include "supervisor/sandboxes/full_network.h"
 
 namespace corral::supervisor {
 namespace {

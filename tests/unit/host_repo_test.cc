@@ -1,6 +1,6 @@
 // Host repositories for headless executions: which paths are allowed (resolved, symlinks
 // followed), and the bundle the host's git makes of one, as the directory's owner.
-#include "supervisor/host_repo.h"
+#include "supervisor/sessions/host_repo.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 // supervisor::Ledger over a real SQLite store: the export's pages (filters, window, paging) and
 // the usage report it passes through.
-#include "supervisor/ledger.h"
+#include "supervisor/relay/ledger.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>

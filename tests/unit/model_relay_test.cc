@@ -2,7 +2,7 @@
 // HTTP requests on a listener handed to the relay (here one on the host's loopback, in place of
 // a sandbox's), against the scripted Messages API server (tests/fixtures/scripted_model.py) as
 // the upstream, with a real store for the ledger.
-#include "supervisor/model_relay.h"
+#include "supervisor/relay/model_relay.h"
 
 #include <netinet/in.h>
 #include <signal.h>

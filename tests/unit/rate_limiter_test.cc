@@ -1,5 +1,5 @@
 // The per-user token bucket behind api.requests_per_minute and relay.requests_per_minute.
-#include "supervisor/rate_limiter.h"
+#include "supervisor/relay/rate_limiter.h"
 
 #include <gtest/gtest.h>
 

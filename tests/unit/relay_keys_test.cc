@@ -1,5 +1,5 @@
 // Placeholder keys: issued per session, found by the relay, gone with their session.
-#include "supervisor/relay_keys.h"
+#include "supervisor/relay/relay_keys.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // supervisor::SandboxEvents over a real SQLite store: a sandbox's log from a seq on, and the
 // watcher told of each event appended until it is taken away.
-#include "supervisor/sandbox_events.h"
+#include "supervisor/sandboxes/sandbox_events.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>

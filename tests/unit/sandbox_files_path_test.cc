@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "supervisor/sandbox_files.h"
+#include "supervisor/sandboxes/sandbox_files.h"
 
 namespace corral::supervisor {
 namespace {

@@ -1,6 +1,6 @@
 // The pure half of SandboxGit: reading what the diff script prints (HEAD's line, then
 // `git diff --patch-with-raw -z`), checked against the real output of the host's git.
-#include "supervisor/sandbox_git.h"
+#include "supervisor/sandboxes/sandbox_git.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>

@@ -1,8 +1,8 @@
-// Backing up and restoring the store (supervisor/store_backup.h) on real SQLite files: a copy made
+// Backing up and restoring the store (supervisor/store/store_backup.h) on real SQLite files: a copy made
 // while another thread writes is whole and holds what was committed before it; a file that is
 // no corral store is refused; a restore is refused while the state directory's lock is held, and
 // otherwise keeps the replaced store (and its WAL) aside.
-#include "supervisor/store_backup.h"
+#include "supervisor/store/store_backup.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -17,7 +17,7 @@
 #include <thread>
 
 #include "common/unique_fd.h"
-#include "supervisor/store.h"
+#include "supervisor/store/store.h"
 #include "tests/testing/temp_dir.h"
 
 namespace corral::supervisor {

@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "common/file_util.h"
-#include "supervisor/store.h"
+#include "supervisor/store/store.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/unit/store_test_util.h"
 

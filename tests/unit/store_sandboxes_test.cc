@@ -1,6 +1,6 @@
 // The SQLite store's sandboxes (and their uid ranges), snapshots, commands and events, against
 // real database files in a temporary directory (the fixture in store_test_util.h).
-#include "supervisor/store.h"
+#include "supervisor/store/store.h"
 
 #include <gtest/gtest.h>
 

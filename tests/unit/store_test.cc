@@ -7,7 +7,7 @@
 // Here: opening, schema, durability, transactions and concurrency, issuers; the tables of
 // sandboxes and commands in store_sandboxes_test.cc, sessions, executions and the ledger in
 // store_sessions_test.cc (the fixture in store_test_util.h).
-#include "supervisor/store.h"
+#include "supervisor/store/store.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>

@@ -15,7 +15,7 @@
 #include <tuple>
 
 #include "common/file_util.h"
-#include "supervisor/store.h"
+#include "supervisor/store/store.h"
 #include "tests/testing/temp_dir.h"
 
 namespace corral::supervisor {

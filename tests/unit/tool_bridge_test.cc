@@ -1,7 +1,7 @@
 // The tool bridge driven as corral-mcp drives it: newline-delimited JSON over real TCP
 // connections to listeners on the host's loopback (in place of a sandbox's), handed to the
 // bridge like a sandbox's, with a fake session authority on the bridge's io_context.
-#include "supervisor/tool_bridge.h"
+#include "supervisor/sessions/tool_bridge.h"
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>

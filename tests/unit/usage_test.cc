@@ -1,6 +1,6 @@
 // The usage report over a real SQLite store: the ledger's sums in the budget's window, plus the
 // compute the running sandboxes counted that the meter has not debited yet.
-#include "supervisor/usage.h"
+#include "supervisor/relay/usage.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>

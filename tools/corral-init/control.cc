@@ -1,6 +1,6 @@
 // corral-init's control mode: PID 1 of a persistent sandbox, running commands for corrald.
 //
-// The wire format and the start-up handshake of a command are in supervisor/init_protocol.h.
+// The wire format and the start-up handshake of a command are in supervisor/commands/init_protocol.h.
 // This process holds CAP_SETUID, CAP_SETGID and CAP_KILL in the sandbox's own user namespace
 // (ambient, from the launcher) and nothing else; every command drops them before exec. It is
 // not dumpable, so nothing inside the sandbox can reach its file descriptors through /proc.
@@ -27,8 +27,8 @@
 #include <memory>
 #include <vector>
 
-#include "supervisor/init_frame.h"
-#include "supervisor/init_protocol.h"
+#include "supervisor/commands/init_frame.h"
+#include "supervisor/commands/init_protocol.h"
 #include "tools/corral-init/raw_syscall.h"
 
 extern char** environ;

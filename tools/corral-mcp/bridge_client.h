@@ -1,6 +1,6 @@
 // BridgeClient: corral-mcp's connection to the daemon's tool bridge on the sandbox's loopback.
 //
-// The protocol is documented in supervisor/tool_bridge.h: a hello with the session's key, whose
+// The protocol is documented in supervisor/sessions/tool_bridge.h: a hello with the session's key, whose
 // answer lists the session's tools, then calls and their answers, one JSON object per line.
 // Open() is blocking (bounded by a timeout); afterwards the socket is non-blocking and driven by
 // corral-mcp's poll loop through Flush() and Receive().

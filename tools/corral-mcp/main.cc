@@ -4,7 +4,7 @@
 //   CORRAL_TOOL_BRIDGE=127.0.0.1:7881 CORRAL_TOOL_KEY=ctk-... corral-mcp
 //
 // Claude Code starts it (--mcp-config) and speaks MCP on its stdin and stdout; corral-mcp passes
-// each tool call to the daemon's tool bridge on the sandbox's loopback (supervisor/tool_bridge.h)
+// each tool call to the daemon's tool bridge on the sandbox's loopback (supervisor/sessions/tool_bridge.h)
 // and the answer back. Diagnostics go to stderr only: stdout carries nothing but MCP messages.
 // Exit status: 0 when stdin ends, 2 when the environment is missing or malformed, 1 when stdout
 // is gone.

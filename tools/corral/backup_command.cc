@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "supervisor/store_backup.h"
+#include "supervisor/store/store_backup.h"
 #include "tools/corral/client.h"
 #include "tools/corral/doctor_command.h"
 #include "tools/corral/remote_options.h"

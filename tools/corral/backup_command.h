@@ -1,5 +1,5 @@
 // corral admin backup FILE (online, through corrald's admin socket) and corral admin restore
-// FILE (offline, with corrald stopped): supervisor/store_backup.h.
+// FILE (offline, with corrald stopped): supervisor/store/store_backup.h.
 #pragma once
 
 #include <string>

@@ -22,7 +22,7 @@ struct TerminalSize {
 nlohmann::json BuildExecRequest(const ExecOptions& options, const TerminalSize& size,
                                 const std::optional<std::string>& term);
 
-// The exit code for an outcome object from corrald: ExitCodeFor (supervisor/outcome.h), as for
+// The exit code for an outcome object from corrald: ExitCodeFor (supervisor/commands/outcome.h), as for
 // `corral run`: the command's exit code; 128+N for signal N (a number or a name such as "KILL");
 // 137 (SIGKILL) for a limit or a kill without a signal given; 125 for setup_failed and lost
 // (the daemon does not know how it ended), and for what it cannot read.

@@ -1,8 +1,8 @@
-// The outcome taxonomy lives in supervisor/outcome.h (shared by `corral run`, the daemon and its
+// The outcome taxonomy lives in supervisor/commands/outcome.h (shared by `corral run`, the daemon and its
 // store); the CLI uses it under its old names.
 #pragma once
 
-#include "supervisor/outcome.h"
+#include "supervisor/commands/outcome.h"
 
 namespace corral::cli {
 

@@ -1,0 +1,249 @@
+// SandboxManager: every user's sandboxes and their commands, on the daemon's event loop.
+//
+// Lifecycle (DESIGN.md §4): created -> starting -> running -> stopping -> stopped, and
+// destroying -> (row deleted). Kernel work (formatting a layer, launching, killing, copying)
+// runs on the worker pool; the store is written on the loop before a request is answered, so
+// an acknowledged request is a committed row. One lifecycle operation runs per sandbox at a
+// time; another one meanwhile is a conflict (EBUSY).
+//
+// Ownership: every call takes the caller; a sandbox or command of another user answers ENOENT,
+// exactly like one that does not exist. Errors carry an errno that the API maps to its codes:
+// ENOENT not_found, EINVAL bad_request, EBUSY conflict, EDQUOT limit_exceeded, ERANGE
+// stream_gap, EAGAIN unavailable, EPERM forbidden, EKEYEXPIRED budget_exhausted, others internal.
+//
+// Compute budgets: a sandbox keeps the budget of the token that last created or started it.
+// Every kMeterInterval (and when it stops) the CPU time its cgroup used since the last reading
+// is debited to its user's ledger (kind "compute", milliseconds); once the user's compute for
+// the window reaches the budget's compute_ms, the sandbox is frozen, then stopped, its commands
+// ending `budget_exhausted`, and start and exec are refused until the next window.
+//
+// The manager's methods live in one file per concept: sandbox_manager.cc (ownership, activity,
+// egress rules, timers, metering rounds, metrics), lifecycle.cc (create, start, stop, destroy,
+// init's control connection), snapshots.cc (snapshots and forks), exec.cc (commands),
+// recovery.cc (adopting and cleaning up at start). What a user may have is admission.h; the CPU
+// time debited to the ledger is compute_meter.h.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
+
+#include "supervisor/sandboxes/admission.h"
+#include "supervisor/relay/budget.h"
+#include "supervisor/commands/command.h"
+#include "supervisor/sandboxes/compute_meter.h"
+#include "supervisor/config.h"
+#include "supervisor/loopback_services.h"
+#include "supervisor/sandboxes/sandbox_host.h"
+#include "supervisor/sandboxes/sandbox_types.h"
+#include "supervisor/store/store.h"
+
+namespace corral::supervisor {
+
+// For the file API: the sandbox's root as the host sees it, and the agent's host ids.
+struct FileAccess {
+  UniqueFd root;
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+
+class EgressProxy;
+class FullNetwork;
+
+class SandboxManager {
+ public:
+  template <typename T>
+  using Done = std::function<void(StatusOr<T>)>;
+
+  SandboxManager(boost::asio::io_context& io, boost::asio::thread_pool& pool, const DaemonConfig& config,
+                 Store& store, SandboxHost& host, CommandObserver* observer);
+  ~SandboxManager();
+
+  // At start: adopt sandboxes whose init survived the previous daemon, clean up the rest.
+  Status Recover();
+  // Starts the idle-timeout sweeper.
+  void StartTimers();
+  // Before Recover: who serves the sandboxes' loopback (null: nobody; sandboxes get no listeners).
+  void SetLoopbackServices(LoopbackServices* services) { loopback_ = services; }
+  // The egress proxy (one of those services): handed a sandbox's rules when it starts or is
+  // adopted, and again when they change; null when egress.enabled is false.
+  void SetEgressProxy(EgressProxy* proxy) { egress_ = proxy; }
+  // Before Recover: full network mode (null: "network": "full" is refused as unavailable).
+  void SetFullNetwork(FullNetwork* network) { network_ = network; }
+  // Where compute budget refusals (a start) and stops (a running sandbox) are reported.
+  void SetBudgetObserver(BudgetObserver* observer) { meter_.SetObserver(observer); }
+  // Stops timers and lets go of every sandbox (they keep running for the next daemon).
+  void Detach();
+
+  void Create(const Caller& caller, const UserCaps& caps, CreateRequest request, Done<SandboxRow> done);
+  // Changes a sandbox's egress rules (a list the change leaves out keeps its current value); a
+  // running sandbox's next proxy connection is decided by them.
+  StatusOr<SandboxRow> SetEgress(const Caller& caller, const UserCaps& caps, const std::string& id,
+                                 const EgressRulesChange& change);
+  StatusOr<std::vector<SandboxRow>> List(const Caller& caller);
+  StatusOr<SandboxRow> Get(const Caller& caller, const std::string& id);
+  void Start(const Caller& caller, const std::string& id, Done<SandboxRow> done);
+  void Stop(const Caller& caller, const std::string& id, Done<SandboxRow> done);
+  void Destroy(const Caller& caller, const std::string& id, Done<bool> done);
+
+  // Snapshots: a copy of a sandbox's writable layer, kept after the sandbox is gone. A running
+  // sandbox is frozen for the copy (commands pause, then go on). Fork: a new sandbox of the same
+  // user from a copy of this one's layer, its files moved to the new sandbox's own uid range.
+  void Snapshot(const Caller& caller, const std::string& id, Done<SnapshotRow> done);
+  void Fork(const Caller& caller, const UserCaps& caps, const std::string& id, ForkRequest request,
+            Done<SandboxRow> done);
+  StatusOr<std::vector<SnapshotRow>> ListSnapshots(const Caller& caller);
+  StatusOr<SnapshotRow> GetSnapshot(const Caller& caller, const std::string& id);
+  void DeleteSnapshot(const Caller& caller, const std::string& id, Done<bool> done);
+
+  StatusOr<std::shared_ptr<Command>> Exec(const Caller& caller, const UserCaps& caps, const ExecSpec& spec);
+  // A command that is live (or recently ended and still held), for attach/stdin/signal.
+  StatusOr<std::shared_ptr<Command>> FindCommand(const Caller& caller, const std::string& command_id);
+  StatusOr<CommandRow> GetCommand(const Caller& caller, const std::string& sandbox_id,
+                                  const std::string& command_id);
+  StatusOr<std::vector<CommandRow>> ListCommands(const Caller& caller, const std::string& sandbox_id);
+
+  StatusOr<FileAccess> OpenFiles(const Caller& caller, const std::string& sandbox_id);
+  // A request touched the sandbox: push its idle deadline back.
+  void Touch(const std::string& sandbox_id);
+
+  // Debits the CPU time of every running sandbox used since the last reading, and stops those
+  // whose user's compute budget is spent (also run by the timers; public for tests).
+  void MeterCompute();
+  // Compute the ledger does not hold yet: for each running sandbox of the user, the whole CPU
+  // milliseconds its cgroup counted since its last debit (what the meter debits next). Usage
+  // reports add it to the ledger's sums, so they show CPU time up to the moment asked; once the
+  // meter debits it, it is here no more (no time is counted twice).
+  std::map<std::string, int64_t> UnmeteredCompute(const std::string& iss, const std::string& sub);
+  // CPU milliseconds this daemon debited since it started, plus every running sandbox's
+  // UnmeteredCompute: the compute counter of /metrics.
+  int64_t ComputeCountedMs();
+
+  // For metrics.
+  std::map<std::string, int64_t> CountByState();
+  int64_t running_commands() const;
+  // The commands of a sandbox that have not ended (those adopted at recovery included).
+  std::vector<std::shared_ptr<Command>> LiveCommands(const std::string& sandbox_id) const;
+
+ private:
+  // A running sandbox: its init, the control connection, its live commands by seq.
+  struct Live {
+    std::string id;
+    SandboxProcess process;
+    std::unique_ptr<boost::asio::posix::stream_descriptor> control;
+    std::unique_ptr<boost::asio::posix::stream_descriptor> init_exit;
+    std::map<uint64_t, std::shared_ptr<Command>> commands;
+    // Activity is kept here and written to the store at most every kActivityWrite: every exec
+    // would otherwise cost a write. Readers of last_active_at take the newer of the two (Fresh).
+    int64_t active_at = 0;
+    int64_t active_stored = 0;
+    ComputeAccount compute;
+    int control_fd() const { return control ? control->native_handle() : -1; }
+  };
+
+  // Where a new sandbox's layer comes from: a snapshot's image, or another sandbox's layer.
+  struct LayerSource {
+    std::string snapshot_id;       // copy this snapshot's image, or
+    std::string sandbox_id;        // this sandbox's layer (frozen while it runs)
+    std::optional<isolation::SandboxSpec> sandbox_spec;  // (to make its layer if it never ran)
+    pid_t sandbox_init_pid = 0;    // > 0 while it runs
+    int64_t uid_base = 0;          // the range the files belong to
+  };
+
+  // What a stop reads from the kernel before the cgroups go (on the worker pool): everything in
+  // the sandbox is killed first, so the figures are final.
+  struct StopFigures {
+    StatusOr<cgroups::CgroupStats> sandbox = Status::Error("not read", ENOENT);
+    std::vector<StatusOr<cgroups::CgroupStats>> commands;  // one per seq asked for
+    uint64_t killed_us = 0;                                // MonotonicMicros() after the kill
+  };
+
+  // How long a started or adopted sandbox's init has to answer hello.
+  static constexpr std::chrono::milliseconds kHelloTimeout{5000};
+
+  // sandbox_manager.cc
+  static int64_t Now();  // seconds since the epoch
+  static Status NotFound(const std::string& what);
+  StatusOr<SandboxRow> Owned(const Caller& caller, const std::string& id);
+  // The row with the activity the daemon holds and has not written yet.
+  void Fresh(SandboxRow& row) const;
+  void StoreActivity(const Live& live);
+  void SetState(SandboxRow& row, const std::string& state);
+  // What the host starts for a stored sandbox: the one place a row becomes a SandboxSpec.
+  StatusOr<isolation::SandboxSpec> SpecOf(const SandboxRow& row) const;
+  Command::Context CommandContext();
+  void SweepIdle();
+  void ComputeExhausted(const std::string& id, const ComputeSpent& spent);
+
+  // lifecycle.cc
+  void DoStart(SandboxRow row, Done<SandboxRow> done);
+  // On the worker pool: launches the sandbox, and attaches its full network if its spec has it.
+  struct Launched;
+  Launched Launch(const SandboxRow& row, const isolation::SandboxSpec& spec);
+  void OnStarted(SandboxRow row, SandboxProcess process, std::vector<UniqueFd> listeners);
+  // immediate: no SIGTERM and grace period (the sandbox is already frozen or dead).
+  void DoStop(const std::string& id, bool by_request, std::function<void(Status)> done, bool immediate = false);
+  // The stop proper, once the commands ended or the grace period is over.
+  void FinishStop(const std::string& id, bool by_request, bool full_network, std::shared_ptr<Live> live,
+                  std::function<void(Status)> done);
+  // SIGTERM to every command, then `finish` once they all ended or the grace period is over.
+  void StopGracefully(const std::shared_ptr<Live>& live, bool by_request, std::function<void()> finish);
+  StopFigures KillAndRead(const std::string& id, const std::vector<uint64_t>& seqs);
+  void WatchControl(const std::shared_ptr<Live>& live);
+  void WatchInit(const std::shared_ptr<Live>& live);
+  void OnControlMessage(const std::shared_ptr<Live>& live, InitMessage message);
+  void OnInitGone(const std::string& id);
+
+  // snapshots.cc
+  StatusOr<SnapshotRow> OwnedSnapshot(const Caller& caller, const std::string& id);
+  void FillLayer(SandboxRow row, LayerSource source, bool start, Done<SandboxRow> done);
+  void RemoveOrphanSnapshots();
+
+  // exec.cc
+  // The request init gets for `spec` in the sandbox of `row` (EINVAL for a bad user, cwd or env).
+  StatusOr<ExecRequest> ExecRequestFor(const SandboxRow& row, const ExecSpec& spec) const;
+  void AdoptCommands(const std::shared_ptr<Live>& live, std::map<uint64_t, HeldCommand> held);
+  void OnCommandFinished(const std::string& sandbox_id, uint64_t seq, Command& finished);
+  // Stores a command's outcome `lost` (the daemon could not learn its end), with the figures its
+  // cgroup still held when they could be read.
+  void StoreLost(CommandRow& row, const StatusOr<cgroups::CgroupStats>& figures);
+
+  // recovery.cc
+  // A sandbox the previous daemon left running, starting or stopping: adopted if its init lives,
+  // else stopped (its last CPU time debited, its commands `lost`). True when adopted.
+  StatusOr<bool> RecoverSandbox(SandboxRow& row);
+  // cgroups and full-network leftovers of sandboxes that are not running.
+  void RemoveLeftovers(const std::vector<SandboxRow>& rows);
+
+  boost::asio::io_context& io_;
+  boost::asio::thread_pool& pool_;
+  const DaemonConfig& config_;
+  Store& store_;
+  SandboxHost& host_;
+  CommandObserver* observer_;
+  Admission admission_;
+  ComputeMeter meter_;
+  LoopbackServices* loopback_ = nullptr;
+  EgressProxy* egress_ = nullptr;
+  FullNetwork* network_ = nullptr;
+  std::map<std::string, std::shared_ptr<Live>> live_;  // running sandboxes by id
+  std::map<std::string, bool> busy_;                   // a lifecycle operation is under way
+  std::map<std::string, std::shared_ptr<Command>> commands_;  // by command id, until they end
+  std::map<std::string, std::shared_ptr<Command>> recent_;    // ended, kept for late attaches
+  std::deque<std::string> recent_order_;
+  boost::asio::steady_timer idle_timer_;
+  bool detached_ = false;
+};
+
+}  // namespace corral::supervisor

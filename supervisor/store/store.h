@@ -1,0 +1,294 @@
+// The daemon's state in SQLite: issuers, sandboxes, snapshots, commands, events, sessions, the
+// ledger and headless executions.
+//
+// WAL mode, foreign keys on, versioned migrations (PRAGMA user_version; each migration runs in
+// its own transaction, forward only). Every method that returns OK has committed: an
+// acknowledged API request is a committed row. `synchronous` is NORMAL by default (a commit
+// survives a crash of the daemon; FULL also survives a power cut, at one fsync per commit).
+//
+// Thread-safe: one connection, serialized by a mutex. Calls are short (indexed lookups and
+// single-row writes), so the daemon's event loop calls them directly.
+//
+// Errors: a missing row is a Status with errno ENOENT, a duplicate key EEXIST, a busy database
+// EBUSY; anything else is the SQLite error message with the statement that failed.
+//
+// Where it is: store_schema.cc opens the file (pragmas, migrations, the copy before them) and runs
+// transactions; store_{issuers,sandboxes,commands,events,ledger}.cc hold the tables' methods, in
+// SQL over store_sqlite.h (statements, binding, reading rows) and store_rows.h (each row type as
+// its columns). Only these files know SQL. Rows hold typed values (ResourceLimits, EgressRules,
+// Budget); store_columns.h turns them into the text of their columns (limits_json, egress_json,
+// budget_json) and back.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "isolation/resource_limits.h"
+#include "supervisor/relay/budget.h"
+#include "supervisor/egress/egress_policy.h"
+
+struct sqlite3;
+
+namespace corral::supervisor {
+
+struct IssuerRow {
+  std::string name;
+  std::string secret;
+  int64_t created_at = 0;  // unix seconds
+};
+
+// A revoked token id (supervisor/issuers.h); iss "" for every issuer's.
+struct RevocationRow {
+  std::string iss;
+  std::string jti;
+  int64_t revoked_at = 0;  // unix seconds
+};
+
+// Lifecycle of DESIGN.md §4: created -> starting -> running <-> frozen -> stopped -> destroyed.
+// A destroyed sandbox's row is deleted; "destroying" marks one whose teardown is under way (so
+// recovery can finish it after a crash).
+struct SandboxRow {
+  std::string id;             // "sb_..."
+  std::string iss;
+  std::string sub;
+  std::string name;           // the user's label; "" when not given
+  std::string image;          // "host" or an image name from the config
+  std::string state;          // created|starting|running|frozen|stopping|stopped|destroying
+  isolation::ResourceLimits limits;  // the effective limits (memory, cpus, pids, disk), fixed at create time
+  int64_t idle_timeout_s = 0; // 0: never idles out
+  int64_t uid_base = 0;       // host uid of root inside; unique among sandboxes
+  int64_t created_at = 0;
+  int64_t updated_at = 0;
+  int64_t last_active_at = 0;
+  int64_t init_pid = 0;               // host pid of corral-init while running, else 0
+  int64_t init_start_time = 0;        // its start time (/proc/PID/stat field 22), against pid reuse
+  std::string source;                 // "snap_..." or "sb_..." it was forked from; "" otherwise
+  Budget budget;                      // the budget of the token that last created or started it
+  int64_t cpu_billed_usec = 0;        // of this run's cgroup CPU time, what the ledger holds
+  std::optional<EgressRules> egress;  // its egress rules; unset (rows from before they were kept): none
+  std::string network = "loopback";   // "loopback" | "full" (supervisor/sandboxes/full_network.h)
+};
+
+struct SnapshotRow {
+  std::string id;             // "snap_..."
+  std::string sandbox_id;     // the sandbox it was taken of (may since be destroyed)
+  std::string iss;
+  std::string sub;
+  std::string image;
+  int64_t created_at = 0;
+  int64_t bytes = 0;          // space it takes on the host's disk
+  int64_t uid_base = 0;       // host uid of root inside, for the files in it
+  isolation::ResourceLimits limits;  // the sandbox's limits when it was taken (disk_bytes: its size)
+};
+
+struct CommandRow {
+  std::string id;             // "cmd_..."
+  std::string sandbox_id;
+  std::string iss;
+  std::string sub;
+  std::string argv_json;      // JSON array of strings
+  bool pty = false;
+  std::string state;          // starting|running|exited
+  std::string outcome_json;   // "" until exited
+  int64_t created_at = 0;
+  int64_t ended_at = 0;
+  int64_t init_seq = 0;       // the number corral-init knows it by, unique per sandbox
+  int64_t seq_reserved = 0;   // no event of this command has a higher seq (see Command::ReserveSeq)
+};
+
+struct EventRow {
+  int64_t seq = 0;            // global, increasing
+  std::string sandbox_id;
+  std::string type;           // "sandbox.started", "command.exited", ...
+  std::string data_json;
+  int64_t at = 0;
+};
+
+struct SessionRow {
+  std::string id;             // "ses_..."
+  std::string sandbox_id;
+  std::string iss;
+  std::string sub;
+  std::string state;          // idle|initializing|ready|processing|waiting_tool|completed|failed|aborted
+  std::string agent_session;  // Claude Code's session id (a UUID), for --resume
+  std::string parent_id;      // the session this one was forked from; ""
+  std::string options_json = "{}";  // model, permission mode, tools
+  Budget budget;              // the budget of the token that last drove it
+  std::string outcome_json;   // "" until it ended
+  int64_t cost_micro_usd = 0; // what the relay debited for it
+  int64_t turns = 0;
+  int64_t created_at = 0;
+  int64_t updated_at = 0;
+  int64_t ended_at = 0;
+  int64_t seq_reserved = 0;   // no event of this session has a higher seq
+};
+
+// A headless execution (POST /v1/execute): an agent's task on a copy of a git repository in a
+// sandbox of its own, and what came of it. Its git bundle is stored apart (SetExecutionBundle).
+struct ExecutionRow {
+  std::string id;             // "exe_..."
+  std::string iss;
+  std::string sub;
+  std::string state;          // running|completed|failed
+  std::string sandbox_id;     // "" until the sandbox exists
+  std::string session_id;     // "" until the agent started
+  std::string request_json = "{}";  // task, repo kind, model, permission mode, timeout, keep_sandbox
+  std::string base_commit;    // the repository's HEAD before the agent worked
+  std::string head_commit;    // and after (with what it left uncommitted committed)
+  std::string summary;        // the `result` text of the agent's turn
+  std::string outcome;        // the session's outcome ("completed", "budget_exhausted", ...)
+  int64_t cost_micro_usd = 0;
+  std::string usage_json = "{}";
+  std::string files_json = "[]";  // [{"path", "status"}, ...]
+  std::string diff;           // base..head, at most the configured cap
+  bool diff_truncated = false;
+  int64_t bundle_bytes = 0;   // 0: no bundle (no new commits, or it was refused)
+  std::string error;          // why it failed (or what is missing); "" when all went well
+  int64_t created_at = 0;
+  int64_t updated_at = 0;
+  int64_t ended_at = 0;
+};
+
+// One debit (see budget.h for the units).
+struct LedgerRow {
+  int64_t id = 0;             // assigned, increasing
+  std::string iss;
+  std::string sub;
+  std::string kind;           // "ai": amount in micro-dollars; "compute": CPU milliseconds
+  int64_t amount = 0;
+  int64_t at = 0;             // unix seconds
+  std::string sandbox_id;     // "" when none
+  std::string session_id;     // "" when none
+  std::string model;          // ai: the model as the answer named it
+  int64_t input_tokens = 0;   // ai: the usage the amount was priced from
+  int64_t output_tokens = 0;
+  int64_t cache_write_tokens = 0;
+  int64_t cache_read_tokens = 0;
+};
+
+// A sum of the ledger, by kind, sandbox and session (see Store::LedgerTotals).
+struct LedgerTotal {
+  std::string kind;
+  std::string sandbox_id;
+  std::string session_id;
+  int64_t amount = 0;
+  int64_t count = 0;          // ledger rows (for "ai": model calls)
+};
+
+enum class Synchronous { kNormal, kFull };
+
+class Store {
+ public:
+  // Opens (creating if needed, mode 0600) and migrates to the latest schema. A store of an older
+  // schema is first copied to <path>.schema-<N>.before-migration-<time> (SQLite's backup API,
+  // 0600); when the copy fails, nothing is migrated and Open fails.
+  static StatusOr<std::unique_ptr<Store>> Open(const std::string& path,
+                                               Synchronous synchronous = Synchronous::kNormal);
+  ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  int schema_version() const;
+  static int latest_schema_version();
+
+  // Issuers. AddIssuer: EEXIST when the name is taken. RemoveIssuer: ENOENT when absent.
+  Status AddIssuer(const IssuerRow& issuer);
+  StatusOr<std::optional<IssuerRow>> GetIssuer(const std::string& name);
+  StatusOr<std::vector<IssuerRow>> ListIssuers();  // by name
+  Status RemoveIssuer(const std::string& name);
+  Status SetIssuerSecret(const std::string& name, const std::string& secret);  // ENOENT when absent
+  // Revoked token ids. AddRevocation: EEXIST when that (iss, jti) is revoked already.
+  Status AddRevocation(const RevocationRow& revocation);
+  StatusOr<std::vector<RevocationRow>> ListRevocations();  // oldest first
+
+  // Sandboxes. CreateSandbox picks the lowest free uid_base of
+  // {uid_first + k * uid_step : 0 <= k < slots} and inserts the row in one transaction
+  // (ENOSPC when every slot is taken), returning the row as stored.
+  StatusOr<SandboxRow> CreateSandbox(SandboxRow row, int64_t uid_first, int64_t uid_step, int64_t slots);
+  Status UpdateSandbox(const SandboxRow& row);   // every column but egress and network, by id; ENOENT when absent
+  Status SetSandboxEgress(const std::string& id, const EgressRules& rules);  // ENOENT when absent
+  StatusOr<std::optional<SandboxRow>> GetSandbox(const std::string& id);
+  // All sandboxes of one user, or every sandbox when iss is empty; oldest first.
+  StatusOr<std::vector<SandboxRow>> ListSandboxes(const std::string& iss = "", const std::string& sub = "");
+  StatusOr<int64_t> CountSandboxes(const std::string& iss, const std::string& sub);
+  // Deletes the sandbox and its commands (its events and snapshots stay). ENOENT when absent.
+  Status DeleteSandbox(const std::string& id);
+
+  // Snapshots.
+  Status InsertSnapshot(const SnapshotRow& row);
+  StatusOr<std::optional<SnapshotRow>> GetSnapshot(const std::string& id);
+  StatusOr<std::vector<SnapshotRow>> ListSnapshots(const std::string& iss, const std::string& sub);
+  Status DeleteSnapshot(const std::string& id);
+  StatusOr<int64_t> CountSnapshots(const std::string& iss, const std::string& sub);
+
+  // Commands. InsertCommand assigns init_seq (1 + the sandbox's highest) and returns the row.
+  StatusOr<CommandRow> InsertCommand(CommandRow row);
+  Status UpdateCommand(const CommandRow& row);
+  StatusOr<std::optional<CommandRow>> GetCommand(const std::string& id);
+  // A sandbox's commands, newest first, at most `limit`; only those not exited when active_only.
+  StatusOr<std::vector<CommandRow>> ListCommands(const std::string& sandbox_id, bool active_only,
+                                                 int64_t limit = 1000);
+
+  // Events: an append-only log per sandbox (lifecycle and command outcomes, not output bytes).
+  StatusOr<int64_t> AppendEvent(const std::string& sandbox_id, const std::string& type,
+                                const std::string& data_json);
+  StatusOr<std::vector<EventRow>> ListEvents(const std::string& sandbox_id, int64_t after_seq,
+                                             int64_t limit = 1000);
+  // Told of every event appended from now on, in seq order, on the appending thread and under
+  // the store's lock: it must only hand the row on (post it to an event loop), never call back.
+  void SetEventListener(std::function<void(const EventRow&)> listener);
+
+  // Sessions. UpdateSession: every column, by id; ENOENT when absent. ListSessions: empty
+  // arguments match every value; oldest first.
+  Status InsertSession(const SessionRow& row);
+  Status UpdateSession(const SessionRow& row);
+  StatusOr<std::optional<SessionRow>> GetSession(const std::string& id);
+  StatusOr<std::vector<SessionRow>> ListSessions(const std::string& iss, const std::string& sub,
+                                                 const std::string& sandbox_id = "");
+
+  // Ledger. AddLedger returns the row's id; LedgerSum adds up one user's debits of a kind with
+  // from <= at < to. ListLedger (for exports): empty iss or sub match every one, rows after
+  // `after_id` by id, at most `limit`.
+  StatusOr<int64_t> AddLedger(const LedgerRow& row);
+  StatusOr<int64_t> LedgerSum(const std::string& iss, const std::string& sub, const std::string& kind,
+                              int64_t from, int64_t to);
+  // One user's debits with from <= at < to, summed by kind, sandbox and session.
+  StatusOr<std::vector<LedgerTotal>> LedgerTotals(const std::string& iss, const std::string& sub, int64_t from,
+                                                  int64_t to);
+  StatusOr<std::vector<LedgerRow>> ListLedger(const std::string& iss, const std::string& sub, int64_t from,
+                                              int64_t to, int64_t after_id = 0, int64_t limit = 10000);
+
+  // Executions. ListExecutions: empty arguments match every value; oldest first. A bundle is
+  // stored (or replaced) apart from its record and goes with it (DeleteExecution).
+  // FailRunningExecutions (recovery): every running execution becomes failed with `error`, in one
+  // transaction; returns them as stored.
+  Status InsertExecution(const ExecutionRow& row);
+  Status UpdateExecution(const ExecutionRow& row);
+  StatusOr<std::optional<ExecutionRow>> GetExecution(const std::string& id);
+  StatusOr<std::vector<ExecutionRow>> ListExecutions(const std::string& iss, const std::string& sub,
+                                                     const std::string& state = "");
+  Status DeleteExecution(const std::string& id);
+  Status SetExecutionBundle(const std::string& id, std::string_view bundle);
+  StatusOr<std::optional<std::string>> GetExecutionBundle(const std::string& id);
+  StatusOr<std::vector<ExecutionRow>> FailRunningExecutions(const std::string& error, int64_t now);
+
+  // Runs `body` in one transaction (BEGIN IMMEDIATE ... COMMIT, ROLLBACK when it fails). The
+  // methods above may be called inside it; they join the transaction.
+  Status InTransaction(const std::function<Status()>& body);
+
+ private:
+  Store() = default;
+  sqlite3* db_ = nullptr;
+  mutable std::recursive_mutex mu_;
+  std::function<void(const EventRow&)> event_listener_;
+  int transaction_depth_ = 0;
+};
+
+}  // namespace corral::supervisor

@@ -1,0 +1,62 @@
+#include "supervisor/store/store_columns.h"
+
+#include <nlohmann/json.hpp>
+
+#include "common/log.h"
+
+namespace corral::supervisor::store_internal {
+namespace {
+
+using Limit = std::optional<uint64_t> isolation::ResourceLimits::*;
+
+struct LimitColumn {
+  const char* key;
+  Limit field;
+};
+
+constexpr LimitColumn kLimitColumns[] = {
+    {"memory_bytes", &isolation::ResourceLimits::memory_bytes},
+    {"cpu_millicores", &isolation::ResourceLimits::cpu_millicores},
+    {"pids", &isolation::ResourceLimits::pids},
+    {"disk_bytes", &isolation::ResourceLimits::disk_bytes},
+};
+
+}  // namespace
+
+std::string LimitsColumn(const isolation::ResourceLimits& limits) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const LimitColumn& column : kLimitColumns) {
+    if (const auto& value = limits.*column.field) j[column.key] = *value;
+  }
+  return j.dump();
+}
+
+isolation::ResourceLimits LimitsOfColumn(std::string_view text) {
+  isolation::ResourceLimits limits;
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (!j.is_object()) {
+    LogError("store", "a sandbox's stored limits do not parse; none apply", {{"limits", std::string(text)}});
+    return limits;
+  }
+  for (const LimitColumn& column : kLimitColumns) {
+    auto it = j.find(column.key);
+    if (it != j.end() && it->is_number_unsigned()) limits.*column.field = it->get<uint64_t>();
+  }
+  return limits;
+}
+
+std::string EgressColumn(const std::optional<EgressRules>& rules) {
+  return rules ? EgressRulesJson(*rules).dump() : std::string();
+}
+
+std::optional<EgressRules> EgressOfColumn(std::string_view text) {
+  if (text.empty()) return std::nullopt;
+  auto rules = ParseEgressRules(nlohmann::json::parse(text, nullptr, false), "stored egress", {});
+  if (!rules.ok()) {
+    LogError("egress", "the stored rules do not parse; none apply", {{"error", rules.status().ToString()}});
+    return EgressRules{};
+  }
+  return *rules;
+}
+
+}  // namespace corral::supervisor::store_internal

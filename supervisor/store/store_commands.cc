@@ -1,0 +1,122 @@
+// The store's commands, sessions and headless executions.
+#include "supervisor/store/store.h"
+
+#include <mutex>
+
+#include "supervisor/store/store_sqlite.h"
+
+namespace corral::supervisor {
+
+using namespace store_internal;  // the store's own SQLite helpers
+
+// ---------------------------------------------------------------------------------------------
+// Commands
+
+StatusOr<CommandRow> Store::InsertCommand(CommandRow row) {
+  std::lock_guard lock(mu_);
+  Status status = InTransaction([&]() -> Status {
+    ASSIGN_OR_RETURN(std::optional<int64_t> next_seq,
+                     QueryInt(db_,
+                              "SELECT COALESCE(MAX(init_seq), 0) + 1 FROM commands "
+                              "WHERE sandbox_id = ?1",
+                              {row.sandbox_id}, "next init_seq of " + row.sandbox_id));
+    row.init_seq = next_seq.value_or(1);
+    return Run(db_, InsertSql(kCommands.name, kCommands.columns), Values(row), "insert command " + row.id);
+  });
+  if (!status.ok()) return status;
+  return row;
+}
+
+Status Store::UpdateCommand(const CommandRow& row) { return UpdateRow(mu_, db_, kCommands, row); }
+
+StatusOr<std::optional<CommandRow>> Store::GetCommand(const std::string& id) {
+  return GetRow<CommandRow>(mu_, db_, kCommands, id);
+}
+
+// Newest first by init_seq, which only grows within a sandbox (UNIQUE (sandbox_id, init_seq)
+// is the index for both the filter and the order).
+StatusOr<std::vector<CommandRow>> Store::ListCommands(const std::string& sandbox_id,
+                                                      bool active_only, int64_t limit) {
+  std::lock_guard lock(mu_);
+  return Query<CommandRow>(db_,
+                           Sql({"SELECT ", kCommandColumns,
+                                " FROM commands WHERE sandbox_id = ?1 "
+                                "AND (?2 = 0 OR state <> 'exited') "
+                                "ORDER BY init_seq DESC LIMIT ?3"}),
+                           {sandbox_id, int64_t{active_only}, ClampLimit(limit)},
+                           "list commands of " + sandbox_id);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sessions
+
+Status Store::InsertSession(const SessionRow& row) { return InsertRow(mu_, db_, kSessions, row); }
+
+Status Store::UpdateSession(const SessionRow& row) { return UpdateRow(mu_, db_, kSessions, row); }
+
+StatusOr<std::optional<SessionRow>> Store::GetSession(const std::string& id) {
+  return GetRow<SessionRow>(mu_, db_, kSessions, id);
+}
+
+StatusOr<std::vector<SessionRow>> Store::ListSessions(const std::string& iss, const std::string& sub,
+                                                      const std::string& sandbox_id) {
+  return ListRows<SessionRow>(mu_, db_, kSessions,
+                              "(?1 = '' OR iss = ?1) AND (?2 = '' OR sub = ?2) AND (?3 = '' OR sandbox_id = ?3)",
+                              {iss, sub, sandbox_id}, "list sessions");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Executions
+
+Status Store::InsertExecution(const ExecutionRow& row) { return InsertRow(mu_, db_, kExecutions, row); }
+
+Status Store::UpdateExecution(const ExecutionRow& row) { return UpdateRow(mu_, db_, kExecutions, row); }
+
+StatusOr<std::optional<ExecutionRow>> Store::GetExecution(const std::string& id) {
+  return GetRow<ExecutionRow>(mu_, db_, kExecutions, id);
+}
+
+StatusOr<std::vector<ExecutionRow>> Store::ListExecutions(const std::string& iss, const std::string& sub,
+                                                          const std::string& state) {
+  return ListRows<ExecutionRow>(mu_, db_, kExecutions,
+                                "(?1 = '' OR iss = ?1) AND (?2 = '' OR sub = ?2) AND (?3 = '' OR state = ?3)",
+                                {iss, sub, state}, "list executions");
+}
+
+Status Store::DeleteExecution(const std::string& id) { return DeleteRow(mu_, db_, kExecutions, id); }
+
+Status Store::SetExecutionBundle(const std::string& id, std::string_view bundle) {
+  std::lock_guard lock(mu_);
+  return Run(db_, "INSERT OR REPLACE INTO execution_bundles (execution_id, data) VALUES (?1, ?2)",
+             {id, Blob{bundle}}, "store the bundle of execution " + id);
+}
+
+StatusOr<std::optional<std::string>> Store::GetExecutionBundle(const std::string& id) {
+  std::lock_guard lock(mu_);
+  const std::string what = "get the bundle of execution " + id;
+  ASSIGN_OR_RETURN(Stmt stmt, Prepare(db_, "SELECT data FROM execution_bundles WHERE execution_id = ?1", {id}, what));
+  ASSIGN_OR_RETURN(bool has_row, Step(db_, stmt.get(), what));
+  if (!has_row) return std::optional<std::string>();
+  // column_blob before column_bytes (the documented order); an empty BLOB may be a null pointer.
+  const auto* data = static_cast<const char*>(sqlite3_column_blob(stmt.get(), 0));
+  const auto size = static_cast<size_t>(sqlite3_column_bytes(stmt.get(), 0));
+  return std::optional<std::string>(data != nullptr ? std::string(data, size) : std::string());
+}
+
+StatusOr<std::vector<ExecutionRow>> Store::FailRunningExecutions(const std::string& error, int64_t now) {
+  std::vector<ExecutionRow> failed;
+  Status done = InTransaction([&]() -> Status {
+    ASSIGN_OR_RETURN(failed, ListExecutions("", "", "running"));
+    for (ExecutionRow& row : failed) {
+      row.state = "failed";
+      row.error = error;
+      row.updated_at = row.ended_at = now;
+      RETURN_IF_ERROR(UpdateExecution(row));
+    }
+    return Status();
+  });
+  if (!done.ok()) return done;
+  return failed;
+}
+
+}  // namespace corral::supervisor

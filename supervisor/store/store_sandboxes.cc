@@ -1,0 +1,105 @@
+// The store's sandboxes (with their uid ranges) and snapshots.
+#include "supervisor/store/store.h"
+
+#include <cerrno>
+#include <mutex>
+
+#include "supervisor/store/store_sqlite.h"
+
+namespace corral::supervisor {
+
+using namespace store_internal;  // the store's own SQLite helpers
+
+// ---------------------------------------------------------------------------------------------
+// Sandboxes and their uid ranges
+
+StatusOr<SandboxRow> Store::CreateSandbox(SandboxRow row, int64_t uid_first, int64_t uid_step,
+                                          int64_t slots) {
+  // Every range must lie below (uid_t)-1, which is no uid. That also keeps the arithmetic below
+  // far from int64 overflow, where SQLite would silently switch to floating point.
+  constexpr int64_t kUidLimit = 0xFFFFFFFF;
+  if (uid_first < 0 || uid_step <= 0 || slots < 0 || uid_first >= kUidLimit ||
+      uid_step >= kUidLimit || slots > (kUidLimit - uid_first) / uid_step) {
+    return Status::Error("store: create sandbox: invalid uid range", EINVAL);
+  }
+  const int64_t uid_end = uid_first + slots * uid_step;
+  // The lowest free slot is either the first one or the one right after a taken slot, so the
+  // candidates are uid_first and every on-grid uid_base + uid_step. NOT IN is safe here only
+  // because uid_base is NOT NULL (one NULL in the list would make NOT IN never true).
+  static constexpr std::string_view kLowestFreeUidBase = R"sql(
+    SELECT MIN(candidate) FROM (
+      SELECT ?1 AS candidate
+      UNION ALL
+      SELECT uid_base + ?2 FROM sandboxes
+       WHERE uid_base >= ?1 AND uid_base < ?3 AND (uid_base - ?1) % ?2 = 0)
+    WHERE candidate < ?3 AND candidate NOT IN (SELECT uid_base FROM sandboxes))sql";
+
+  std::lock_guard lock(mu_);
+  Status status = InTransaction([&]() -> Status {
+    ASSIGN_OR_RETURN(
+        std::optional<int64_t> uid_base,
+        QueryInt(db_, kLowestFreeUidBase, {uid_first, uid_step, uid_end}, "find a free uid range"));
+    if (!uid_base) {
+      return Status::Error(
+          "store: create sandbox: all " + std::to_string(slots) + " uid ranges are in use", ENOSPC);
+    }
+    row.uid_base = *uid_base;
+    return Run(db_, InsertSql(kSandboxes.name, kSandboxes.columns), Values(row), "insert sandbox " + row.id);
+  });
+  if (!status.ok()) return status;
+  return row;
+}
+
+Status Store::UpdateSandbox(const SandboxRow& row) {
+  std::vector<Value> values = Values(row);
+  // Not network (fixed at create time), nor egress, which SetSandboxEgress alone writes: a
+  // row read before a change must not undo it.
+  constexpr size_t kUpdated = 17;  // id ... cpu_billed_usec
+  values.resize(kUpdated);
+  std::lock_guard lock(mu_);
+  return RunOnExistingRow(db_, UpdateSql(kSandboxes.name, kSandboxes.columns, kUpdated), values, "update sandbox " + row.id);
+}
+
+Status Store::SetSandboxEgress(const std::string& id, const EgressRules& rules) {
+  std::lock_guard lock(mu_);
+  return RunOnExistingRow(db_, "UPDATE sandboxes SET egress_json = ?2 WHERE id = ?1", {id, ToValue(std::optional(rules))},
+                          "set the egress rules of sandbox " + id);
+}
+
+StatusOr<std::optional<SandboxRow>> Store::GetSandbox(const std::string& id) {
+  return GetRow<SandboxRow>(mu_, db_, kSandboxes, id);
+}
+
+StatusOr<std::vector<SandboxRow>> Store::ListSandboxes(const std::string& iss, const std::string& sub) {
+  if (iss.empty()) return ListRows<SandboxRow>(mu_, db_, kSandboxes, "1", {}, "list sandboxes");
+  return ListRows<SandboxRow>(mu_, db_, kSandboxes, "iss = ?1 AND sub = ?2", {iss, sub},
+                              "list sandboxes of " + iss + " " + sub);
+}
+
+StatusOr<int64_t> Store::CountSandboxes(const std::string& iss, const std::string& sub) {
+  return CountOwned(mu_, db_, kSandboxes, iss, sub);
+}
+
+Status Store::DeleteSandbox(const std::string& id) { return DeleteRow(mu_, db_, kSandboxes, id); }
+
+// ---------------------------------------------------------------------------------------------
+// Snapshots
+
+Status Store::InsertSnapshot(const SnapshotRow& row) { return InsertRow(mu_, db_, kSnapshots, row); }
+
+StatusOr<std::optional<SnapshotRow>> Store::GetSnapshot(const std::string& id) {
+  return GetRow<SnapshotRow>(mu_, db_, kSnapshots, id);
+}
+
+StatusOr<std::vector<SnapshotRow>> Store::ListSnapshots(const std::string& iss, const std::string& sub) {
+  return ListRows<SnapshotRow>(mu_, db_, kSnapshots, "iss = ?1 AND sub = ?2", {iss, sub},
+                               "list snapshots of " + iss + " " + sub);
+}
+
+Status Store::DeleteSnapshot(const std::string& id) { return DeleteRow(mu_, db_, kSnapshots, id); }
+
+StatusOr<int64_t> Store::CountSnapshots(const std::string& iss, const std::string& sub) {
+  return CountOwned(mu_, db_, kSnapshots, iss, sub);
+}
+
+}  // namespace corral::supervisor
