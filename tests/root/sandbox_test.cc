@@ -139,7 +139,9 @@ TEST_F(CorralRunTest, CpuQuotaThrottles) {
   EXPECT_EQ(r.outcome["outcome"], "wall_timeout");
   double cpu = r.outcome["cpu_user_s"].get<double>() + r.outcome["cpu_sys_s"].get<double>();
   EXPECT_LT(cpu, 0.6) << "quota not enforced";
-  EXPECT_GT(cpu, 0.1);
+  // The control: the spinner did run. Not its full 0.3 s: on a host busy with builds and guests
+  // the one CPU it is pinned to gave it 0.092 s once.
+  EXPECT_GT(cpu, 0.02) << "the spinner did not run";
 }
 
 TEST_F(CorralRunTest, NofileLimit) {
