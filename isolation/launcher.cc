@@ -170,8 +170,11 @@ int BringLoopbackUp() {
     if (listeners[i] < 0) ChildFail(sync_fd, ChildStep::kListeners, errno, 0, static_cast<int>(i));
     close(fd);
   }
-  // The host root's supplementary groups must not follow us in.
-  if (setgroups(0, nullptr) != 0) ChildFail(sync_fd, ChildStep::kGroups, errno);
+  // The host root's supplementary groups must not follow us in. Raw syscalls, here and for the
+  // ids below: glibc's set*id wrappers apply the change to every thread of the process they think
+  // they are in (__nptl_setxid), and this child, cloned from a multi-threaded daemon, still has
+  // the daemon's thread list: it waited forever on one of those threads once.
+  if (syscall(SYS_setgroups, 0, nullptr) != 0) ChildFail(sync_fd, ChildStep::kGroups, errno);
   if (unshare(CLONE_NEWUSER) != 0) ChildFail(sync_fd, ChildStep::kUserNamespace, errno);
 
   // Barrier 2: the parent writes our id maps.
@@ -179,8 +182,8 @@ int BringLoopbackUp() {
   if (send(sync_fd, &ready, sizeof(ready), MSG_NOSIGNAL) != sizeof(ready)) _exit(125);
   if (!ChildWaitFor(sync_fd, SyncType::kMapsGo)) _exit(125);
 
-  if (setresgid(plan.gid, plan.gid, plan.gid) != 0) ChildFail(sync_fd, ChildStep::kSetGid, errno);
-  if (setgroups(0, nullptr) != 0) ChildFail(sync_fd, ChildStep::kGroups, errno);
+  if (syscall(SYS_setresgid, plan.gid, plan.gid, plan.gid) != 0) ChildFail(sync_fd, ChildStep::kSetGid, errno);
+  if (syscall(SYS_setgroups, 0, nullptr) != 0) ChildFail(sync_fd, ChildStep::kGroups, errno);
   struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
   struct __user_cap_data_struct data[2] = {};
   const uint32_t keep_low = static_cast<uint32_t>(plan.init_capabilities);
@@ -211,7 +214,7 @@ int BringLoopbackUp() {
       ChildFail(sync_fd, ChildStep::kBoundingSet, errno);
     }
   }
-  if (setresuid(plan.uid, plan.uid, plan.uid) != 0) ChildFail(sync_fd, ChildStep::kSetUid, errno);
+  if (syscall(SYS_setresuid, plan.uid, plan.uid, plan.uid) != 0) ChildFail(sync_fd, ChildStep::kSetUid, errno);
   // Everything but init_capabilities goes; the ambient set shrinks with it (an ambient
   // capability must stay permitted and inheritable), so what remains ambient is exactly those.
   data[0] = {keep_low, keep_low, keep_low};
