@@ -118,6 +118,116 @@ int BringLoopbackUp() {
   return rc;
 }
 
+// After barrier 1: CPU affinity, the cgroup namespace, a session, the mount plan, the hostname
+// and lo.
+void ChildEnterSandbox(const LaunchPlan& plan, int sync_fd) {
+  if (!plan.cpu_mask.empty() &&
+      syscall(SYS_sched_setaffinity, 0, plan.cpu_mask.size() * sizeof(unsigned long), plan.cpu_mask.data()) != 0) {
+    ChildFail(sync_fd, ChildStep::kCpuAffinity, errno);
+  }
+  // Rooted at the cgroup we are in: the sandbox's own, which rootfs shows at /sys/fs/cgroup.
+  if (unshare(CLONE_NEWCGROUP) != 0) ChildFail(sync_fd, ChildStep::kCgroupNamespace, errno);
+  if (setsid() < 0) ChildFail(sync_fd, ChildStep::kSession, errno);
+
+  rootfs::MountFailure mount_failure;
+  if (!rootfs::ExecuteMountPlan(plan.mounts, &mount_failure)) {
+    ChildFail(sync_fd, ChildStep::kMounts, mount_failure.error,
+              static_cast<int>(mount_failure.step), mount_failure.index);
+  }
+  if (sethostname(plan.hostname.data(), plan.hostname.size()) != 0) {
+    ChildFail(sync_fd, ChildStep::kHostname, errno);
+  }
+  if (int rc = BringLoopbackUp(); rc != 0) ChildFail(sync_fd, ChildStep::kLoopback, rc);
+}
+
+// The daemon's services on this loopback, one listening socket per port in `listeners` (room
+// for kMaxLoopbackListeners). Held above their final fds until those are free.
+void ChildOpenListeners(const LaunchPlan& plan, int sync_fd, int* listeners) {
+  const size_t n_listeners = plan.loopback_ports.size();
+  for (size_t i = 0; i < n_listeners; ++i) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) ChildFail(sync_fd, ChildStep::kListeners, errno, 0, static_cast<int>(i));
+    struct sockaddr_in address = {};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(plan.loopback_ports[i]);
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(fd, reinterpret_cast<struct sockaddr*>(&address), sizeof(address)) != 0 || listen(fd, 128) != 0) {
+      ChildFail(sync_fd, ChildStep::kListeners, errno, 0, static_cast<int>(i));
+    }
+    listeners[i] = fcntl(fd, F_DUPFD_CLOEXEC, static_cast<int>(4 + n_listeners));
+    if (listeners[i] < 0) ChildFail(sync_fd, ChildStep::kListeners, errno, 0, static_cast<int>(i));
+    close(fd);
+  }
+}
+
+// After barrier 2: the plan's gid and uid, securebits, the bounding set, and the capability sets
+// cut down to init_capabilities (raised ambient first, while that is still allowed).
+void ChildSetIdentity(const LaunchPlan& plan, int sync_fd, int last_cap) {
+  if (syscall(SYS_setresgid, plan.gid, plan.gid, plan.gid) != 0) ChildFail(sync_fd, ChildStep::kSetGid, errno);
+  if (syscall(SYS_setgroups, 0, nullptr) != 0) ChildFail(sync_fd, ChildStep::kGroups, errno);
+  struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
+  struct __user_cap_data_struct data[2] = {};
+  const uint32_t keep_low = static_cast<uint32_t>(plan.init_capabilities);
+  const uint32_t keep_high = static_cast<uint32_t>(plan.init_capabilities >> 32);
+  if (plan.init_capabilities != 0) {
+    // An ambient capability must be permitted and inheritable when raised, and raising must
+    // happen before the securebits below lock ambient raising off.
+    if (syscall(SYS_capget, &header, data) != 0) ChildFail(sync_fd, ChildStep::kCapabilities, errno);
+    data[0].inheritable = keep_low;
+    data[1].inheritable = keep_high;
+    if (syscall(SYS_capset, &header, data) != 0) ChildFail(sync_fd, ChildStep::kCapabilities, errno);
+    for (int cap = 0; cap <= last_cap && cap < 64; ++cap) {
+      if ((plan.init_capabilities >> cap) & 1) {
+        if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, cap, 0, 0) != 0) {
+          ChildFail(sync_fd, ChildStep::kCapabilities, errno);
+        }
+      }
+    }
+  }
+  // Root inside never gains capabilities by exec, and nothing can turn that back on.
+  if (prctl(PR_SET_SECUREBITS, SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP_LOCKED |
+                                   SECBIT_KEEP_CAPS_LOCKED | SECBIT_NO_CAP_AMBIENT_RAISE |
+                                   SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED) != 0) {
+    ChildFail(sync_fd, ChildStep::kSecureBits, errno);
+  }
+  for (int cap = 0; cap <= last_cap; ++cap) {
+    if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL) {
+      ChildFail(sync_fd, ChildStep::kBoundingSet, errno);
+    }
+  }
+  if (syscall(SYS_setresuid, plan.uid, plan.uid, plan.uid) != 0) ChildFail(sync_fd, ChildStep::kSetUid, errno);
+  // Everything but init_capabilities goes; the ambient set shrinks with it (an ambient
+  // capability must stay permitted and inheritable), so what remains ambient is exactly those.
+  data[0] = {keep_low, keep_low, keep_low};
+  data[1] = {keep_high, keep_high, keep_high};
+  if (syscall(SYS_capset, &header, data) != 0) ChildFail(sync_fd, ChildStep::kCapabilities, errno);
+  if (plan.init_capabilities == 0 && prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0) {
+    ChildFail(sync_fd, ChildStep::kCapabilities, errno);
+  }
+}
+
+// The status fd at 3 and the listeners at 4.., everything else close-on-exec.
+void ChildPlaceFds(const LaunchPlan& plan, int sync_fd, const int* listeners) {
+  const size_t n_listeners = plan.loopback_ports.size();
+  if (plan.status_fd == 3) {
+    // Already in place: dup2(3, 3) would leave it close-on-exec.
+    if (fcntl(3, F_SETFD, 0) != 0) ChildFail(sync_fd, ChildStep::kFds, errno);
+  } else if (plan.status_fd >= 0) {
+    if (dup2(plan.status_fd, 3) != 3) ChildFail(sync_fd, ChildStep::kFds, errno);
+  }
+  for (size_t i = 0; i < n_listeners; ++i) {
+    // dup2 leaves the new fd open at exec; the temporary one closes then.
+    if (dup2(listeners[i], static_cast<int>(4 + i)) != static_cast<int>(4 + i)) {
+      ChildFail(sync_fd, ChildStep::kFds, errno);
+    }
+  }
+  // Everything but stdio, the status fd and the listeners closes at exec.
+  const unsigned keep_below = n_listeners > 0 ? static_cast<unsigned>(4 + n_listeners) : plan.status_fd >= 0 ? 4 : 3;
+  if (syscall(SYS_close_range, keep_below, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
+    ChildFail(sync_fd, ChildStep::kFds, errno);
+  }
+}
+
 // The child, from clone to execveat. Raw system calls on prepared data only.
 [[noreturn]] void ChildMain(const ChildArgs& args) {
   const LaunchPlan& plan = *args.plan;
@@ -136,40 +246,9 @@ int BringLoopbackUp() {
 
   // Barrier 1: the parent has put us in our cgroup.
   if (!ChildWaitFor(sync_fd, SyncType::kGo)) _exit(125);
-  if (!plan.cpu_mask.empty() &&
-      syscall(SYS_sched_setaffinity, 0, plan.cpu_mask.size() * sizeof(unsigned long), plan.cpu_mask.data()) != 0) {
-    ChildFail(sync_fd, ChildStep::kCpuAffinity, errno);
-  }
-  // Rooted at the cgroup we are in: the sandbox's own, which rootfs shows at /sys/fs/cgroup.
-  if (unshare(CLONE_NEWCGROUP) != 0) ChildFail(sync_fd, ChildStep::kCgroupNamespace, errno);
-  if (setsid() < 0) ChildFail(sync_fd, ChildStep::kSession, errno);
-
-  rootfs::MountFailure mount_failure;
-  if (!rootfs::ExecuteMountPlan(plan.mounts, &mount_failure)) {
-    ChildFail(sync_fd, ChildStep::kMounts, mount_failure.error,
-              static_cast<int>(mount_failure.step), mount_failure.index);
-  }
-  if (sethostname(plan.hostname.data(), plan.hostname.size()) != 0) {
-    ChildFail(sync_fd, ChildStep::kHostname, errno);
-  }
-  if (int rc = BringLoopbackUp(); rc != 0) ChildFail(sync_fd, ChildStep::kLoopback, rc);
-  // The daemon's services on this loopback. Held above their final fds until those are free.
-  const size_t n_listeners = plan.loopback_ports.size();
+  ChildEnterSandbox(plan, sync_fd);
   int listeners[kMaxLoopbackListeners];
-  for (size_t i = 0; i < n_listeners; ++i) {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) ChildFail(sync_fd, ChildStep::kListeners, errno, 0, static_cast<int>(i));
-    struct sockaddr_in address = {};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(plan.loopback_ports[i]);
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (bind(fd, reinterpret_cast<struct sockaddr*>(&address), sizeof(address)) != 0 || listen(fd, 128) != 0) {
-      ChildFail(sync_fd, ChildStep::kListeners, errno, 0, static_cast<int>(i));
-    }
-    listeners[i] = fcntl(fd, F_DUPFD_CLOEXEC, static_cast<int>(4 + n_listeners));
-    if (listeners[i] < 0) ChildFail(sync_fd, ChildStep::kListeners, errno, 0, static_cast<int>(i));
-    close(fd);
-  }
+  ChildOpenListeners(plan, sync_fd, listeners);
   // The host root's supplementary groups must not follow us in. Raw syscalls, here and for the
   // ids below: glibc's set*id wrappers apply the change to every thread of the process they think
   // they are in (__nptl_setxid), and this child, cloned from a multi-threaded daemon, still has
@@ -182,47 +261,7 @@ int BringLoopbackUp() {
   if (send(sync_fd, &ready, sizeof(ready), MSG_NOSIGNAL) != sizeof(ready)) _exit(125);
   if (!ChildWaitFor(sync_fd, SyncType::kMapsGo)) _exit(125);
 
-  if (syscall(SYS_setresgid, plan.gid, plan.gid, plan.gid) != 0) ChildFail(sync_fd, ChildStep::kSetGid, errno);
-  if (syscall(SYS_setgroups, 0, nullptr) != 0) ChildFail(sync_fd, ChildStep::kGroups, errno);
-  struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
-  struct __user_cap_data_struct data[2] = {};
-  const uint32_t keep_low = static_cast<uint32_t>(plan.init_capabilities);
-  const uint32_t keep_high = static_cast<uint32_t>(plan.init_capabilities >> 32);
-  if (plan.init_capabilities != 0) {
-    // An ambient capability must be permitted and inheritable when raised, and raising must
-    // happen before the securebits below lock ambient raising off.
-    if (syscall(SYS_capget, &header, data) != 0) ChildFail(sync_fd, ChildStep::kCapabilities, errno);
-    data[0].inheritable = keep_low;
-    data[1].inheritable = keep_high;
-    if (syscall(SYS_capset, &header, data) != 0) ChildFail(sync_fd, ChildStep::kCapabilities, errno);
-    for (int cap = 0; cap <= args.last_cap && cap < 64; ++cap) {
-      if ((plan.init_capabilities >> cap) & 1) {
-        if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, cap, 0, 0) != 0) {
-          ChildFail(sync_fd, ChildStep::kCapabilities, errno);
-        }
-      }
-    }
-  }
-  // Root inside never gains capabilities by exec, and nothing can turn that back on.
-  if (prctl(PR_SET_SECUREBITS, SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP_LOCKED |
-                                   SECBIT_KEEP_CAPS_LOCKED | SECBIT_NO_CAP_AMBIENT_RAISE |
-                                   SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED) != 0) {
-    ChildFail(sync_fd, ChildStep::kSecureBits, errno);
-  }
-  for (int cap = 0; cap <= args.last_cap; ++cap) {
-    if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL) {
-      ChildFail(sync_fd, ChildStep::kBoundingSet, errno);
-    }
-  }
-  if (syscall(SYS_setresuid, plan.uid, plan.uid, plan.uid) != 0) ChildFail(sync_fd, ChildStep::kSetUid, errno);
-  // Everything but init_capabilities goes; the ambient set shrinks with it (an ambient
-  // capability must stay permitted and inheritable), so what remains ambient is exactly those.
-  data[0] = {keep_low, keep_low, keep_low};
-  data[1] = {keep_high, keep_high, keep_high};
-  if (syscall(SYS_capset, &header, data) != 0) ChildFail(sync_fd, ChildStep::kCapabilities, errno);
-  if (plan.init_capabilities == 0 && prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0) {
-    ChildFail(sync_fd, ChildStep::kCapabilities, errno);
-  }
+  ChildSetIdentity(plan, sync_fd, args.last_cap);
   for (const auto& [resource, value] : plan.rlimits) {
     struct rlimit limit = {value, value};
     if (setrlimit(static_cast<__rlimit_resource>(resource), &limit) != 0) {
@@ -239,23 +278,7 @@ int BringLoopbackUp() {
   char peek;
   if (recv(sync_fd, &peek, 1, MSG_PEEK | MSG_DONTWAIT) == 0) _exit(125);
 
-  if (plan.status_fd == 3) {
-    // Already in place: dup2(3, 3) would leave it close-on-exec.
-    if (fcntl(3, F_SETFD, 0) != 0) ChildFail(sync_fd, ChildStep::kFds, errno);
-  } else if (plan.status_fd >= 0) {
-    if (dup2(plan.status_fd, 3) != 3) ChildFail(sync_fd, ChildStep::kFds, errno);
-  }
-  for (size_t i = 0; i < n_listeners; ++i) {
-    // dup2 leaves the new fd open at exec; the temporary one closes then.
-    if (dup2(listeners[i], static_cast<int>(4 + i)) != static_cast<int>(4 + i)) {
-      ChildFail(sync_fd, ChildStep::kFds, errno);
-    }
-  }
-  // Everything but stdio, the status fd and the listeners closes at exec.
-  const unsigned keep_below = n_listeners > 0 ? static_cast<unsigned>(4 + n_listeners) : plan.status_fd >= 0 ? 4 : 3;
-  if (syscall(SYS_close_range, keep_below, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
-    ChildFail(sync_fd, ChildStep::kFds, errno);
-  }
+  ChildPlaceFds(plan, sync_fd, listeners);
   // Seccomp last: from here on only the sandbox's own policy applies.
   if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &args.fprog) != 0) {
     ChildFail(sync_fd, ChildStep::kSeccomp, errno);
