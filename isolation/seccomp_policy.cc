@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -302,250 +303,213 @@ StatusOr<SeccompProgram> ExportBpf(scmp_filter_ctx ctx) {
 
 }  // namespace
 
+namespace {
+
+// The allowlist as data: each group's names, then the group with its description; the
+// table lists the groups in the order the filter adds them.
+
+struct AllowedGroupTable {
+  const char* name;
+  const char* description;
+  std::span<const char* const> syscalls;
+};
+
+constexpr const char* kProcessSyscalls[] = {
+    "execve", "execveat", "exit", "exit_group", "fork", "vfork", "wait4", "waitid", "waitpid",
+    "getpid", "getppid", "gettid", "getpgid", "getpgrp", "setpgid", "getsid", "setsid",
+    "set_tid_address", "set_robust_list", "get_robust_list", "rseq", "restart_syscall", "futex",
+    "futex_time64", "futex_waitv", "futex_wake", "futex_wait", "futex_requeue", "pidfd_open",
+    "pidfd_send_signal", "process_mrelease", "arch_prctl", "get_thread_area", "set_thread_area",
+    "uname",
+};
+constexpr AllowedGroupTable kProcessGroup = {
+    "process",
+    "Process and thread life cycle: exec, exit, fork/vfork (clone is argument-filtered), wait, "
+    "process ids and sessions, futexes, robust lists, rseq, pidfds for own descendants, TLS "
+    "setup.",
+    kProcessSyscalls};
+
+constexpr const char* kMemorySyscalls[] = {
+    "brk", "mmap", "mmap2", "munmap", "mremap", "mprotect", "madvise", "mincore", "msync", "mlock",
+    "mlock2", "mlockall", "munlock", "munlockall", "remap_file_pages", "membarrier", "memfd_create",
+    "pkey_alloc", "pkey_free", "pkey_mprotect", "map_shadow_stack",
+};
+constexpr AllowedGroupTable kMemoryGroup = {
+    "memory",
+    "Address space: mappings, protections, advice, locking (bounded by RLIMIT_MEMLOCK), memfd, "
+    "protection keys, x86 shadow stacks, membarrier.",
+    kMemorySyscalls};
+
+constexpr const char* kFileIoSyscalls[] = {
+    "open", "openat", "openat2", "creat", "read", "write", "readv", "writev", "pread64", "pwrite64",
+    "preadv", "pwritev", "preadv2", "pwritev2", "lseek", "_llseek", "sendfile", "sendfile64",
+    "splice", "tee", "vmsplice", "copy_file_range", "fallocate", "fadvise64", "fadvise64_64",
+    "readahead", "cachestat", "fsync", "fdatasync", "sync", "syncfs", "sync_file_range", "truncate",
+    "truncate64", "ftruncate", "ftruncate64",
+};
+constexpr AllowedGroupTable kFileIoGroup = {
+    "file-io",
+    "Reading and writing open files: read/write families, seeks, zero-copy (sendfile, splice, "
+    "copy_file_range), preallocation and advice, syncing, truncation, open/openat/openat2.",
+    kFileIoSyscalls};
+
+constexpr const char* kAsyncIoSyscalls[] = {
+    "io_setup", "io_destroy", "io_submit", "io_cancel", "io_getevents", "io_pgetevents",
+    "io_pgetevents_time64",
+};
+constexpr AllowedGroupTable kAsyncIoGroup = {
+    "async-io",
+    "Linux native AIO (io_setup family; io_uring is denied). Used by databases and some runtimes; "
+    "bounded by fs.aio-max-nr.",
+    kAsyncIoSyscalls};
+
+constexpr const char* kFileMetadataSyscalls[] = {
+    "stat", "fstat", "lstat", "newfstatat", "stat64", "fstat64", "lstat64", "fstatat64", "statx",
+    "statfs", "fstatfs", "statfs64", "fstatfs64", "access", "faccessat", "faccessat2", "readlink",
+    "readlinkat", "getdents", "getdents64", "getcwd", "chdir", "fchdir", "umask", "mkdir",
+    "mkdirat", "rmdir", "rename", "renameat", "renameat2", "link", "linkat", "symlink", "symlinkat",
+    "unlink", "unlinkat", "mknod", "mknodat", "chmod", "fchmod", "fchmodat", "fchmodat2", "chown",
+    "fchown", "lchown", "fchownat", "chown32", "fchown32", "lchown32", "utime", "utimes",
+    "utimensat", "utimensat_time64", "futimesat", "getxattr", "lgetxattr", "fgetxattr", "setxattr",
+    "lsetxattr", "fsetxattr", "listxattr", "llistxattr", "flistxattr", "removexattr",
+    "lremovexattr", "fremovexattr", "inotify_init", "inotify_init1", "inotify_add_watch",
+    "inotify_rm_watch",
+};
+constexpr AllowedGroupTable kFileMetadataGroup = {
+    "file-metadata",
+    "Paths and inodes: stat families, access checks (faccessat2 included so glibc need not fall "
+    "back), directories, links, renames, permissions and owners (capabilities are dropped, so "
+    "only what the caller owns), timestamps, xattrs, inotify, cwd and umask.",
+    kFileMetadataSyscalls};
+
+constexpr const char* kFdAndPollSyscalls[] = {
+    "close", "close_range", "dup", "dup2", "dup3", "fcntl", "fcntl64", "flock", "pipe", "pipe2",
+    "eventfd", "eventfd2", "epoll_create", "epoll_create1", "epoll_ctl", "epoll_wait",
+    "epoll_pwait", "epoll_pwait2", "poll", "ppoll", "ppoll_time64", "select", "_newselect",
+    "pselect6", "pselect6_time64",
+};
+constexpr AllowedGroupTable kFdAndPollGroup = {
+    "fd-and-poll",
+    "File descriptors and readiness: close/close_range, dup, fcntl, flock, pipes, eventfd, epoll "
+    "(epoll_pwait2 included), poll and select (ioctl is argument-filtered).",
+    kFdAndPollSyscalls};
+
+constexpr const char* kTimeSyscalls[] = {
+    "time", "gettimeofday", "clock_gettime", "clock_gettime64", "clock_getres",
+    "clock_getres_time64", "clock_nanosleep", "clock_nanosleep_time64", "nanosleep", "alarm",
+    "getitimer", "setitimer", "timer_create", "timer_settime", "timer_settime64", "timer_gettime",
+    "timer_gettime64", "timer_getoverrun", "timer_delete", "timerfd_create", "timerfd_settime",
+    "timerfd_settime64", "timerfd_gettime", "timerfd_gettime64", "times",
+};
+constexpr AllowedGroupTable kTimeGroup = {
+    "time",
+    "Reading clocks, sleeping, interval timers, POSIX timers and timerfds (setting clocks is "
+    "denied).",
+    kTimeSyscalls};
+
+constexpr const char* kSignalsSyscalls[] = {
+    "rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "rt_sigsuspend", "rt_sigpending",
+    "rt_sigtimedwait", "rt_sigtimedwait_time64", "rt_sigqueueinfo", "rt_tgsigqueueinfo",
+    "sigaltstack", "sigreturn", "sigprocmask", "kill", "tkill", "tgkill", "signalfd", "signalfd4",
+    "pause",
+};
+constexpr AllowedGroupTable kSignalsGroup = {
+    "signals",
+    "Signal handling and delivery; kill reaches only processes in the sandbox's own PID "
+    "namespace.",
+    kSignalsSyscalls};
+
+constexpr const char* kSocketsSyscalls[] = {
+    "bind", "connect", "listen", "accept", "accept4", "getsockname", "getpeername", "getsockopt",
+    "setsockopt", "sendto", "recvfrom", "send", "recv", "sendmsg", "recvmsg", "sendmmsg",
+    "recvmmsg", "recvmmsg_time64", "shutdown",
+};
+constexpr AllowedGroupTable kSocketsGroup = {
+    "sockets",
+    "Operations on sockets the sandbox may create (socket and socketpair are argument-filtered); "
+    "the network namespace holds only lo. On x86 these are also reached through socketcall(2), "
+    "one rule per sub-call.",
+    kSocketsSyscalls};
+
+constexpr const char* kIpcSyscalls[] = {
+    "ipc", "msgget", "msgsnd", "msgrcv", "msgctl", "semget", "semop", "semtimedop",
+    "semtimedop_time64", "semctl", "shmget", "shmat", "shmdt", "shmctl", "mq_open", "mq_unlink",
+    "mq_timedsend", "mq_timedsend_time64", "mq_timedreceive", "mq_timedreceive_time64", "mq_notify",
+    "mq_getsetattr",
+};
+constexpr AllowedGroupTable kIpcGroup = {
+    "ipc",
+    "System V IPC and POSIX message queues; the sandbox has its own IPC namespace (ipc(2) is the "
+    "x86 multiplexer).",
+    kIpcSyscalls};
+
+constexpr const char* kIdentitySyscalls[] = {
+    "getuid", "geteuid", "getgid", "getegid", "getresuid", "getresgid", "getgroups", "setuid",
+    "setgid", "setreuid", "setregid", "setresuid", "setresgid", "setfsuid", "setfsgid", "setgroups",
+    "getuid32", "geteuid32", "getgid32", "getegid32", "getresuid32", "getresgid32", "getgroups32",
+    "setuid32", "setgid32", "setreuid32", "setregid32", "setresuid32", "setresgid32", "setfsuid32",
+    "setfsgid32", "setgroups32",
+};
+constexpr AllowedGroupTable kIdentityGroup = {
+    "identity",
+    "User and group ids. Changing them is allowed: the process is in a user namespace whose map "
+    "holds only the sandbox's own unprivileged host range, and has no capabilities.",
+    kIdentitySyscalls};
+
+constexpr const char* kLimitsAndPrctlSyscalls[] = {
+    "getrlimit", "setrlimit", "prlimit64", "ugetrlimit", "getrusage", "prctl", "capget", "capset",
+};
+constexpr AllowedGroupTable kLimitsAndPrctlGroup = {
+    "limits-and-prctl",
+    "Resource limits (within the hard limits set before exec), usage, prctl, and capabilities "
+    "(capset can only drop: the sets are empty).",
+    kLimitsAndPrctlSyscalls};
+
+constexpr const char* kSchedulingSyscalls[] = {
+    "sched_yield", "sched_getaffinity", "sched_setaffinity", "sched_getparam", "sched_setparam",
+    "sched_getscheduler", "sched_setscheduler", "sched_get_priority_max", "sched_get_priority_min",
+    "sched_rr_get_interval", "sched_rr_get_interval_time64", "sched_getattr", "sched_setattr",
+    "getpriority", "setpriority", "ioprio_get", "ioprio_set", "getcpu",
+};
+constexpr AllowedGroupTable kSchedulingGroup = {
+    "scheduling",
+    "CPU affinity, policy and priority of the sandbox's own processes (cgroup limits still "
+    "apply), I/O priority.",
+    kSchedulingSyscalls};
+
+constexpr const char* kSelfRestrictionSyscalls[] = {
+    "seccomp", "landlock_create_ruleset", "landlock_add_rule", "landlock_restrict_self",
+};
+constexpr AllowedGroupTable kSelfRestrictionGroup = {
+    "self-restriction",
+    "Ways for a process to narrow its own rights further: stacking another seccomp filter and "
+    "Landlock. Neither can widen anything.",
+    kSelfRestrictionSyscalls};
+
+constexpr const char* kMiscSyscalls[] = {
+    "sysinfo", "getrandom",
+};
+constexpr AllowedGroupTable kMiscGroup = {
+    "misc",
+    "System information and randomness.",
+    kMiscSyscalls};
+
+constexpr AllowedGroupTable kAllowedGroupTables[] = {
+    kProcessGroup, kMemoryGroup, kFileIoGroup, kAsyncIoGroup, kFileMetadataGroup, kFdAndPollGroup,
+    kTimeGroup, kSignalsGroup, kSocketsGroup, kIpcGroup, kIdentityGroup, kLimitsAndPrctlGroup,
+    kSchedulingGroup, kSelfRestrictionGroup, kMiscGroup,
+};
+
+}  // namespace
+
 const std::vector<SyscallGroup>& AllowedSyscallGroups() {
-  static const std::vector<SyscallGroup> kGroups = {
-      {"process",
-       "Process and thread life cycle: exec, exit, fork/vfork (clone is argument-filtered), wait, "
-       "process ids and sessions, futexes, robust lists, rseq, pidfds for own descendants, TLS "
-       "setup.",
-       {"execve",
-        "execveat",
-        "exit",
-        "exit_group",
-        "fork",
-        "vfork",
-        "wait4",
-        "waitid",
-        "waitpid",
-        "getpid",
-        "getppid",
-        "gettid",
-        "getpgid",
-        "getpgrp",
-        "setpgid",
-        "getsid",
-        "setsid",
-        "set_tid_address",
-        "set_robust_list",
-        "get_robust_list",
-        "rseq",
-        "restart_syscall",
-        "futex",
-        "futex_time64",
-        "futex_waitv",
-        "futex_wake",
-        "futex_wait",
-        "futex_requeue",
-        "pidfd_open",
-        "pidfd_send_signal",
-        "process_mrelease",
-        "arch_prctl",
-        "get_thread_area",
-        "set_thread_area",
-        "uname"}},
-      {"memory",
-       "Address space: mappings, protections, advice, locking (bounded by RLIMIT_MEMLOCK), "
-       "memfd, protection keys, x86 shadow stacks, membarrier.",
-       {"brk",        "mmap",          "mmap2",
-        "munmap",     "mremap",        "mprotect",
-        "madvise",    "mincore",       "msync",
-        "mlock",      "mlock2",        "mlockall",
-        "munlock",    "munlockall",    "remap_file_pages",
-        "membarrier", "memfd_create",  "pkey_alloc",
-        "pkey_free",  "pkey_mprotect", "map_shadow_stack"}},
-      {"file-io",
-       "Reading and writing open files: read/write families, seeks, zero-copy (sendfile, splice, "
-       "copy_file_range), preallocation and advice, syncing, truncation, open/openat/openat2.",
-       {"open",       "openat",          "openat2",    "creat",      "read",
-        "write",      "readv",           "writev",     "pread64",    "pwrite64",
-        "preadv",     "pwritev",         "preadv2",    "pwritev2",   "lseek",
-        "_llseek",    "sendfile",        "sendfile64", "splice",     "tee",
-        "vmsplice",   "copy_file_range", "fallocate",  "fadvise64",  "fadvise64_64",
-        "readahead",  "cachestat",       "fsync",      "fdatasync",  "sync",
-        "syncfs",     "sync_file_range", "truncate",   "truncate64", "ftruncate",
-        "ftruncate64"}},
-      {"async-io",
-       "Linux native AIO (io_setup family; io_uring is denied). Used by databases and some "
-       "runtimes; bounded by fs.aio-max-nr.",
-       {"io_setup", "io_destroy", "io_submit", "io_cancel", "io_getevents", "io_pgetevents",
-        "io_pgetevents_time64"}},
-      {"file-metadata",
-       "Paths and inodes: stat families, access checks (faccessat2 included so glibc need not "
-       "fall back), directories, links, renames, permissions and owners (capabilities are "
-       "dropped, so only what the caller owns), timestamps, xattrs, inotify, cwd and umask.",
-       {"stat",
-        "fstat",
-        "lstat",
-        "newfstatat",
-        "stat64",
-        "fstat64",
-        "lstat64",
-        "fstatat64",
-        "statx",
-        "statfs",
-        "fstatfs",
-        "statfs64",
-        "fstatfs64",
-        "access",
-        "faccessat",
-        "faccessat2",
-        "readlink",
-        "readlinkat",
-        "getdents",
-        "getdents64",
-        "getcwd",
-        "chdir",
-        "fchdir",
-        "umask",
-        "mkdir",
-        "mkdirat",
-        "rmdir",
-        "rename",
-        "renameat",
-        "renameat2",
-        "link",
-        "linkat",
-        "symlink",
-        "symlinkat",
-        "unlink",
-        "unlinkat",
-        "mknod",
-        "mknodat",
-        "chmod",
-        "fchmod",
-        "fchmodat",
-        "fchmodat2",
-        "chown",
-        "fchown",
-        "lchown",
-        "fchownat",
-        "chown32",
-        "fchown32",
-        "lchown32",
-        "utime",
-        "utimes",
-        "utimensat",
-        "utimensat_time64",
-        "futimesat",
-        "getxattr",
-        "lgetxattr",
-        "fgetxattr",
-        "setxattr",
-        "lsetxattr",
-        "fsetxattr",
-        "listxattr",
-        "llistxattr",
-        "flistxattr",
-        "removexattr",
-        "lremovexattr",
-        "fremovexattr",
-        "inotify_init",
-        "inotify_init1",
-        "inotify_add_watch",
-        "inotify_rm_watch"}},
-      {"fd-and-poll",
-       "File descriptors and readiness: close/close_range, dup, fcntl, flock, pipes, eventfd, "
-       "epoll (epoll_pwait2 included), poll and select (ioctl is argument-filtered).",
-       {"close",        "close_range", "dup",          "dup2",          "dup3",
-        "fcntl",        "fcntl64",     "flock",        "pipe",          "pipe2",
-        "eventfd",      "eventfd2",    "epoll_create", "epoll_create1", "epoll_ctl",
-        "epoll_wait",   "epoll_pwait", "epoll_pwait2", "poll",          "ppoll",
-        "ppoll_time64", "select",      "_newselect",   "pselect6",      "pselect6_time64"}},
-      {"time",
-       "Reading clocks, sleeping, interval timers, POSIX timers and timerfds (setting clocks is "
-       "denied).",
-       {"time",
-        "gettimeofday",
-        "clock_gettime",
-        "clock_gettime64",
-        "clock_getres",
-        "clock_getres_time64",
-        "clock_nanosleep",
-        "clock_nanosleep_time64",
-        "nanosleep",
-        "alarm",
-        "getitimer",
-        "setitimer",
-        "timer_create",
-        "timer_settime",
-        "timer_settime64",
-        "timer_gettime",
-        "timer_gettime64",
-        "timer_getoverrun",
-        "timer_delete",
-        "timerfd_create",
-        "timerfd_settime",
-        "timerfd_settime64",
-        "timerfd_gettime",
-        "timerfd_gettime64",
-        "times"}},
-      {"signals",
-       "Signal handling and delivery; kill reaches only processes in the sandbox's own PID "
-       "namespace.",
-       {"rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "rt_sigsuspend", "rt_sigpending",
-        "rt_sigtimedwait", "rt_sigtimedwait_time64", "rt_sigqueueinfo", "rt_tgsigqueueinfo",
-        "sigaltstack", "sigreturn", "sigprocmask", "kill", "tkill", "tgkill", "signalfd",
-        "signalfd4", "pause"}},
-      {"sockets",
-       "Operations on sockets the sandbox may create (socket and socketpair are "
-       "argument-filtered); the network namespace holds only lo. On x86 these are also reached "
-       "through socketcall(2), one rule per sub-call.",
-       {"bind", "connect", "listen", "accept", "accept4", "getsockname", "getpeername",
-        "getsockopt", "setsockopt", "sendto", "recvfrom", "send", "recv", "sendmsg", "recvmsg",
-        "sendmmsg", "recvmmsg", "recvmmsg_time64", "shutdown"}},
-      {"ipc",
-       "System V IPC and POSIX message queues; the sandbox has its own IPC namespace (ipc(2) is "
-       "the x86 multiplexer).",
-       {"ipc",
-        "msgget",
-        "msgsnd",
-        "msgrcv",
-        "msgctl",
-        "semget",
-        "semop",
-        "semtimedop",
-        "semtimedop_time64",
-        "semctl",
-        "shmget",
-        "shmat",
-        "shmdt",
-        "shmctl",
-        "mq_open",
-        "mq_unlink",
-        "mq_timedsend",
-        "mq_timedsend_time64",
-        "mq_timedreceive",
-        "mq_timedreceive_time64",
-        "mq_notify",
-        "mq_getsetattr"}},
-      {"identity",
-       "User and group ids. Changing them is allowed: the process is in a user namespace whose "
-       "map holds only the sandbox's own unprivileged host range, and has no capabilities.",
-       {"getuid",     "geteuid",    "getgid",      "getegid",     "getresuid",   "getresgid",
-        "getgroups",  "setuid",     "setgid",      "setreuid",    "setregid",    "setresuid",
-        "setresgid",  "setfsuid",   "setfsgid",    "setgroups",   "getuid32",    "geteuid32",
-        "getgid32",   "getegid32",  "getresuid32", "getresgid32", "getgroups32", "setuid32",
-        "setgid32",   "setreuid32", "setregid32",  "setresuid32", "setresgid32", "setfsuid32",
-        "setfsgid32", "setgroups32"}},
-      {"limits-and-prctl",
-       "Resource limits (within the hard limits set before exec), usage, prctl, and "
-       "capabilities (capset can only drop: the sets are empty).",
-       {"getrlimit", "setrlimit", "prlimit64", "ugetrlimit", "getrusage", "prctl", "capget",
-        "capset"}},
-      {"scheduling",
-       "CPU affinity, policy and priority of the sandbox's own processes (cgroup limits still "
-       "apply), I/O priority.",
-       {"sched_yield", "sched_getaffinity", "sched_setaffinity", "sched_getparam", "sched_setparam",
-        "sched_getscheduler", "sched_setscheduler", "sched_get_priority_max",
-        "sched_get_priority_min", "sched_rr_get_interval", "sched_rr_get_interval_time64",
-        "sched_getattr", "sched_setattr", "getpriority", "setpriority", "ioprio_get", "ioprio_set",
-        "getcpu"}},
-      {"self-restriction",
-       "Ways for a process to narrow its own rights further: stacking another seccomp filter "
-       "and Landlock. Neither can widen anything.",
-       {"seccomp", "landlock_create_ruleset", "landlock_add_rule", "landlock_restrict_self"}},
-      {"misc", "System information and randomness.", {"sysinfo", "getrandom"}},
-  };
+  static const std::vector<SyscallGroup> kGroups = [] {
+    std::vector<SyscallGroup> groups;
+    for (const AllowedGroupTable& group : kAllowedGroupTables) {
+      groups.push_back({group.name, group.description, {group.syscalls.begin(), group.syscalls.end()}});
+    }
+    return groups;
+  }();
   return kGroups;
 }
 
