@@ -71,6 +71,25 @@ struct Ack {
   _exit(0);
 }
 
+// Parent: reads acks from `fd` into `acks` until EOF, SIGKILLing `child` once `kill_after` have
+// arrived.
+void ReadAcksKillingChild(int fd, pid_t child, int64_t kill_after, std::vector<Ack>& acks) {
+  bool killed = false;
+  for (;;) {
+    Ack ack{};
+    ssize_t n = ::read(fd, &ack, sizeof ack);
+    if (n < 0 && errno == EINTR) continue;
+    ASSERT_GE(n, 0) << "read: " << errno;
+    if (n == 0) break;
+    ASSERT_EQ(n, static_cast<ssize_t>(sizeof ack));
+    acks.push_back(ack);
+    if (!killed && static_cast<int64_t>(acks.size()) >= kill_after) {
+      ASSERT_EQ(::kill(child, SIGKILL), 0);
+      killed = true;
+    }
+  }
+}
+
 class StoreCrashTest : public ::testing::TestWithParam<Synchronous> {
  protected:
   void SetUp() override {
@@ -108,20 +127,7 @@ TEST_P(StoreCrashTest, EveryAcknowledgedDebitSurvivesKill9) {
   // Read acks; SIGKILL the child after `kill_after` of them, then drain the pipe: what the child
   // wrote before it died was acknowledged too.
   std::vector<Ack> acks;
-  bool killed = false;
-  for (;;) {
-    Ack ack{};
-    ssize_t n = ::read(fds[0], &ack, sizeof ack);
-    if (n < 0 && errno == EINTR) continue;
-    ASSERT_GE(n, 0) << "read: " << errno;
-    if (n == 0) break;
-    ASSERT_EQ(n, static_cast<ssize_t>(sizeof ack));
-    acks.push_back(ack);
-    if (!killed && static_cast<int64_t>(acks.size()) >= kill_after) {
-      ASSERT_EQ(::kill(child, SIGKILL), 0);
-      killed = true;
-    }
-  }
+  ASSERT_NO_FATAL_FAILURE(ReadAcksKillingChild(fds[0], child, kill_after, acks));
   ::close(fds[0]);
   int status = 0;
   ASSERT_EQ(::waitpid(child, &status, 0), child);
