@@ -302,6 +302,11 @@ std::string StepName(const LaunchPlan& plan, const SyncMessage& msg) {
           }
           return "create skeleton";
         case rootfs::MountStep::kLayer: return "mount workspace disk " + plan.mounts.layer_device;
+        case rootfs::MountStep::kImageLayer:
+          if (msg.index >= 0 && static_cast<size_t>(msg.index) < plan.mounts.layers.size()) {
+            return "mount image layer " + plan.mounts.layers[msg.index].source;
+          }
+          return "mount image layer";
         case rootfs::MountStep::kOverlay: return "mount overlay root";
         case rootfs::MountStep::kOpenRoot: return "open new root";
         case rootfs::MountStep::kMount:

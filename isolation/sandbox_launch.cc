@@ -8,6 +8,7 @@
 
 #include "common/file_util.h"
 #include "isolation/cpu_affinity.h"
+#include "isolation/idmap_userns.h"
 #include "isolation/seccomp_program.h"
 #include "rootfs/mount_plan.h"
 
@@ -26,7 +27,7 @@ StatusOr<rootfs::MountPlan> PlanMounts(const SandboxSpec& spec, const LaunchSite
   input.scratch_dir = site.run_dir + "/scratch";
   input.scratch_bytes = spec.scratch_bytes();
   input.host_image = spec.host_image();
-  if (!spec.host_image()) input.image_dir = spec.image();
+  input.image_layers = spec.image_layers();
   if (!layer_device.empty()) {
     input.workspace_device = layer_device;
   } else if (spec.workspace()) {
@@ -113,6 +114,10 @@ StatusOr<PreparedLaunch> PrepareLaunch(const SandboxSpec& spec, const LaunchSite
   LaunchPlan& plan = prepared.plan;
   plan.cpu_mask = CpuMask(cpus);
   ASSIGN_OR_RETURN(plan.mounts, PlanMounts(spec, site, base, prepared.layer.path, view, CpuListText(cpus)));
+  if (!plan.mounts.layers.empty()) {
+    ASSIGN_OR_RETURN(prepared.idmap_userns, MakeIdmapUserns(base, base, kIdRangeSize));
+    plan.mounts.idmap_userns_fd = prepared.idmap_userns.get();
+  }
   FillProcess(spec, site, base, plan);
 
   RETURN_IF_ERROR(backend.Create(site.cgroup));
@@ -135,6 +140,9 @@ StatusOr<LaunchedSandbox> LaunchPrepared(PreparedLaunch& prepared, const AttachF
   auto launched = Launch(prepared.plan, [&](pid_t pid) { return placement.PlaceChild(pid); }, after_cgroup_namespace);
   // The sandbox's mount holds the loop device now (autoclear); it detaches when that goes.
   prepared.layer.fd.reset();
+  // The image layers' binds hold the mapping now.
+  prepared.idmap_userns.reset();
+  prepared.plan.mounts.idmap_userns_fd = -1;
   return launched;
 }
 

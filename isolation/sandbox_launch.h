@@ -38,6 +38,7 @@ struct PreparedLaunch {
   LaunchPlan plan;
   cgroups::ClonePlacement placement;
   rootfs::LoopDevice layer;
+  UniqueFd idmap_userns;  // the mapping of the image layers' binds (none for the host image)
 };
 
 // Makes <run_dir> and <run_dir>/scratch, mode 0755: the child builds the sandbox's skeleton as

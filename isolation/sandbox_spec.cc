@@ -96,26 +96,38 @@ void SandboxSpecBuilder::Fail(std::string message) {
 
 SandboxSpecBuilder& SandboxSpecBuilder::SetImage(const std::string& image) {
   if (image == kHostImage) {
-    spec_.image_ = kHostImage;
+    spec_.image_layers_.clear();
     return *this;
   }
+  spec_.image_layers_.clear();
+  return AddImageLayer(image);
+}
+
+SandboxSpecBuilder& SandboxSpecBuilder::SetImageLayers(std::vector<std::string> layers) {
+  spec_.image_layers_.clear();
+  if (layers.empty()) Fail("image: an image needs at least one layer");
+  for (const std::string& layer : layers) AddImageLayer(layer);
+  return *this;
+}
+
+SandboxSpecBuilder& SandboxSpecBuilder::AddImageLayer(const std::string& layer) {
   struct stat st;
-  if (image.empty() || image[0] != '/') {
-    Fail("image: must be 'host' or an absolute directory path, got '" + image + "'");
-  } else if (image.find_first_of(",:\\") != std::string::npos) {
-    Fail("image: '" + image + "' contains ',', ':' or '\\' (overlayfs cannot use it)");
-  } else if (lstat(image.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    Fail("image: '" + image + "' is not a directory");
+  if (spec_.image_layers_.size() >= rootfs::kMaxImageLayers) {
+    Fail("image: more than " + std::to_string(rootfs::kMaxImageLayers) + " layers");
+  } else if (layer.empty() || layer[0] != '/') {
+    Fail("image: must be 'host' or an absolute directory path, got '" + layer + "'");
+  } else if (lstat(layer.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    Fail("image: '" + layer + "' is not a directory");
   } else {
-    auto real = RealPath("image", image);
+    auto real = RealPath("image", layer);
     if (!real.ok()) {
       Fail(real.status().ToString());
-    } else if (*real != image) {
-      Fail("image: '" + image + "' goes through a symlink (real path " + *real + ")");
+    } else if (*real != layer) {
+      Fail("image: '" + layer + "' goes through a symlink (real path " + *real + ")");
     } else if (*real == "/") {
       Fail("image: the host root cannot be an image");
     } else {
-      spec_.image_ = *real;
+      spec_.image_layers_.push_back(layer);
     }
   }
   return *this;

@@ -57,8 +57,9 @@ struct BindMount {
 
 class SandboxSpec {
  public:
-  const std::string& image() const { return image_; }  // kHostImage or an absolute directory
-  bool host_image() const { return image_ == kHostImage; }
+  // The image's layer directories, top first; none: the host image.
+  const std::vector<std::string>& image_layers() const { return image_layers_; }
+  bool host_image() const { return image_layers_.empty(); }
   const std::optional<std::string>& workspace() const { return workspace_; }
   const std::vector<BindMount>& binds() const { return binds_; }
   const std::vector<std::string>& env() const { return env_; }  // "KEY=VALUE", no duplicates
@@ -89,7 +90,7 @@ class SandboxSpec {
   friend class SandboxSpecBuilder;
   SandboxSpec() = default;
 
-  std::string image_ = kHostImage;
+  std::vector<std::string> image_layers_;
   std::optional<std::string> workspace_;
   std::vector<BindMount> binds_;
   std::vector<std::string> env_;
@@ -115,8 +116,14 @@ class SandboxSpecBuilder {
   // it (its uid range, its layer image) once that is known.
   static SandboxSpecBuilder From(const SandboxSpec& spec);
 
-  // "host" or an existing directory (resolved to its real path; a symlink is refused).
+  // "host" or an existing directory: an image of that one layer (`corral run --image DIR`).
   SandboxSpecBuilder& SetImage(const std::string& image);
+  // An image's layer directories, top first (at most rootfs::kMaxImageLayers), each absolute,
+  // existing and its own real path. The files' ids on disk are the image's: they are shown
+  // shifted into the sandbox's range (rootfs/mount_plan.h, isolation/idmap_userns.h).
+  SandboxSpecBuilder& SetImageLayers(std::vector<std::string> layers);
+  // One more layer below those set so far.
+  SandboxSpecBuilder& AddImageLayer(const std::string& layer);
   // A directory that holds the persistent writable layer (created if missing).
   SandboxSpecBuilder& SetWorkspace(const std::string& dir);
   // SRC:DST[:ro]. SRC must exist and contain no symlink; neither side may be (under) the host's

@@ -275,6 +275,28 @@ bool MountLayer(const MountPlan& plan, MountFailure* failure) {
   return true;
 }
 
+// Each image layer's shared directory as a detached bind (open_tree), made read-only, nosuid,
+// nodev and idmapped into the sandbox's range, then attached at its place in the scratch.
+bool MountImageLayers(const MountPlan& plan, MountFailure* failure) {
+  for (size_t i = 0; i < plan.layers.size(); ++i) {
+    const LayerMount& layer = plan.layers[i];
+    int tree = static_cast<int>(syscall(SYS_open_tree, AT_FDCWD, layer.source.c_str(),
+                                        OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_SYMLINK_NOFOLLOW));
+    if (tree < 0) return Fail(failure, MountStep::kImageLayer, static_cast<int>(i), errno);
+    struct mount_attr attr = {};
+    attr.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+    attr.userns_fd = static_cast<uint64_t>(plan.idmap_userns_fd);
+    int rc = 0;
+    if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &attr, sizeof(attr)) != 0 ||
+        syscall(SYS_move_mount, tree, "", AT_FDCWD, layer.target.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0) {
+      rc = errno;
+    }
+    close(tree);
+    if (rc != 0) return Fail(failure, MountStep::kImageLayer, static_cast<int>(i), rc);
+  }
+  return true;
+}
+
 }  // namespace
 
 bool ExecuteMountPlan(const MountPlan& plan, MountFailure* failure) {
@@ -314,8 +336,10 @@ bool ExecuteMountPlan(const MountPlan& plan, MountFailure* failure) {
     }
   }
   if (!plan.layer_device.empty() && !MountLayer(plan, failure)) return false;
-  if (mount("overlay", plan.root_dir.c_str(), "overlay", MS_NOSUID | MS_NODEV,
-            plan.overlay_options.c_str()) != 0) {
+  if (!MountImageLayers(plan, failure)) return false;
+  // The overlay's lower dirs are relative to the scratch dir.
+  if (chdir(plan.scratch_dir.c_str()) != 0 ||
+      mount("overlay", plan.root_dir.c_str(), "overlay", MS_NOSUID | MS_NODEV, plan.overlay_options.c_str()) != 0) {
     return Fail(failure, MountStep::kOverlay, -1, errno);
   }
   int root_fd = open(plan.root_dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);

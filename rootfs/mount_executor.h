@@ -17,6 +17,7 @@ enum class MountStep : int {
   kScratch,       // the scratch tmpfs
   kSkeleton,      // plan.skeleton[index]
   kLayer,         // the disk-capped workspace's file system
+  kImageLayer,    // plan.layers[index]: its idmapped bind
   kOverlay,       // the overlay on root_dir
   kOpenRoot,
   kMount,         // plan.mounts[index]

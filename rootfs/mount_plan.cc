@@ -108,8 +108,6 @@ class Planner {
       : in_(in), plan_(plan), root_uid_(in.host_uid_base), root_gid_(in.host_gid_base),
         lower_(Join(in.scratch_dir, "lower")) {}
 
-  const std::string& lower() const { return lower_; }
-
   void Dir(const std::string& path, mode_t mode, uid_t uid, gid_t gid) {
     plan_.skeleton.push_back({FileOp::Kind::kDir, path, "", mode, uid, gid});
   }
@@ -176,6 +174,21 @@ class Planner {
     File(Join(lower_, "etc/hostname"), in_.hostname + "\n");
     File(Join(lower_, "etc/hosts"), GeneratedHosts(in_.hostname));
     File(Join(lower_, "etc/resolv.conf"), GeneratedResolvConf(in_.nameservers));
+  }
+
+  // The image's layers at l/0, l/1, ... of the scratch; returns their part of lowerdir
+  // (":l/0:l/1..."), relative to the scratch dir.
+  std::string ImageLayers() {
+    if (in_.image_layers.empty()) return "";
+    RootDir(Join(in_.scratch_dir, "l"), 0755);
+    std::string lower;
+    for (size_t i = 0; i < in_.image_layers.size(); ++i) {
+      const std::string name = "l/" + std::to_string(i);
+      RootDir(Join(in_.scratch_dir, name), 0755);
+      plan_.layers.push_back({in_.image_layers[i], Join(in_.scratch_dir, name)});
+      lower += ":" + name;
+    }
+    return lower;
   }
 
   // The host image: its /usr trees bound read-only (or their merged-usr links), and the /etc
@@ -291,14 +304,20 @@ Status ValidateInput(const MountPlanInput& in) {
   if (in.scratch_dir.empty() || in.scratch_dir[0] != '/') {
     return Status::Error("mount plan: scratch dir must be absolute");
   }
-  if (!in.host_image && (in.image_dir.empty() || in.image_dir[0] != '/')) {
-    return Status::Error("mount plan: image must be an absolute directory");
+  if (!in.host_image && in.image_layers.empty()) return Status::Error("mount plan: an image needs layers");
+  if (in.host_image && !in.image_layers.empty()) return Status::Error("mount plan: the host image has no layers");
+  if (in.image_layers.size() > kMaxImageLayers) {
+    return Status::Error("mount plan: " + std::to_string(in.image_layers.size()) + " image layers (at most " +
+                         std::to_string(kMaxImageLayers) + ")");
+  }
+  for (const std::string& layer : in.image_layers) {
+    if (layer.empty() || layer[0] != '/') return Status::Error("mount plan: image layer must be absolute: " + layer);
   }
   if (in.workspace_upper.empty() != in.workspace_work.empty()) {
     return Status::Error("mount plan: workspace needs both upper and work dirs");
   }
   // overlayfs splits its options at ',' and ':' (and treats '\\' as an escape).
-  for (const std::string* path : {&in.scratch_dir, &in.image_dir, &in.workspace_upper, &in.workspace_work}) {
+  for (const std::string* path : {&in.scratch_dir, &in.workspace_upper, &in.workspace_work}) {
     if (path->find_first_of(",:\\") != std::string::npos) {
       return Status::Error("mount plan: path '" + *path + "' contains ',', ':' or '\\'");
     }
@@ -335,9 +354,9 @@ StatusOr<MountPlan> BuildMountPlan(const MountPlanInput& in) {
   if (!upper_work.ok()) return upper_work.status();
   planner.Skeleton();
   if (in.host_image) RETURN_IF_ERROR(planner.HostImage());
-  // The overlay: the skeleton on top of the image (if any), the writable layer above.
-  plan.overlay_options = "lowerdir=" + planner.lower() + (in.host_image ? "" : ":" + in.image_dir) +
-                         ",upperdir=" + upper_work->first + ",workdir=" + upper_work->second;
+  // The overlay: the skeleton on top of the image's layers (if any), the writable layer above.
+  plan.overlay_options = "lowerdir=lower" + planner.ImageLayers() + ",upperdir=" + upper_work->first +
+                         ",workdir=" + upper_work->second;
   planner.KernelFileSystems();
   RETURN_IF_ERROR(PlanSandboxView(in, plan));
   RETURN_IF_ERROR(planner.ScratchAndBinds());

@@ -9,6 +9,8 @@
 //     lower/                 the generated skeleton: mountpoints, /etc, /home/agent
 //     upper/ work/           the writable layer when there is no workspace
 //     tmp/ run/              bound to /tmp and /run of the sandbox
+//     l/0 l/1 ...            the image's layers (top first), each an idmapped read-only bind of
+//                            its shared host directory (see isolation/idmap_userns.h)
 //     root/                  the overlay: lower = skeleton (+ image), upper = workspace or upper/
 // Every mount after the overlay targets a path relative to root/, resolved with openat2
 // (RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS), so a symlink planted in an image or a workspace can
@@ -63,6 +65,16 @@ struct MountOp {
   std::string description;     // "mount /proc": names the step in errors
 };
 
+// An image layer: its shared host directory, bound idmapped and read-only at `target` (in the
+// scratch tmpfs) before the overlay takes it as a lower layer.
+struct LayerMount {
+  std::string source;  // absolute host path of the unpacked layer
+  std::string target;  // absolute path under the scratch dir
+};
+
+// The most layers an image may stack (overlayfs allows 500 lowers, the skeleton is one more).
+inline constexpr size_t kMaxImageLayers = 128;
+
 struct MountPlan {
   std::string scratch_dir;       // host directory the scratch tmpfs is mounted on
   std::string scratch_options;   // tmpfs data
@@ -77,8 +89,15 @@ struct MountPlan {
   std::string layer_dir;
   uid_t layer_uid = 0;           // owner of <layer>/upper: the sandbox's root
   gid_t layer_gid = 0;
+  // The image's layers, bound in this order. Their ids on disk are shifted into the sandbox's
+  // range by the user namespace `idmap_userns_fd`, which the launcher sets (isolation/
+  // idmap_userns.h): it is not part of the plan's data, and must be valid when layers exist.
+  std::vector<LayerMount> layers;
+  int idmap_userns_fd = -1;
   std::string root_dir;          // <scratch>/root: the overlay's mountpoint
-  std::string overlay_options;   // lowerdir=...,upperdir=...,workdir=...
+  // lowerdir=...,upperdir=...,workdir=...; the lower dirs are relative to scratch_dir, where
+  // the child mounts the overlay from (so that 128 layers fit in a page of options).
+  std::string overlay_options;
   std::vector<MountOp> mounts;   // applied in order on root_dir
 };
 
@@ -100,7 +119,9 @@ struct MountPlanInput {
   std::string scratch_dir;               // e.g. /run/corral/mnt
   uint64_t scratch_bytes = 1ull << 30;   // tmpfs size: the cap on writes without a workspace
   bool host_image = true;
-  std::string image_dir;                 // when !host_image
+  // When !host_image: the image's layer directories, top first (at most kMaxImageLayers), each
+  // an absolute host path with the image's own ids on disk.
+  std::vector<std::string> image_layers;
   std::string workspace_upper;           // empty: ephemeral writable layer in the scratch tmpfs
   std::string workspace_work;
   std::string workspace_device;          // a disk-capped workspace's block device (instead of

@@ -180,7 +180,7 @@ TEST(MountPlanTest, EphemeralLayerLivesInSizedScratch) {
   EXPECT_NE(plan->scratch_options.find("size=67108864"), std::string::npos);
   EXPECT_NE(plan->scratch_options.find("nr_inodes="), std::string::npos);
   EXPECT_EQ(plan->overlay_options,
-            "lowerdir=/run/corral/scratch/lower,upperdir=/run/corral/scratch/upper,"
+            "lowerdir=lower,upperdir=/run/corral/scratch/upper,"
             "workdir=/run/corral/scratch/work");
   const MountOp* tmp = FindMount(*plan, "tmp");
   ASSERT_NE(tmp, nullptr);
@@ -194,7 +194,7 @@ TEST(MountPlanTest, WorkspaceIsTheUpperLayer) {
   auto plan = BuildMountPlan(in);
   ASSERT_TRUE(plan.ok());
   EXPECT_EQ(plan->overlay_options,
-            "lowerdir=/run/corral/scratch/lower,upperdir=/srv/ws/upper,workdir=/srv/ws/work");
+            "lowerdir=lower,upperdir=/srv/ws/upper,workdir=/srv/ws/work");
   EXPECT_EQ(FindFile(*plan, "/run/corral/scratch/upper"), nullptr);
 }
 
@@ -207,7 +207,7 @@ TEST(MountPlanTest, DiskCappedWorkspaceMountsItsDeviceUnderTheOverlay) {
   EXPECT_EQ(plan->layer_dir, "/run/corral/scratch/layer");
   EXPECT_EQ(plan->layer_uid, 0x40000000u);
   EXPECT_EQ(plan->overlay_options,
-            "lowerdir=/run/corral/scratch/lower,upperdir=/run/corral/scratch/layer/upper,"
+            "lowerdir=lower,upperdir=/run/corral/scratch/layer/upper,"
             "workdir=/run/corral/scratch/layer/work");
   // A device and a directory at once is a contradiction.
   in.workspace_upper = "/srv/ws/upper";
@@ -215,15 +215,42 @@ TEST(MountPlanTest, DiskCappedWorkspaceMountsItsDeviceUnderTheOverlay) {
   EXPECT_FALSE(BuildMountPlan(in).ok());
 }
 
-TEST(MountPlanTest, DirectoryImageIsTheLowestLayer) {
+TEST(MountPlanTest, ImageLayersAreLowerThanTheSkeletonTopFirst) {
   MountPlanInput in = HostInput();
   in.host_image = false;
-  in.image_dir = "/srv/images/bookworm";
+  in.image_layers = {"/srv/layers/top", "/srv/layers/base"};
   auto plan = BuildMountPlan(in);
-  ASSERT_TRUE(plan.ok());
-  EXPECT_EQ(plan->overlay_options.rfind("lowerdir=/run/corral/scratch/lower:/srv/images/bookworm,", 0), 0u);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  // Relative to the scratch dir, where the child mounts the overlay from.
+  EXPECT_EQ(plan->overlay_options.rfind("lowerdir=lower:l/0:l/1,", 0), 0u) << plan->overlay_options;
+  ASSERT_EQ(plan->layers.size(), 2u);
+  EXPECT_EQ(plan->layers[0].source, "/srv/layers/top");
+  EXPECT_EQ(plan->layers[0].target, "/run/corral/scratch/l/0");
+  EXPECT_EQ(plan->layers[1].source, "/srv/layers/base");
+  EXPECT_EQ(plan->layers[1].target, "/run/corral/scratch/l/1");
+  // Their mountpoints are made in the scratch, before the binds.
+  EXPECT_NE(FindFile(*plan, "/run/corral/scratch/l/1"), nullptr);
+  // No host tree and no generated passwd: the image brings its own.
   EXPECT_EQ(FindMount(*plan, "usr"), nullptr);
   EXPECT_EQ(FindFile(*plan, "/run/corral/scratch/lower/etc/passwd"), nullptr);
+  EXPECT_NE(FindFile(*plan, "/run/corral/scratch/lower/etc/hosts"), nullptr);
+}
+
+TEST(MountPlanTest, RejectsImagesWithoutLayersOrWithTooMany) {
+  MountPlanInput in = HostInput();
+  in.host_image = false;
+  EXPECT_FALSE(BuildMountPlan(in).ok());  // an image needs layers
+  in.image_layers.assign(kMaxImageLayers + 1, "/srv/layer");
+  EXPECT_FALSE(BuildMountPlan(in).ok());
+  in.image_layers.assign(kMaxImageLayers, "/srv/layer");  // control: the most it takes
+  auto plan = BuildMountPlan(in);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_LT(plan->overlay_options.size(), 4096u) << "overlay options must fit in a page";
+  in.image_layers = {"srv/relative"};
+  EXPECT_FALSE(BuildMountPlan(in).ok());
+  in = HostInput();  // the host image has no layers
+  in.image_layers = {"/srv/layer"};
+  EXPECT_FALSE(BuildMountPlan(in).ok());
 }
 
 TEST(MountPlanTest, RejectsPathsThatBreakOverlayOptions) {
@@ -231,12 +258,9 @@ TEST(MountPlanTest, RejectsPathsThatBreakOverlayOptions) {
   in.workspace_upper = "/srv/a,b/upper";
   in.workspace_work = "/srv/a,b/work";
   EXPECT_FALSE(BuildMountPlan(in).ok());
-  in = HostInput();
-  in.host_image = false;
-  in.image_dir = "/srv/a:b";
-  EXPECT_FALSE(BuildMountPlan(in).ok());
   // Positive control.
-  in.image_dir = "/srv/ab";
+  in.workspace_upper = "/srv/ab/upper";
+  in.workspace_work = "/srv/ab/work";
   EXPECT_TRUE(BuildMountPlan(in).ok());
 }
 

@@ -32,6 +32,7 @@ const std::map<std::string, Setter>& Setters() {
       {"--disk", Numeric(ParseSize, [](auto& b, uint64_t v) { b.SetDiskLimit(v); })},
       {"--nofile", Numeric(ParseUint, [](auto& b, uint64_t v) { b.SetNofileLimit(v); })},
       {"--image", [](auto& b, const std::string& v) { b.SetImage(v); return Status(); }},
+      {"--layer", [](auto& b, const std::string& v) { b.AddImageLayer(v); return Status(); }},
       {"--workspace", [](auto& b, const std::string& v) { b.SetWorkspace(v); return Status(); }},
       {"--bind", [](auto& b, const std::string& v) { b.AddBind(v); return Status(); }},
       {"--env", [](auto& b, const std::string& v) { b.AddEnv(v); return Status(); }},
@@ -69,6 +70,9 @@ const char* RunUsage() {
          "  --disk SIZE          cap on what the sandbox can write\n"
          "  --nofile N           open-file limit\n"
          "  --image host|PATH    root file system (default: host)\n"
+         "  --layer DIR          an image of layer directories instead, top first\n"
+         "                       (repeatable; ids on disk are shown shifted into the\n"
+         "                       sandbox's range, so root-owned files are root's inside)\n"
          "  --workspace DIR      persistent writable layer\n"
          "  --bind SRC:DST[:ro]  extra bind mount\n"
          "  --env K=V            environment variable (repeatable)\n"
