@@ -69,6 +69,24 @@ def stream_raw(path):
     """A minimal client on a plain socket: the handshake by hand, then recv_into a 1 MiB buffer,
     parsing only frame headers and skipping payloads. What the daemon delivers to a client that
     costs little; it also counts the WebSocket frames that carry the output messages."""
+    s, rest = raw_ws_handshake()
+    t0 = time.perf_counter()
+    payload = json.dumps({"id": 1, "op": "exec", "sandbox": env("BENCH_SANDBOX"),
+                          "argv": ["cat", path]}).encode()
+    raw_ws_send_text(s, payload)
+    reader = RawFrameReader(s, rest)
+    outcome = reader.read_until_exit()
+    t1 = time.perf_counter()
+    s.close()
+    st = reader.st
+    return {"bytes": st["data_bytes"], "seconds": t1 - t0, "outcome": outcome,
+            "frames": st["frames"], "data_frames": st["data_frames"], "messages": st["messages"],
+            "max_frame": st["max_frame"]}
+
+
+def raw_ws_handshake():
+    """Connects to corrald and upgrades to its WebSocket by hand. Returns (socket, the bytes
+    that came after the 101 response's headers)."""
     host, port = host_port()
     s = socket.create_connection((host, port))
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -86,105 +104,123 @@ def stream_raw(path):
     head, rest = head.split(b"\r\n\r\n", 1)
     if not head.startswith(b"HTTP/1.1 101"):
         raise RuntimeError(f"handshake refused: {head[:200]!r}")
-    t0 = time.perf_counter()
-    payload = json.dumps({"id": 1, "op": "exec", "sandbox": env("BENCH_SANDBOX"),
-                          "argv": ["cat", path]}).encode()
+    return s, rest
+
+
+def raw_ws_send_text(s, payload):
+    """Sends payload (under 64 KiB) as one masked text frame."""
     mask = os.urandom(4)
     masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
     length = bytes([0x80 | len(payload)]) if len(payload) < 126 else \
         bytes([0x80 | 126]) + struct.pack(">H", len(payload))
     s.sendall(bytes([0x81]) + length + mask + masked)
 
-    buf = bytearray(1 << 20)
-    view = memoryview(buf)
-    buf[:len(rest)] = rest
-    lo, hi = 0, len(rest)          # unparsed bytes: buf[lo:hi]
-    remaining = 0                  # payload bytes of the current frame still to come
-    control = False                # the current frame is a control frame (ping, pong, close)
-    opcode = 0                     # of the current message (continuations keep the first's)
-    text = None                    # a text message's payload, else None
-    message_bytes = 0
-    st = {"frames": 0, "data_frames": 0, "messages": 0, "data_bytes": 0, "max_frame": 0}
-    command = outcome = None
 
-    def end_frame(fin):
-        nonlocal text, message_bytes, command, outcome
-        if control:
-            if opcode_ctl == 8:
+class RawFrameReader:
+    """Reads the daemon's frames into a 1 MiB buffer with recv_into, parsing only their headers
+    and the text messages (skipping binary payloads), until the exit event of the command that
+    the exec with id 1 started. Counts frames and messages in `st`."""
+
+    def __init__(self, sock, rest):
+        self.sock = sock
+        self.buf = bytearray(1 << 20)
+        self.view = memoryview(self.buf)
+        self.buf[:len(rest)] = rest
+        self.lo, self.hi = 0, len(rest)  # unparsed bytes: buf[lo:hi]
+        self.remaining = 0             # payload bytes of the current frame still to come
+        self.control = False           # the current frame is a control frame (ping, pong, close)
+        self.opcode = 0                # of the current message (continuations keep the first's)
+        self.text = None               # a text message's payload, else None
+        self.message_bytes = 0
+        self.st = {"frames": 0, "data_frames": 0, "messages": 0, "data_bytes": 0, "max_frame": 0}
+        self.command = self.outcome = None
+        self.fin = False
+        self.opcode_ctl = 0
+
+    def read_until_exit(self):
+        """Returns the exit event's outcome."""
+        while self.outcome is None:
+            self.parse_buffered()
+            if self.outcome is not None:
+                break
+            if self.lo == self.hi:
+                self.lo = self.hi = 0
+            elif len(self.buf) - self.hi < 64:
+                self.buf[:self.hi - self.lo] = self.buf[self.lo:self.hi]
+                self.hi, self.lo = self.hi - self.lo, 0
+            got = self.sock.recv_into(self.view[self.hi:])
+            if got == 0:
+                raise RuntimeError("the daemon closed the connection before the exit event")
+            self.hi += got
+        return self.outcome
+
+    def parse_buffered(self):
+        """Consumes what buf[lo:hi] holds: payload bytes of the current frame, then headers."""
+        buf = self.buf
+        while True:
+            if self.remaining:
+                take = min(self.remaining, self.hi - self.lo)
+                if take == 0:
+                    break
+                if self.text is not None and not self.control:
+                    self.text += buf[self.lo:self.lo + take]
+                self.lo += take
+                self.remaining -= take
+                if self.remaining == 0:
+                    self.end_frame(self.fin)
+                continue
+            if self.hi - self.lo < 2:
+                break
+            b0, b1 = buf[self.lo], buf[self.lo + 1] & 0x7f
+            need = 2 + (2 if b1 == 126 else 8 if b1 == 127 else 0)
+            if self.hi - self.lo < need:
+                break
+            size = b1 if b1 < 126 else struct.unpack_from(">H" if b1 == 126 else ">Q", buf,
+                                                          self.lo + 2)[0]
+            self.lo += need
+            self.start_frame(b0, size)
+            if self.outcome is not None:
+                break
+
+    def start_frame(self, b0, size):
+        """After a frame header: its FIN bit and opcode (first byte b0), its payload size."""
+        self.fin, op = bool(b0 & 0x80), b0 & 0x0f
+        st = self.st
+        st["frames"] += 1
+        self.control = op >= 8
+        if self.control:
+            self.opcode_ctl = op
+        else:
+            st["data_frames"] += 1
+            st["max_frame"] = max(st["max_frame"], size)
+            if op != 0:
+                self.opcode = op
+                self.text = bytearray() if op == 1 else None
+            self.message_bytes += size
+        self.remaining = size
+        if size == 0:
+            self.end_frame(self.fin)
+
+    def end_frame(self, fin):
+        if self.control:
+            if self.opcode_ctl == 8:
                 raise RuntimeError("the daemon closed the connection")
             return
         if not fin:
             return
-        st["messages"] += 1
-        if opcode == 2:
-            st["data_bytes"] += message_bytes - FRAME_HEADER
-        elif opcode == 1:
-            data = json.loads(bytes(text))
+        self.st["messages"] += 1
+        if self.opcode == 2:
+            self.st["data_bytes"] += self.message_bytes - FRAME_HEADER
+        elif self.opcode == 1:
+            data = json.loads(bytes(self.text))
             if data.get("id") == 1:
                 if not data.get("ok"):
                     raise RuntimeError(f"exec refused: {data}")
-                command = data["result"]["command"]
-            elif data.get("event") == "exit" and data.get("command") == command:
-                outcome = data["outcome"]
-        text = None
-        message_bytes = 0
-
-    fin = False
-    opcode_ctl = 0
-    while outcome is None:
-        while True:
-            if remaining:
-                take = min(remaining, hi - lo)
-                if take == 0:
-                    break
-                if text is not None and not control:
-                    text += buf[lo:lo + take]
-                lo += take
-                remaining -= take
-                if remaining == 0:
-                    end_frame(fin)
-                continue
-            if hi - lo < 2:
-                break
-            b0, b1 = buf[lo], buf[lo + 1] & 0x7f
-            need = 2 + (2 if b1 == 126 else 8 if b1 == 127 else 0)
-            if hi - lo < need:
-                break
-            size = b1 if b1 < 126 else struct.unpack_from(">H" if b1 == 126 else ">Q", buf, lo + 2)[0]
-            lo += need
-            fin, op = bool(b0 & 0x80), b0 & 0x0f
-            st["frames"] += 1
-            control = op >= 8
-            if control:
-                opcode_ctl = op
-            else:
-                st["data_frames"] += 1
-                st["max_frame"] = max(st["max_frame"], size)
-                if op != 0:
-                    opcode = op
-                    text = bytearray() if op == 1 else None
-                message_bytes += size
-            remaining = size
-            if size == 0:
-                end_frame(fin)
-            if outcome is not None:
-                break
-        if outcome is not None:
-            break
-        if lo == hi:
-            lo = hi = 0
-        elif len(buf) - hi < 64:
-            buf[:hi - lo] = buf[lo:hi]
-            hi, lo = hi - lo, 0
-        got = s.recv_into(view[hi:])
-        if got == 0:
-            raise RuntimeError("the daemon closed the connection before the exit event")
-        hi += got
-    t1 = time.perf_counter()
-    s.close()
-    return {"bytes": st["data_bytes"], "seconds": t1 - t0, "outcome": outcome,
-            "frames": st["frames"], "data_frames": st["data_frames"], "messages": st["messages"],
-            "max_frame": st["max_frame"]}
+                self.command = data["result"]["command"]
+            elif data.get("event") == "exit" and data.get("command") == self.command:
+                self.outcome = data["outcome"]
+        self.text = None
+        self.message_bytes = 0
 
 
 def stream_cli(path, outcome_file):
