@@ -137,48 +137,82 @@ class Recovery(DaemonTestCase):
             self.assertGreater(tail[0], head[-1])
             self.assertEqual(after.seqs, list(range(first_after, first_after + len(after.seqs))))
 
+    async def start_commands_and_files_before_kill_9(self, alive, doomed, stop_file):
+        """The commands and files of the kill -9 test: returns its (client, Stream) pairs."""
+        # A command that streams, one that waits on stdin, one in the sandbox whose init dies.
+        counter_c, counter = await self.start_command(alive, counter_argv(stop_file))
+        await read_until(counter_c, counter, lambda s: len(s.seqs) >= 5 and s.data.endswith(b"\n"))
+        reader_c, reader = await self.start_command(
+            alive, ["sh", "-c", 'read a; echo "first:$a"; read b; echo "second:$b"; echo "$b" > ~/got-stdin'],
+            stdin=True)
+        self.assertTrue((await reader_c.request("stdin", command=reader.command,
+                                                data=base64.b64encode(b"one\n").decode()))["ok"])
+        await read_until(reader_c, reader, lambda s: b"first:one\n" in s.data)
+        sleeper_c, sleeper = await self.start_command(doomed, ["sleep", "1000"])
+        # Files written before the crash, through a command and through the file API.
+        out, _, outcome, _ = await self.run_one(alive, ["sh", "-c", "echo by-exec > ~/kept"])
+        self.assertEqual(outcome["outcome"], "exited")
+        out, _, outcome, _ = await self.run_one(doomed, ["sh", "-c", "echo doomed-data > ~/kept"])
+        self.assertEqual(outcome["outcome"], "exited")
+        status, _ = self.daemon.http("PUT", f"/v1/sandboxes/{alive}/fs/write?path=/home/agent/by-api",
+                                     self.token_, raw=b"by-api\x00\xff")
+        self.assertEqual(status, 200)
+        return (counter_c, counter), (reader_c, reader), (sleeper_c, sleeper)
+
+    async def kill_9_while_doomed_init_dies(self, doomed, connections):
+        """kill -9 of the daemon; then, while it is down, the doomed sandbox's init dies."""
+        doomed_inits = init_pids(self.daemon, doomed)
+        self.assertEqual(len(doomed_inits), 1, sandbox_cgroups(self.daemon, doomed))
+        self.daemon.kill9()
+        # Every client sees its connection go (after whatever was still in flight).
+        for c, stream in connections:
+            await drain_until_closed(c, stream)
+        # While the daemon is down, the doomed sandbox's init dies.
+        (init_pid,) = doomed_inits
+        os.kill(init_pid, signal.SIGKILL)
+        wait_until(lambda: process_gone(init_pid), 10, what=f"corral-init {init_pid} to die")
+        return init_pid
+
+    async def resume_after_kill_9(self, alive, counter, reader, stop_file):
+        """After the restart: the files, the resumed counter and the reader that gets its stdin."""
+        # Files from before the crash.
+        out, _, outcome, _ = await self.run_one(alive, ["cat", "/home/agent/kept"])
+        self.assertEqual((out, outcome["outcome"]), (b"by-exec\n", "exited"))
+        status, data = self.daemon.http("GET", f"/v1/sandboxes/{alive}/fs/read?path=/home/agent/by-api",
+                                        self.token_)
+        self.assertEqual((status, data), (200, b"by-api\x00\xff"))
+
+        # The streaming command: resume, then end it with a new command.
+        counter_c = await self.client()
+        after = Stream(counter.command)
+        first_after, attached = await resume(counter_c, counter, self)
+        self.assertEqual(attached["state"], "running")
+        # It keeps counting after the restart.
+        await read_until(counter_c, after, lambda s: s.data.count(b"\n") >= 3)
+        _, _, outcome, _ = await self.run_one(alive, ["touch", stop_file])
+        self.assertEqual(outcome["outcome"], "exited")
+        await read_until(counter_c, after, lambda s: s.outcome is not None)
+        await counter_c.close()
+
+        # The command waiting on stdin gets the input sent after the restart.
+        reader_c = await self.client()
+        reader_after = Stream(reader.command)
+        await resume(reader_c, reader, self)
+        self.assertTrue((await reader_c.request("stdin", command=reader.command,
+                                                data=base64.b64encode(b"two\n").decode()))["ok"])
+        await read_until(reader_c, reader_after, lambda s: s.outcome is not None)
+        await reader_c.close()
+        got, _, _, _ = await self.run_one(alive, ["cat", "/home/agent/got-stdin"])
+        return after, first_after, reader_after, got
+
     def test_kill_9_keeps_sandboxes_commands_and_files_and_cleans_what_died(self):
         alive = self.create_sandbox(self.token_, name="alive")["id"]
         doomed = self.create_sandbox(self.token_, name="doomed")["id"]
         stop_file = "/home/agent/stop-counter"
 
-        async def before_crash():
-            # A command that streams, one that waits on stdin, one in the sandbox whose init dies.
-            counter_c, counter = await self.start_command(alive, counter_argv(stop_file))
-            await read_until(counter_c, counter, lambda s: len(s.seqs) >= 5 and s.data.endswith(b"\n"))
-            reader_c, reader = await self.start_command(
-                alive, ["sh", "-c", 'read a; echo "first:$a"; read b; echo "second:$b"; echo "$b" > ~/got-stdin'],
-                stdin=True)
-            self.assertTrue((await reader_c.request("stdin", command=reader.command,
-                                                    data=base64.b64encode(b"one\n").decode()))["ok"])
-            await read_until(reader_c, reader, lambda s: b"first:one\n" in s.data)
-            sleeper_c, sleeper = await self.start_command(doomed, ["sleep", "1000"])
-            # Files written before the crash, through a command and through the file API.
-            out, _, outcome, _ = await self.run_one(alive, ["sh", "-c", "echo by-exec > ~/kept"])
-            self.assertEqual(outcome["outcome"], "exited")
-            out, _, outcome, _ = await self.run_one(doomed, ["sh", "-c", "echo doomed-data > ~/kept"])
-            self.assertEqual(outcome["outcome"], "exited")
-            status, _ = self.daemon.http("PUT", f"/v1/sandboxes/{alive}/fs/write?path=/home/agent/by-api",
-                                         self.token_, raw=b"by-api\x00\xff")
-            self.assertEqual(status, 200)
-            return (counter_c, counter), (reader_c, reader), (sleeper_c, sleeper)
-
-        async def crash(connections):
-            doomed_inits = init_pids(self.daemon, doomed)
-            self.assertEqual(len(doomed_inits), 1, sandbox_cgroups(self.daemon, doomed))
-            self.daemon.kill9()
-            # Every client sees its connection go (after whatever was still in flight).
-            for c, stream in connections:
-                await drain_until_closed(c, stream)
-            # While the daemon is down, the doomed sandbox's init dies.
-            (init_pid,) = doomed_inits
-            os.kill(init_pid, signal.SIGKILL)
-            wait_until(lambda: process_gone(init_pid), 10, what=f"corral-init {init_pid} to die")
-            return init_pid
-
         async def before_and_crash():
-            pairs = await before_crash()
-            await crash(pairs)
+            pairs = await self.start_commands_and_files_before_kill_9(alive, doomed, stop_file)
+            await self.kill_9_while_doomed_init_dies(doomed, pairs)
             return [stream for _, stream in pairs]
 
         old_port = self.daemon.port
@@ -205,38 +239,8 @@ class Recovery(DaemonTestCase):
         self.assertTrue(init_pids(self.daemon, alive))
         self.assertTrue(os.path.exists(os.path.join(self.daemon.run_dir, "sandboxes", alive)))
 
-        async def after_restart():
-            # Files from before the crash.
-            out, _, outcome, _ = await self.run_one(alive, ["cat", "/home/agent/kept"])
-            self.assertEqual((out, outcome["outcome"]), (b"by-exec\n", "exited"))
-            status, data = self.daemon.http("GET", f"/v1/sandboxes/{alive}/fs/read?path=/home/agent/by-api",
-                                            self.token_)
-            self.assertEqual((status, data), (200, b"by-api\x00\xff"))
-
-            # The streaming command: resume, then end it with a new command.
-            counter_c = await self.client()
-            after = Stream(counter.command)
-            first_after, attached = await resume(counter_c, counter, self)
-            self.assertEqual(attached["state"], "running")
-            # It keeps counting after the restart.
-            await read_until(counter_c, after, lambda s: s.data.count(b"\n") >= 3)
-            _, _, outcome, _ = await self.run_one(alive, ["touch", stop_file])
-            self.assertEqual(outcome["outcome"], "exited")
-            await read_until(counter_c, after, lambda s: s.outcome is not None)
-            await counter_c.close()
-
-            # The command waiting on stdin gets the input sent after the restart.
-            reader_c = await self.client()
-            reader_after = Stream(reader.command)
-            await resume(reader_c, reader, self)
-            self.assertTrue((await reader_c.request("stdin", command=reader.command,
-                                                    data=base64.b64encode(b"two\n").decode()))["ok"])
-            await read_until(reader_c, reader_after, lambda s: s.outcome is not None)
-            await reader_c.close()
-            got, _, _, _ = await self.run_one(alive, ["cat", "/home/agent/got-stdin"])
-            return after, first_after, reader_after, got
-
-        after, first_after, reader_after, got = self.run_async(after_restart())
+        after, first_after, reader_after, got = self.run_async(
+            self.resume_after_kill_9(alive, counter, reader, stop_file))
         self.assertEqual(after.outcome["outcome"], "exited", after.outcome)
         self.assertEqual(after.outcome["exit_code"], 0)
         status, record = self.http("GET", f"/v1/sandboxes/{alive}/commands/{counter.command}")
