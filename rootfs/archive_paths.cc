@@ -85,8 +85,15 @@ StatusOr<UniqueFd> OpenDirBeneath(int root, const std::vector<std::string>& comp
     }
     if (!next) {
       const std::string where = JoinComponents(components, i + 1);
-      if (errno == ELOOP) return Status::Error(where + " is a symlink");
-      if (errno == ENOTDIR) return Status::Error(where + " is not a directory");
+      const int error = errno;
+      struct stat st;
+      // O_DIRECTORY answers ENOTDIR before O_NOFOLLOW's ELOOP: ask what the component is.
+      if (error == ELOOP || (error == ENOTDIR && ::fstatat(current.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                             S_ISLNK(st.st_mode))) {
+        return Status::Error(where + " is a symlink");
+      }
+      if (error == ENOTDIR) return Status::Error(where + " is not a directory");
+      errno = error;
       return ErrnoError("open " + where);
     }
     current = std::move(next);

@@ -95,7 +95,9 @@ Status Extractor::MakeRoom(int parent, const Entry& e, bool keep_dir, bool* kept
       *kept_dir = true;
       return Status();
     }
-    cached_parent_.reset();  // it may be (inside) the tree going away
+    // The cached parent may be (inside) the tree going away: look it up again next time (the fd
+    // itself stays open: `parent` may be it).
+    cached_parent_path_ = "\x01";
     // Hard link targets under the removed tree are gone too.
     for (auto it = regular_files_.lower_bound(path + "/"); it != regular_files_.end() && it->starts_with(path + "/");) {
       it = regular_files_.erase(it);

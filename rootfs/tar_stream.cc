@@ -3,6 +3,15 @@
 #include <fcntl.h>
 
 namespace corral::rootfs {
+namespace {
+
+// libarchive's message for its last error; NULL when it set none.
+std::string ErrorOf(struct archive* a) {
+  const char* why = archive_error_string(a);
+  return why != nullptr ? why : "unreadable";
+}
+
+}  // namespace
 
 StatusOr<std::unique_ptr<TarStream>> TarStream::Open(const std::string& path, uint64_t max_stream_bytes) {
   std::unique_ptr<TarStream> s(new TarStream());
@@ -18,12 +27,12 @@ StatusOr<std::unique_ptr<TarStream>> TarStream::Open(const std::string& path, ui
   archive_read_support_filter_zstd(s->outer_.get());
   archive_read_support_format_raw(s->outer_.get());
   if (archive_read_open_fd(s->outer_.get(), s->fd_.get(), 1 << 16) != ARCHIVE_OK) {
-    return Status::Error("read " + path + ": " + archive_error_string(s->outer_.get()));
+    return Status::Error("read " + path + ": " + ErrorOf(s->outer_.get()));
   }
   struct archive_entry* raw = nullptr;
   int r = archive_read_next_header(s->outer_.get(), &raw);
   if (r == ARCHIVE_EOF) return Status::Error("empty file");
-  if (r < ARCHIVE_WARN) return Status::Error(std::string("decompress: ") + archive_error_string(s->outer_.get()));
+  if (r < ARCHIVE_WARN) return Status::Error("decompress: " + ErrorOf(s->outer_.get()));
   archive_read_support_format_tar(s->inner_.get());
   if (archive_read_open(s->inner_.get(), s.get(), nullptr, &TarStream::ReadCallback, nullptr) != ARCHIVE_OK) {
     return s->InnerError("tar");
@@ -42,8 +51,7 @@ la_ssize_t TarStream::Pull(const void** buf) {
   if (outer_done_) return 0;
   la_ssize_t n = archive_read_data(outer_.get(), buffer_.data(), buffer_.size());
   if (n < 0) {
-    const char* why = archive_error_string(outer_.get());
-    stream_error_ = std::string("decompress: ") + (why != nullptr ? why : "read error");
+    stream_error_ = "decompress: " + ErrorOf(outer_.get());
     return ARCHIVE_FATAL;
   }
   if (n == 0) {
@@ -62,8 +70,7 @@ la_ssize_t TarStream::Pull(const void** buf) {
 
 Status TarStream::InnerError(const char* what) {
   if (!stream_error_.empty()) return Status::Error(stream_error_);
-  const char* why = archive_error_string(inner_.get());
-  return Status::Error(std::string(what) + ": " + (why != nullptr ? why : "unreadable"));
+  return Status::Error(std::string(what) + ": " + ErrorOf(inner_.get()));
 }
 
 StatusOr<archive_entry*> TarStream::Next() {
