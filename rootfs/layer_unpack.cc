@@ -49,6 +49,7 @@ class Extractor {
 
  private:
   StatusOr<int> Parent(const Entry& e);
+  bool RemoveWhiteoutOnPath(const std::vector<std::string>& path);
   Status MakeRoom(int parent, const Entry& e, bool keep_dir, bool* kept_dir);
   Status WriteFile(int parent, const Entry& e);
   Status CopyData(int fd, const Entry& e);
@@ -73,10 +74,28 @@ StatusOr<int> Extractor::Parent(const Entry& e) {
   std::string parent_path = JoinComponents(e.path, e.path.size() - 1);
   if (cached_parent_ && parent_path == cached_parent_path_) return cached_parent_.get();
   cached_parent_.reset();
-  ASSIGN_OR_RETURN(UniqueFd fd, OpenDirBeneath(root_, e.path, e.path.size() - 1, /*create=*/true, 0755));
-  cached_parent_ = std::move(fd);
+  StatusOr<UniqueFd> fd = OpenDirBeneath(root_, e.path, e.path.size() - 1, /*create=*/true, 0755);
+  // `.wh.d` then `d/x` in one layer: the whiteout gives way to the directory x needs.
+  if (!fd.ok() && RemoveWhiteoutOnPath(e.path)) fd = OpenDirBeneath(root_, e.path, e.path.size() - 1, true, 0755);
+  if (!fd.ok()) return fd.status();
+  cached_parent_ = std::move(*fd);
   cached_parent_path_ = std::move(parent_path);
   return cached_parent_.get();
+}
+
+// Removes the first whiteout (char 0:0) among the parents of `path`; whether there was one.
+bool Extractor::RemoveWhiteoutOnPath(const std::vector<std::string>& path) {
+  UniqueFd current(::fcntl(root_, F_DUPFD_CLOEXEC, 0));
+  for (size_t i = 0; current && i + 1 < path.size(); ++i) {
+    struct stat st;
+    if (::fstatat(current.get(), path[i].c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return false;
+    if (S_ISCHR(st.st_mode) && st.st_rdev == makedev(0, 0)) {
+      return ::unlinkat(current.get(), path[i].c_str(), 0) == 0;
+    }
+    if (!S_ISDIR(st.st_mode)) return false;
+    current = OpenBeneath(current.get(), path[i], O_RDONLY | O_DIRECTORY);
+  }
+  return false;
 }
 
 // Removes what is at the entry's path, unless it is a directory and `keep_dir` (then

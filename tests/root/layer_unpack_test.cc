@@ -195,6 +195,16 @@ TEST_F(LayerUnpackTest, WhiteoutsBecomeOverlayWhiteouts) {
   EXPECT_EQ(test::ListDir(d + "/c"), std::vector<std::string>{});  // aufs bookkeeping skipped
 }
 
+TEST_F(LayerUnpackTest, AWhiteoutGivesWayToAPathThroughIt) {
+  StatusOr<UnpackedLayer> r = Unpack({File(".wh.d", ""), File("d/x", "x"), File("a/.wh.e", ""), Dir("a/e")});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(test::ReadAll(Dest("l") + "/d/x"), "x");
+  EXPECT_TRUE(S_ISDIR(Lstat(Dest("l") + "/a/e").st_mode));
+  ASSERT_TRUE(RemoveTree(Dest("l")).ok());
+  // Control: a regular file does not give way.
+  ExpectRefused({File("f", "f"), File("f/x", "x")}, "entry f/x: f is not a directory");
+}
+
 // Mounts overlay(upper over lower) in a child's own mount namespace and lists `dirs` there.
 std::string ListMerged(const std::string& tmp, const std::string& upper, const std::string& lower) {
   const std::string merged = tmp + "/merged";
