@@ -47,10 +47,14 @@ std::string Sha256Hex(std::string_view bytes) {
 StatusOr<std::string> Sha256File(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
   if (!fd) return ErrnoError("open " + path);
+  return Sha256Fd(fd.get(), path);
+}
+
+StatusOr<std::string> Sha256Fd(int fd, const std::string& path) {
   Sha256 h;
   std::array<uint8_t, 1 << 16> buf;
   for (;;) {
-    ssize_t n = ::read(fd.get(), buf.data(), buf.size());
+    ssize_t n = ::read(fd, buf.data(), buf.size());
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return ErrnoError("read " + path);
     if (n == 0) break;

@@ -46,4 +46,8 @@ std::string Sha256Hex(std::string_view bytes);
 // the path and errno.
 StatusOr<std::string> Sha256File(const std::string& path);
 
+// The hex SHA-256 of what is left to read in the open file `fd` (read to its end); `label` names
+// it in errors.
+StatusOr<std::string> Sha256Fd(int fd, const std::string& label);
+
 }  // namespace corral

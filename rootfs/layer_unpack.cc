@@ -343,13 +343,18 @@ Status ExtractAll(int root, TarStream* stream, const UnpackLimits& limits, Unpac
 
 Status UnpackInto(const std::string& blob_path, const std::string& partial, const LayerCheck& check,
                   const UnpackLimits& limits, UnpackedLayer* out) {
-  ASSIGN_OR_RETURN(std::string blob_hex, Sha256File(blob_path));
+  // One open file for the digest and the unpacking: a file swapped in at blob_path between the
+  // two cannot pass the check.
+  UniqueFd blob(::open(blob_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
+  if (!blob) return ErrnoError("open " + blob_path);
+  ASSIGN_OR_RETURN(std::string blob_hex, Sha256Fd(blob.get(), blob_path));
+  if (::lseek(blob.get(), 0, SEEK_SET) != 0) return ErrnoError("seek " + blob_path);
   out->blob_digest = "sha256:" + blob_hex;
   RETURN_IF_ERROR(CheckDigest("blob digest", check.blob_digest, out->blob_digest));
   if (::mkdir(partial.c_str(), 0700) != 0) return ErrnoError("mkdir " + partial);
   UniqueFd root(::open(partial.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!root) return ErrnoError("open " + partial);
-  ASSIGN_OR_RETURN(std::unique_ptr<TarStream> stream, TarStream::Open(blob_path, limits.max_bytes));
+  ASSIGN_OR_RETURN(std::unique_ptr<TarStream> stream, TarStream::Open(std::move(blob), blob_path, limits.max_bytes));
   RETURN_IF_ERROR(ExtractAll(root.get(), stream.get(), limits, out));
   ASSIGN_OR_RETURN(std::string diff_hex, stream->Finish());
   out->diff_id = "sha256:" + diff_hex;

@@ -4,8 +4,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <array>
-#include <span>
 
 #include "common/sha256.h"
 #include "rootfs/archive_paths.h"
@@ -111,16 +109,8 @@ StatusOr<std::string> Layout::Read(const std::string& rel, uint64_t max) const {
 
 StatusOr<std::string> Layout::Digest(const std::string& rel, uint64_t* size) const {
   ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(rel, size));
-  Sha256 h;
-  std::array<uint8_t, 1 << 16> buf;
-  for (;;) {
-    ssize_t n = ::read(fd.get(), buf.data(), buf.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return ErrnoError("read " + rel);
-    if (n == 0) break;
-    h.Update(std::span<const uint8_t>(buf.data(), static_cast<size_t>(n)));
-  }
-  return "sha256:" + h.HexDigest();
+  ASSIGN_OR_RETURN(std::string hex, Sha256Fd(fd.get(), rel));
+  return "sha256:" + hex;
 }
 
 StatusOr<std::string> Layout::ReadBlob(const Descriptor& d, uint64_t max, const std::string& what) const {

@@ -14,10 +14,15 @@ std::string ErrorOf(struct archive* a) {
 }  // namespace
 
 StatusOr<std::unique_ptr<TarStream>> TarStream::Open(const std::string& path, uint64_t max_stream_bytes) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
+  if (!fd) return ErrnoError("open " + path);
+  return Open(std::move(fd), path, max_stream_bytes);
+}
+
+StatusOr<std::unique_ptr<TarStream>> TarStream::Open(UniqueFd fd, const std::string& path, uint64_t max_stream_bytes) {
   std::unique_ptr<TarStream> s(new TarStream());
   s->max_stream_bytes_ = max_stream_bytes;
-  s->fd_.reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
-  if (!s->fd_) return ErrnoError("open " + path);
+  s->fd_ = std::move(fd);
   s->outer_.reset(archive_read_new());
   s->inner_.reset(archive_read_new());
   if (s->outer_ == nullptr || s->inner_ == nullptr) return Status::Error("archive_read_new: out of memory");

@@ -24,8 +24,10 @@ namespace corral::rootfs {
 
 class TarStream {
  public:
-  // Opens `path` and checks the first tar header can be found.
+  // Opens `path` and reads the start of the stream (an empty or unreadable file is an error).
   static StatusOr<std::unique_ptr<TarStream>> Open(const std::string& path, uint64_t max_stream_bytes);
+  // The same over an open file, read from its current offset; `label` names it in errors.
+  static StatusOr<std::unique_ptr<TarStream>> Open(UniqueFd fd, const std::string& label, uint64_t max_stream_bytes);
   ~TarStream();
   TarStream(const TarStream&) = delete;
   TarStream& operator=(const TarStream&) = delete;

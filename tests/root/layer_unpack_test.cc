@@ -163,6 +163,14 @@ TEST_F(LayerUnpackTest, PlainGzipAndZstdGiveTheSameDiffId) {
   EXPECT_TRUE(UnpackLayer(blobs_ + "/gz", Dest("gz2"), check, {}).ok());
 }
 
+TEST_F(LayerUnpackTest, NonAsciiNamesKeepTheirBytes) {
+  const std::string name = "caf\xc3\xa9-\xe6\x97\xa5\xe6\x9c\xac";  // UTF-8, as image builders write it
+  StatusOr<UnpackedLayer> r = Unpack({File(name, "x"), Symlink("l", name)});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(test::ListDir(Dest("l")), (std::vector<std::string>{name, "l"}));
+  EXPECT_EQ(Readlink(Dest("l") + "/l"), name);
+}
+
 TEST_F(LayerUnpackTest, LaterEntriesReplaceEarlierOnes) {
   StatusOr<UnpackedLayer> r = Unpack({File("a", "1"), File("a", "2"), Dir("d"), File("d/x", "x"), File("d", "file"),
                                       File("e", "x"), Dir("e", 0711), File("e/y", "y"), Dir("e", 0750, 7, 7)});
@@ -255,7 +263,13 @@ TEST_F(LayerUnpackTest, PathsThatLeaveTheLayerAreRefused) {
   ExpectRefused({File("a/../../x", "x")}, "path leaves the layer");
   ExpectRefused({File("a/..", "x")}, "path leaves the layer");
   ExpectRefused({File("/etc/x", "x")}, "entry /etc/x: absolute path");
-  ExpectAccepted({File("x", "x"), File("a/..x", "x"), File("etc/x", "x")});
+  std::string long_path;
+  for (int i = 0; i < 2050; ++i) long_path += "a/";
+  ExpectRefused({File(long_path + "x", "x")}, "path longer than 4096 bytes");
+  ExpectRefused({File(std::string(256, 'n'), "x")}, "path component longer than 255 bytes");
+  const std::string deep = std::string(50, 'p') + "/" + std::string(50, 'q') + "/" + std::string(50, 'r') + "/" +
+                           std::string(255, 's');  // long, but within both limits (pax headers)
+  ExpectAccepted({File("x", "x"), File("a/..x", "x"), File("etc/x", "x"), File(deep, "d")});
 }
 
 TEST_F(LayerUnpackTest, WritingThroughASymlinkIsRefused) {
