@@ -100,6 +100,15 @@ Status RemoveTree(const std::string& path) {
   return RemoveTreeAt(AT_FDCWD, path.c_str(), st.st_dev).WithContext("remove " + path);
 }
 
+Status RemoveTreeUnder(int parent_fd, const std::string& name) {
+  struct stat st;
+  if (::fstatat(parent_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (errno == ENOENT) return Status();
+    return ErrnoError("stat " + name);
+  }
+  return RemoveTreeAt(parent_fd, name.c_str(), st.st_dev).WithContext("remove " + name);
+}
+
 Status MakeDirs(const std::string& path, int mode) {
   if (path.empty()) return Status::Error("empty path");
   for (size_t pos = 1; pos <= path.size(); ++pos) {

@@ -22,6 +22,10 @@ Status WriteNewFile(const std::string& path, std::string_view content, int mode 
 // A missing path is OK.
 Status RemoveTree(const std::string& path);
 
+// RemoveTree of `name` under the directory fd `parent_fd` (no symlink followed, `name` itself
+// included; a missing `name` is OK): for trees reached through a directory handle.
+Status RemoveTreeUnder(int parent_fd, const std::string& name);
+
 // mkdir -p with `mode` for the directories it creates.
 Status MakeDirs(const std::string& path, int mode = 0755);
 
