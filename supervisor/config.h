@@ -16,6 +16,7 @@
 #include "common/status.h"
 #include "supervisor/relay/budget.h"
 #include "supervisor/egress/egress_policy.h"
+#include "supervisor/images/images_config.h"
 #include "supervisor/loopback_ports.h"
 #include "supervisor/relay/relay_config.h"
 
@@ -103,6 +104,10 @@ struct DaemonConfig {
   uint64_t egress_bandwidth = 0;                  // bytes per second per sandbox, both ways together; 0 = no limit
   uint64_t egress_connect_timeout_s = 10;
   uint64_t egress_idle_timeout_s = 300;           // a connection with no bytes either way this long is closed
+
+  // [images]: imports and pulls (supervisor/images/image_service.h); images live in
+  // <state_dir>/images
+  ImagesConfig images;
 
   // [network]: full network mode (supervisor/sandboxes/full_network.h), for sandboxes created with
   // "network": "full" by a token with the scope unsafe:full_network

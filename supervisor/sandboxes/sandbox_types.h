@@ -34,13 +34,16 @@ struct UserCaps {
   // limits.egress: caps on egress rules, laid over the daemon's egress.allowed_*; unset: those.
   std::optional<EgressRulesChange> egress;
   bool full_network = false;  // the scope unsafe:full_network: it may create "network": "full" sandboxes
+  // limits.images: the images the user may create sandboxes of, by name ("python:3.12", "host"),
+  // a trailing "*" matching any rest ("python:*", "acme/*"); unset: any image.
+  std::optional<std::vector<std::string>> images;
 
   bool operator==(const UserCaps&) const = default;
 };
 
 struct CreateRequest {
   std::string name;
-  std::string image = "host";
+  std::string image = "host";  // "host", an image's name ("python:3.12") or its digest
   isolation::ResourceLimits limits;  // memory, cpus, pids, disk; unset: the config's defaults
   std::optional<uint64_t> idle_timeout_s;
   bool start = true;

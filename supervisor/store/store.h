@@ -31,6 +31,7 @@
 
 #include "common/status.h"
 #include "isolation/resource_limits.h"
+#include "rootfs/oci_archive.h"
 #include "supervisor/relay/budget.h"
 #include "supervisor/egress/egress_policy.h"
 
@@ -59,7 +60,8 @@ struct SandboxRow {
   std::string iss;
   std::string sub;
   std::string name;           // the user's label; "" when not given
-  std::string image;          // "host" or an image name from the config
+  std::string image;          // "host" or the digest of its image ("sha256:..."), fixed at create
+  std::string image_name;     // the name the image was asked by ("python:3.12"); "" for host or a digest
   std::string state;          // created|starting|running|frozen|stopping|stopped|destroying
   isolation::ResourceLimits limits;  // the effective limits (memory, cpus, pids, disk), fixed at create time
   int64_t idle_timeout_s = 0; // 0: never idles out
@@ -81,11 +83,36 @@ struct SnapshotRow {
   std::string sandbox_id;     // the sandbox it was taken of (may since be destroyed)
   std::string iss;
   std::string sub;
-  std::string image;
+  std::string image;          // "host" or its image's digest
   int64_t created_at = 0;
   int64_t bytes = 0;          // space it takes on the host's disk
   int64_t uid_base = 0;       // host uid of root inside, for the files in it
   isolation::ResourceLimits limits;  // the sandbox's limits when it was taken (disk_bytes: its size)
+  std::string image_name;     // the sandbox's image_name
+};
+
+// An image layer, unpacked once under the state dir (supervisor/images/image_service.h).
+struct LayerRow {
+  std::string diff_id;        // "sha256:<hex>" of its uncompressed tar
+  int64_t bytes = 0;          // its unpacked size
+  int64_t created_at = 0;
+};
+
+struct ImageRow {
+  std::string digest;                 // "sha256:<hex>" of its config: its id
+  rootfs::ImageConfig config;
+  int64_t bytes = 0;                  // its layers' unpacked size
+  int64_t created_at = 0;
+  std::string source;                 // "import", "pull REF", "build"
+  std::vector<std::string> layers;    // diff_ids, bottom first
+  std::vector<std::string> names;     // the tags pointing at it, sorted
+};
+
+// Who uses an image: a sandbox or a snapshot records it while it exists.
+struct ImageUse {
+  int64_t sandboxes = 0;
+  int64_t snapshots = 0;
+  std::string example;                // one of them ("sb_..." or "snap_..."), for messages
 };
 
 struct CommandRow {
@@ -227,6 +254,24 @@ class Store {
   StatusOr<std::vector<SnapshotRow>> ListSnapshots(const std::string& iss, const std::string& sub);
   Status DeleteSnapshot(const std::string& id);
   StatusOr<int64_t> CountSnapshots(const std::string& iss, const std::string& sub);
+
+  // Images (store_images.cc). InsertImage adds the layers it names that have no row yet (from
+  // `layers`), the image with its layer list, and, when `name` is not empty, points the tag at
+  // it: one transaction. An image already present is kept as it is (the same digest is the same
+  // image). The tag: EEXIST when it points at another image and !force.
+  Status InsertImage(const ImageRow& image, const std::vector<LayerRow>& layers, const std::string& name,
+                     bool force);
+  StatusOr<std::optional<ImageRow>> GetImage(const std::string& digest);
+  StatusOr<std::vector<ImageRow>> ListImages();
+  StatusOr<std::optional<std::string>> ImageOfTag(const std::string& name);
+  Status SetImageTag(const std::string& name, const std::string& digest, bool force);
+  // Deletes the image and its tags; EBUSY when a sandbox or snapshot records it (checked in the
+  // same transaction). ENOENT when absent.
+  Status DeleteImage(const std::string& digest);
+  StatusOr<ImageUse> ImageUses(const std::string& digest);
+  StatusOr<std::vector<LayerRow>> ListLayers();
+  // Deletes the layer rows no image uses; returns them.
+  StatusOr<std::vector<LayerRow>> DeleteUnusedLayers();
 
   // Commands. InsertCommand assigns init_seq (1 + the sandbox's highest) and returns the row.
   StatusOr<CommandRow> InsertCommand(CommandRow row);

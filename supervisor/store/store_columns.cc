@@ -59,4 +59,32 @@ std::optional<EgressRules> EgressOfColumn(std::string_view text) {
   return *rules;
 }
 
+std::string ImageConfigColumn(const rootfs::ImageConfig& config) {
+  return nlohmann::json{{"env", config.env},
+                        {"working_dir", config.working_dir},
+                        {"user", config.user},
+                        {"architecture", config.architecture},
+                        {"os", config.os}}
+      .dump();
+}
+
+rootfs::ImageConfig ImageConfigOfColumn(std::string_view text) {
+  rootfs::ImageConfig config;
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (!j.is_object()) {
+    LogError("store", "an image's stored config does not parse; it reads as empty", {{"config", std::string(text)}});
+    return config;
+  }
+  if (auto env = j.find("env"); env != j.end() && env->is_array()) {
+    for (const auto& item : *env) {
+      if (item.is_string()) config.env.push_back(item.get<std::string>());
+    }
+  }
+  for (auto [key, field] : {std::pair{"working_dir", &config.working_dir}, std::pair{"user", &config.user},
+                            std::pair{"architecture", &config.architecture}, std::pair{"os", &config.os}}) {
+    if (auto it = j.find(key); it != j.end() && it->is_string()) *field = it->get<std::string>();
+  }
+  return config;
+}
+
 }  // namespace corral::supervisor::store_internal

@@ -5,6 +5,7 @@
 //                ("{}": none). Only these four are kept (a sandbox's limits are no others).
 //   egress_json  {"domains", "ports", "cidrs"} (egress_policy.h's EgressRulesJson); "": none kept.
 //   budget_json  budget.h's BudgetToJson / BudgetFromJson.
+//   config_json  an image's config: {"env": [...], "working_dir", "user", "architecture", "os"}.
 // Text that does not decode (written by hand, or by a bug) reads as nothing set, and is logged.
 #pragma once
 
@@ -13,6 +14,7 @@
 #include <string_view>
 
 #include "isolation/resource_limits.h"
+#include "rootfs/oci_archive.h"
 #include "supervisor/relay/budget.h"
 #include "supervisor/egress/egress_policy.h"
 
@@ -23,5 +25,8 @@ isolation::ResourceLimits LimitsOfColumn(std::string_view text);
 
 std::string EgressColumn(const std::optional<EgressRules>& rules);
 std::optional<EgressRules> EgressOfColumn(std::string_view text);
+
+std::string ImageConfigColumn(const rootfs::ImageConfig& config);
+rootfs::ImageConfig ImageConfigOfColumn(std::string_view text);
 
 }  // namespace corral::supervisor::store_internal

@@ -19,9 +19,11 @@ constexpr std::string_view kIssuerColumns = "name, secret, created_at";
 constexpr std::string_view kRevocationColumns = "iss, jti, revoked_at";
 constexpr std::string_view kSandboxColumns =
     "id, iss, sub, name, image, state, limits_json, idle_timeout_s, uid_base, created_at, "
-    "updated_at, last_active_at, init_pid, init_start_time, source, budget_json, cpu_billed_usec, egress_json, network";
+    "updated_at, last_active_at, init_pid, init_start_time, source, budget_json, cpu_billed_usec, egress_json, network, image_name";
 constexpr std::string_view kSnapshotColumns =
-    "id, sandbox_id, iss, sub, image, created_at, bytes, uid_base, limits_json";
+    "id, sandbox_id, iss, sub, image, created_at, bytes, uid_base, limits_json, image_name";
+constexpr std::string_view kLayerColumns = "diff_id, bytes, created_at";
+constexpr std::string_view kImageColumns = "digest, config_json, bytes, created_at, source";
 constexpr std::string_view kCommandColumns =
     "id, sandbox_id, iss, sub, argv_json, pty, state, outcome_json, created_at, ended_at, init_seq, "
     "seq_reserved";
@@ -61,13 +63,17 @@ inline auto Fields(RowOf<RevocationRow> auto& r) { return std::tie(r.iss, r.jti,
 inline auto Fields(RowOf<SandboxRow> auto& r) {
   return std::tie(r.id, r.iss, r.sub, r.name, r.image, r.state, r.limits, r.idle_timeout_s,
                   r.uid_base, r.created_at, r.updated_at, r.last_active_at, r.init_pid,
-                  r.init_start_time, r.source, r.budget, r.cpu_billed_usec, r.egress, r.network);
+                  r.init_start_time, r.source, r.budget, r.cpu_billed_usec, r.egress, r.network, r.image_name);
 }
 
 inline auto Fields(RowOf<SnapshotRow> auto& r) {
   return std::tie(r.id, r.sandbox_id, r.iss, r.sub, r.image, r.created_at, r.bytes, r.uid_base,
-                  r.limits);
+                  r.limits, r.image_name);
 }
+
+inline auto Fields(RowOf<LayerRow> auto& r) { return std::tie(r.diff_id, r.bytes, r.created_at); }
+// An image's own columns; its layers and names are in image_layers and image_tags.
+inline auto Fields(RowOf<ImageRow> auto& r) { return std::tie(r.digest, r.config, r.bytes, r.created_at, r.source); }
 
 inline auto Fields(RowOf<CommandRow> auto& r) {
   return std::tie(r.id, r.sandbox_id, r.iss, r.sub, r.argv_json, r.pty, r.state, r.outcome_json,

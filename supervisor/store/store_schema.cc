@@ -219,6 +219,40 @@ CREATE TABLE revocations (
   PRIMARY KEY (iss, jti)
 ) STRICT;
 )sql",
+    // Images (supervisor/images/image_service.h): layers unpacked once and shared, images (by the
+    // digest of their config) as stacks of layers, and tags naming them. A sandbox's and a
+    // snapshot's `image` holds "host" or the image's digest; image_name the name it was asked by.
+    R"sql(
+CREATE TABLE layers (
+  diff_id     TEXT NOT NULL PRIMARY KEY,
+  bytes       INTEGER NOT NULL,
+  created_at  INTEGER NOT NULL
+) STRICT;
+CREATE TABLE images (
+  digest       TEXT NOT NULL PRIMARY KEY,
+  config_json  TEXT NOT NULL,
+  bytes        INTEGER NOT NULL,
+  created_at   INTEGER NOT NULL,
+  source       TEXT NOT NULL
+) STRICT;
+CREATE TABLE image_layers (
+  image     TEXT NOT NULL REFERENCES images(digest) ON DELETE CASCADE,
+  position  INTEGER NOT NULL,
+  diff_id   TEXT NOT NULL REFERENCES layers(diff_id),
+  PRIMARY KEY (image, position)
+) STRICT;
+CREATE INDEX image_layers_by_layer ON image_layers(diff_id);
+CREATE TABLE image_tags (
+  name        TEXT NOT NULL PRIMARY KEY,
+  image       TEXT NOT NULL REFERENCES images(digest) ON DELETE CASCADE,
+  updated_at  INTEGER NOT NULL
+) STRICT;
+CREATE INDEX image_tags_by_image ON image_tags(image);
+ALTER TABLE sandboxes ADD COLUMN image_name TEXT NOT NULL DEFAULT '';
+ALTER TABLE snapshots ADD COLUMN image_name TEXT NOT NULL DEFAULT '';
+CREATE INDEX sandboxes_by_image ON sandboxes(image);
+CREATE INDEX snapshots_by_image ON snapshots(image);
+)sql",
 };
 constexpr int kLatestSchemaVersion = static_cast<int>(std::size(kMigrations));
 constexpr int kMinSqliteVersion = 3037000;  // STRICT tables.

@@ -103,6 +103,7 @@ inline Value ToValue(bool flag) { return int64_t{flag}; }
 inline Value ToValue(const isolation::ResourceLimits& limits) { return LimitsColumn(limits); }
 inline Value ToValue(const std::optional<EgressRules>& rules) { return EgressColumn(rules); }
 inline Value ToValue(const Budget& budget) { return BudgetToJson(budget); }
+inline Value ToValue(const rootfs::ImageConfig& config) { return ImageConfigColumn(config); }
 
 // A row's fields as bound values, in column order.
 template <typename Row>
@@ -129,6 +130,7 @@ class Columns {
   void Into(isolation::ResourceLimits& limits) { limits = LimitsOfColumn(Text()); }
   void Into(std::optional<EgressRules>& rules) { rules = EgressOfColumn(Text()); }
   void Into(Budget& budget) { budget = BudgetFromJson(Text()); }
+  void Into(rootfs::ImageConfig& config) { config = ImageConfigOfColumn(Text()); }
 
  private:
   std::string Text() {
