@@ -146,7 +146,7 @@ std::string FindExecutable(const std::string& name, const std::string& path_list
 }
 
 StatusOr<ClaudeRuntime> StageClaudeRuntime(const std::string& binary, const std::string& dir,
-                                           const std::vector<std::string>& lib_dirs) {
+                                           const std::string& static_bash, const std::vector<std::string>& lib_dirs) {
   ASSIGN_OR_RETURN(ElfNeeds needs, ReadElfNeeds(binary));
   if (needs.interpreter.empty()) return Status::Error(binary + ": no ELF interpreter (not a dynamic executable)", EINVAL);
   // The closure of DT_NEEDED; the interpreter is the loader itself (ld.so), not a library here.
@@ -164,8 +164,7 @@ StatusOr<ClaudeRuntime> StageClaudeRuntime(const std::string& binary, const std:
     libraries.emplace_back(soname, host_path);
   }
   RETURN_IF_ERROR(MakeDirs(dir + "/lib", 0755));
-  RETURN_IF_ERROR(MakeDirs(dir + "/bash", 0755));
-  for (const std::string& d : {dir, dir + "/lib", dir + "/bash"}) {
+  for (const std::string& d : {dir, dir + "/lib"}) {
     if (chmod(d.c_str(), 0755) != 0) return ErrnoError("chmod " + d);
   }
   ASSIGN_OR_RETURN(std::string loader, ReadFileToString(needs.interpreter));
@@ -174,10 +173,19 @@ StatusOr<ClaudeRuntime> StageClaudeRuntime(const std::string& binary, const std:
     ASSIGN_OR_RETURN(std::string content, ReadFileToString(host_path));
     RETURN_IF_ERROR(PlaceFile(dir + "/lib", soname, content, 0644));
   }
-  const std::string shell = dir + "/bash/sh";
-  (void)unlink(shell.c_str());
-  if (symlink("/bin/sh", shell.c_str()) != 0) return ErrnoError("symlink " + shell);
-  return ClaudeRuntime{dir, binary};
+  ClaudeRuntime runtime{dir, binary, false};
+  if (!static_bash.empty() && access(static_bash.c_str(), X_OK) == 0) {
+    ASSIGN_OR_RETURN(ElfNeeds bash, ReadElfNeeds(static_bash));
+    if (!bash.interpreter.empty() || !bash.needed.empty()) {
+      return Status::Error(static_bash + " is not a static executable", EINVAL);
+    }
+    ASSIGN_OR_RETURN(std::string content, ReadFileToString(static_bash));
+    RETURN_IF_ERROR(PlaceFile(dir, "bash", content, 0755));
+    runtime.has_bash = true;
+  } else {
+    (void)unlink((dir + "/bash").c_str());
+  }
+  return runtime;
 }
 
 std::vector<std::string> ClaudeLoaderArgv() {

@@ -7,10 +7,11 @@
 //   <run_dir>/claude-runtime/ld.so        the binary's ELF interpreter (PT_INTERP), copied
 //                            lib/<soname>  the libraries it needs (DT_NEEDED, transitively),
 //                                          copied from the host's library directories
-//                            bash/sh       a symlink to /bin/sh, resolved inside the sandbox:
-//                                          Claude Code's Bash tool takes only a shell whose path
-//                                          names bash or zsh; images without either (busybox)
-//                                          get their own /bin/sh through this name
+//                            bash          a copy of the host's static bash (Debian's
+//                                          bash-static), when it has one: Claude Code's Bash tool
+//                                          takes only a bash or a zsh, and its shell snapshot is
+//                                          bash syntax (an ash or dash fails on it), so images
+//                                          without either (busybox, alpine) get this one
 // and each image sandbox gets two read-only binds (SandboxHost::ClaudeBinds):
 //   <run_dir>/claude-runtime -> /run/corral/claude
 //   the binary (its real path) -> /run/corral/bin/claude   (beside corral-mcp; no nested bind)
@@ -31,8 +32,10 @@ namespace corral::supervisor {
 
 inline constexpr char kClaudeRuntimeInSandbox[] = "/run/corral/claude";
 inline constexpr char kClaudeBinaryInSandbox[] = "/run/corral/bin/claude";
-// The fallback shell of images without bash or zsh (CLAUDE_CODE_SHELL): their /bin/sh.
-inline constexpr char kClaudeFallbackShell[] = "/run/corral/claude/bash/sh";
+// The shell of images without bash or zsh (CLAUDE_CODE_SHELL): the runtime's static bash.
+inline constexpr char kClaudeFallbackShell[] = "/run/corral/claude/bash";
+// Where the host's static bash is (Debian's bash-static).
+inline constexpr char kHostStaticBash[] = "/bin/bash-static";
 
 // What a dynamically linked ELF file needs: its interpreter (PT_INTERP, "" for a library or a
 // static executable) and its DT_NEEDED sonames, in order.
@@ -53,12 +56,15 @@ std::string FindExecutable(const std::string& name, const std::string& path_list
 struct ClaudeRuntime {
   std::string dir;     // <run_dir>/claude-runtime
   std::string binary;  // the real path of the host's Claude Code
+  bool has_bash = false;  // <dir>/bash: a static bash for images without one
 };
 
 // Stages the runtime for `binary` (a real path) in `dir` (made 0755 if missing; each file is
 // written beside its place and renamed there, so a running agent keeps the inodes it mapped).
 // Sonames are looked up in `lib_dirs` (the host's, by default), the closure of DT_NEEDED.
+// `static_bash`: copied as `bash` when it exists ("" or missing: no bash; has_bash says).
 StatusOr<ClaudeRuntime> StageClaudeRuntime(const std::string& binary, const std::string& dir,
+                                           const std::string& static_bash = kHostStaticBash,
                                            const std::vector<std::string>& lib_dirs = {
                                                "/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu",
                                                "/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu",

@@ -13,8 +13,8 @@ bool HasAgentShell(int root);
 
 // For a sandbox of an image (not "host"): `spec.argv`, a host command line ("claude", its
 // arguments...), becomes the runtime loader's (ClaudeLoaderArgv() then the arguments), and when
-// the running sandbox has no bash or zsh, CLAUDE_CODE_SHELL names its /bin/sh through
-// kClaudeFallbackShell. ENOTSUP when the daemon has no runtime (`runtime` false: Claude Code is
+// the running sandbox has no bash or zsh, CLAUDE_CODE_SHELL names the runtime's static bash
+// (kClaudeFallbackShell; without it Claude Code's Bash tool says it found no shell). ENOTSUP when the daemon has no runtime (`runtime` false: Claude Code is
 // not installed on the host). Host sandboxes: nothing changes.
 Status UseClaudeRuntime(SandboxManager& manager, const Caller& caller, const SandboxRow& sandbox, bool runtime,
                         ExecSpec& spec);

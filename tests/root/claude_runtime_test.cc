@@ -34,6 +34,7 @@ class ClaudeRuntimeTest : public SandboxTest {
     ASSERT_TRUE(MakeDirs(layer_ + "/bin").ok());
     ASSERT_EQ(system(("cp /bin/busybox " + layer_ + "/bin/busybox").c_str()), 0);
     ASSERT_EQ(symlink("busybox", (layer_ + "/bin/sh").c_str()), 0);
+    ASSERT_EQ(symlink("busybox", (layer_ + "/bin/id").c_str()), 0);
     ASSERT_EQ(chmod(dir_.c_str(), 0755), 0);
     echo_ = supervisor::FindExecutable("echo", "/bin");  // its real path: binds take no symlink
     ASSERT_FALSE(echo_.empty());
@@ -87,6 +88,21 @@ TEST_F(ClaudeRuntimeTest, TheRuntimeIsReadOnlyInside) {
   EXPECT_THAT(r.out, HasSubstr("c 1\n"));
   EXPECT_THAT(r.out, HasSubstr("control 0\n"));
   EXPECT_EQ(access((runtime_ + "/x").c_str(), F_OK), -1);
+}
+
+TEST_F(ClaudeRuntimeTest, TheRuntimesStaticBashRunsInABusyboxImage) {
+  auto runtime = supervisor::StageClaudeRuntime(echo_, runtime_);
+  ASSERT_TRUE(runtime.ok()) << runtime.status().ToString();
+  if (!runtime->has_bash) GTEST_SKIP() << supervisor::kHostStaticBash << " is not installed (dist/install-deps.sh)";
+  // Bash syntax that busybox's ash refuses (Claude Code's shell snapshot has arrays like it).
+  const std::string script = "local_probe() { local -a a=(x y); echo \"${#a[@]} ${BASH_VERSION%%.*}\"; }; local_probe; id -u";
+  CorralResult r = Run(echo_, {supervisor::kClaudeFallbackShell, "-c", "-l", script});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err << r.outcome.dump();
+  EXPECT_THAT(r.out, HasSubstr("2 5\n"));
+  EXPECT_THAT(r.out, HasSubstr("1000\n"));  // busybox's id, the image's own tools
+  // Control: the image's own sh is ash, which refuses it.
+  CorralResult ash = Run(echo_, {"/bin/sh", "-c", script});
+  EXPECT_NE(ash.exit_code, 0) << ash.out;
 }
 
 TEST_F(ClaudeRuntimeTest, ClaudeCodeRunsInABusyboxImageThroughTheLoader) {

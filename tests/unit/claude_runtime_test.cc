@@ -73,10 +73,7 @@ TEST(ClaudeRuntime, StagesTheLoaderAndLibrariesThatRunAHostBinary) {
   EXPECT_EQ(ModeOf(dir + "/lib") & 07777, 0755u);
   EXPECT_EQ(ModeOf(dir + "/ld.so") & 07777, 0755u);
   EXPECT_EQ(ModeOf(dir + "/lib/libc.so.6") & 07777, 0644u);
-  ASSERT_TRUE(S_ISLNK(ModeOf(dir + "/bash/sh")));
-  char target[64] = {};
-  ASSERT_GT(readlink((dir + "/bash/sh").c_str(), target, sizeof(target) - 1), 0);
-  EXPECT_STREQ(target, "/bin/sh");
+  EXPECT_EQ(runtime->has_bash, access(kHostStaticBash, X_OK) == 0);
   // The binary itself is not copied.
   EXPECT_NE(access((dir + "/echo").c_str(), F_OK), 0);
   int status = -1;
@@ -91,13 +88,36 @@ TEST(ClaudeRuntime, StagesTheLoaderAndLibrariesThatRunAHostBinary) {
 TEST(ClaudeRuntime, ALibraryNotFoundStagesNothing) {
   test::TempDir tmp("claude-runtime");
   ASSERT_EQ(mkdir(tmp.Join("nolibs").c_str(), 0755), 0);
-  auto runtime = StageClaudeRuntime("/bin/echo", tmp.Join("runtime"), {tmp.Join("nolibs")});
+  auto runtime = StageClaudeRuntime("/bin/echo", tmp.Join("runtime"), "", {tmp.Join("nolibs")});
   ASSERT_FALSE(runtime.ok());
   EXPECT_EQ(runtime.status().error_number(), ENOENT);
   EXPECT_NE(runtime.status().message().find("libc.so.6"), std::string::npos) << runtime.status().ToString();
   EXPECT_NE(access(tmp.Join("runtime").c_str(), F_OK), 0);
   // Positive control: the host's directories have it.
   EXPECT_TRUE(StageClaudeRuntime("/bin/echo", tmp.Join("runtime")).ok());
+}
+
+TEST(ClaudeRuntime, CarriesTheHostsStaticBashOnlyWhenThereIsOne) {
+  test::TempDir tmp("claude-runtime");
+  auto none = StageClaudeRuntime("/bin/echo", tmp.Join("none"), "");
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_FALSE(none->has_bash);
+  EXPECT_NE(access(tmp.Join("none/bash").c_str(), F_OK), 0);
+  // A dynamic executable is not what images without libraries can run.
+  auto dynamic = StageClaudeRuntime("/bin/echo", tmp.Join("dynamic"), "/bin/echo");
+  ASSERT_FALSE(dynamic.ok());
+  EXPECT_EQ(dynamic.status().error_number(), EINVAL);
+  if (access(kHostStaticBash, X_OK) != 0) GTEST_SKIP() << kHostStaticBash << " is not installed (dist/install-deps.sh)";
+  auto with = StageClaudeRuntime("/bin/echo", tmp.Join("with"));
+  ASSERT_TRUE(with.ok()) << with.status().ToString();
+  EXPECT_TRUE(with->has_bash);
+  EXPECT_EQ(ModeOf(tmp.Join("with/bash")) & 07777, 0755u);
+  int status = -1;
+  EXPECT_EQ(Output(tmp.Join("with/bash") + " -c 'echo ${BASH_VERSION%%.*}'", &status).empty(), false);
+  EXPECT_EQ(status, 0);
+  // Staged again without it (the host's was removed): the old copy goes.
+  ASSERT_TRUE(StageClaudeRuntime("/bin/echo", tmp.Join("with"), "").ok());
+  EXPECT_NE(access(tmp.Join("with/bash").c_str(), F_OK), 0);
 }
 
 TEST(ClaudeRuntime, TheStagedLoaderRunsTheHostsClaudeCode) {

@@ -183,6 +183,10 @@ void StageClaudeCode(const supervisor::DaemonConfig& config, supervisor::Sandbox
             {{"binary", binary}, {"error", runtime.status().ToString()}});
     return;
   }
+  if (!runtime->has_bash) {
+    LogWarn("corrald", "bash-static is not installed: agents in images without bash have no Bash tool",
+            {{"path", supervisor::kHostStaticBash}});
+  }
   host.SetClaudeRuntime(runtime->dir, runtime->binary);
   sessions.SetClaudeRuntime(true);
 }
