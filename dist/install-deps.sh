@@ -43,6 +43,11 @@ packages=(
   chromium
   # benchmarks (bench/)
   libbenchmark-dev bubblewrap crun runc hyperfine time jq
+  # images: `corral image pull` copies from registries into an OCI layout with skopeo; the image
+  # tests' layouts are made with umoci (tests/fixtures/make_image.sh), their Debian image with
+  # mmdebstrap from the host's mirror, and pulled from a real registry on loopback
+  # (tests/fixtures/registry.py: docker-registry, its htpasswd users from apache2-utils)
+  skopeo umoci mmdebstrap docker-registry apache2-utils
 )
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -65,6 +70,12 @@ else
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  # docker-registry's package starts a registry for the whole machine on :5000 where systemd
+  # runs; the tests start their own on loopback (tests/fixtures/registry.py). Just installed,
+  # it is stopped and left disabled.
+  if [[ " ${missing[*]} " == *" docker-registry "* ]] && [ -d /run/systemd/system ]; then
+    systemctl disable --now docker-registry.service || true
+  fi
 fi
 
 # The three npm installs below wait on the registry, not the CPU: they run at once.

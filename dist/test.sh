@@ -6,10 +6,11 @@
 #
 # With arguments, they go to one ctest over the main build (e.g. `dist/test.sh -L unit`) and the
 # sanitizer stage runs after it as before. Without, the stages are scheduled to fit a 2-core
-# machine: what waits on the network or the disk (the guest's Debian tree) runs while corral
-# compiles, and while the host's tests run (mostly waiting on daemons, sockets and timers), the
-# guests' tests run beside them at a lower priority (nice 5), and the previous release (nice 10)
-# and the sanitizer build (nice 19) use what CPU is left. Each stage's time is printed at the end.
+# machine: what waits on the network or the disk (the guest's Debian tree, the image tests'
+# Debian image) runs while corral compiles, and while the host's tests run (mostly waiting on
+# daemons, sockets and timers), the guests' tests run beside them at a lower priority (nice 5),
+# and the previous release (nice 10) and the sanitizer build (nice 19) use what CPU is left. Each
+# stage's time is printed at the end.
 # CORRAL_SKIP_SANITIZERS=1 leaves the sanitizer stage out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -61,9 +62,14 @@ fi
 # Its own failures are the package test's to report; here it is only started early.
 tests/package/guest-tree.sh base > "$logs/guest-tree.log" 2>&1 &
 tree_pid=$!
+# Likewise the image tests' Debian image (mmdebstrap twice, then umoci), at a lower priority: the
+# e2e tests that need it wait on its lock, or make it themselves when this failed.
+nice -n 10 tests/fixtures/make_image.sh debian-python-node > "$logs/debian-image.log" 2>&1 &
+image_pid=$!
 
 t=$(date +%s); BUILD_DIR=$build_dir dist/build.sh -DCORRAL_WERROR=ON; stage_done build "$t"
 wait "$tree_pid" || echo "== the guest tree was not made in advance (package_install says why): $(tail -1 "$logs/guest-tree.log")"
+wait "$image_pid" || echo "== the Debian image was not made in advance (the image tests say why): $(tail -1 "$logs/debian-image.log")"
 
 # A job beside the host's tests: `beside NAME NICE CMD...` runs CMD in the background at that
 # priority, its output in $logs/NAME.out, its status and end time in $logs/NAME.rc and .end.

@@ -155,7 +155,7 @@ Status Extractor::Write(const Entry& e) {
 Status Extractor::WriteFile(int parent, const Entry& e) {
   if (e.size < 0) return Status::Error("negative size");
   if (unpacked_bytes_ + static_cast<uint64_t>(e.size) > limits_.max_bytes) {
-    return Status::Error("unpacked size exceeds " + std::to_string(limits_.max_bytes) + " bytes");
+    return Status::Error("unpacked size exceeds " + std::to_string(limits_.max_bytes) + " bytes", EFBIG);
   }
   bool kept = false;
   RETURN_IF_ERROR(MakeRoom(parent, e, false, &kept));
@@ -329,7 +329,7 @@ Status ExtractAll(int root, TarStream* stream, const UnpackLimits& limits, Unpac
     ASSIGN_OR_RETURN(archive_entry * ae, stream->Next());
     if (ae == nullptr) break;
     if (++out->entries > limits.max_entries) {
-      return Status::Error("more than " + std::to_string(limits.max_entries) + " entries");
+      return Status::Error("more than " + std::to_string(limits.max_entries) + " entries", EFBIG);
     }
     StatusOr<Entry> entry = ReadEntry(ae);
     if (!entry.ok()) return entry.status().WithContext("entry " + EntryLabel(ae));

@@ -74,7 +74,7 @@ la_ssize_t TarStream::Pull(const void** buf) {
 }
 
 Status TarStream::InnerError(const char* what) {
-  if (!stream_error_.empty()) return Status::Error(stream_error_);
+  if (!stream_error_.empty()) return Status::Error(stream_error_, EFBIG);  // only the size cap sets it
   return Status::Error(std::string(what) + ": " + ErrorOf(inner_.get()));
 }
 
@@ -82,7 +82,7 @@ StatusOr<archive_entry*> TarStream::Next() {
   struct archive_entry* entry = nullptr;
   int r = archive_read_next_header(inner_.get(), &entry);
   if (r == ARCHIVE_EOF) {
-    if (!stream_error_.empty()) return Status::Error(stream_error_);
+    if (!stream_error_.empty()) return Status::Error(stream_error_, EFBIG);  // only the size cap sets it
     return static_cast<archive_entry*>(nullptr);
   }
   // ARCHIVE_WARN: a lossy conversion (a UTF-8 name in the C locale); the entry is still whole.
@@ -107,7 +107,7 @@ StatusOr<std::string> TarStream::Finish() {
   }
   // libarchive may have hit the end of the raw stream itself while reading ahead; an error
   // it met there (a truncated gzip trailer) must not pass.
-  if (!stream_error_.empty()) return Status::Error(stream_error_);
+  if (!stream_error_.empty()) return Status::Error(stream_error_, EFBIG);  // only the size cap sets it
   return hash_.HexDigest();
 }
 

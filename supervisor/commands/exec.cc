@@ -38,6 +38,7 @@ StatusOr<ExecRequest> SandboxManager::ExecRequestFor(const SandboxRow& row, cons
   request.env = {"PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin", "HOME=" + home,
                  std::string("USER=") + (request.uid == 0 ? "root" : "agent"), "LANG=C.UTF-8"};
   if (spec.pty) request.env.push_back("TERM=xterm-256color");
+  ApplyImageConfig(row, request, !spec.cwd.empty(), !spec.user.empty());
   if (egress_ != nullptr) {
     for (std::string& var : EgressProxyEnvironment(static_cast<uint16_t>(config_.egress_port))) {
       request.env.push_back(std::move(var));

@@ -26,6 +26,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <set>
 #include <string>
@@ -98,16 +99,44 @@ class ImageService {
 
   // For a new sandbox: the image by name or digest, with its layer directories.
   StatusOr<ResolvedImage> Resolve(const std::string& name_or_digest);
+  // An image's config by digest, from memory after the first time (an image never changes).
+  StatusOr<rootfs::ImageConfig> ConfigOf(const std::string& digest);
 
   const std::string& images_dir() const { return images_dir_; }
   const ImagesConfig& config() const { return config_; }
 
  private:
+  // Marks names, image ids and layers busy for one import or pull; a second one of the same is
+  // refused (EBUSY). Unmarks them when it goes.
+  class BusyMark {
+   public:
+    explicit BusyMark(ImageService& service) : service_(service) {}
+    ~BusyMark();
+    BusyMark(const BusyMark&) = delete;
+    BusyMark& operator=(const BusyMark&) = delete;
+    Status Add(const std::string& key, const std::string& what);
+
+   private:
+    ImageService& service_;
+    std::vector<std::string> keys_;
+  };
+
   std::string LayerDir(const std::string& diff_id) const;
+  static std::string RandomWorkName();
+  StatusOr<std::string> DigestOf(const std::string& name_or_digest);
+  static StatusOr<std::string> CanonicalName(const std::string& name);
+  // EEXIST when `name` names an image other than `digest` and !force.
+  Status CheckTagFree(const std::string& name, bool force, const std::string& digest);
+  // The archive at `path` (unpacked under `work`) into the store, named `name` if not empty.
+  StatusOr<ImageRecord> ImportArchive(const std::string& path, const std::string& work, const std::string& select,
+                                      const std::string& name, bool force, const std::string& source,
+                                      BusyMark& busy);
 
   Store& store_;
   const std::string images_dir_;
   const ImagesConfig config_;
+  std::mutex configs_mu_;
+  std::map<std::string, rootfs::ImageConfig> configs_;
   std::mutex busy_mu_;
   std::set<std::string> busy_;  // image ids and names an import or pull is working on
 };

@@ -33,9 +33,6 @@ struct SandboxManager::Launched {
 
 void SandboxManager::Create(const Caller& caller, const UserCaps& caps, CreateRequest request,
                             Done<SandboxRow> done) {
-  if (request.image != isolation::kHostImage) {
-    return done(Status::Error("image " + request.image + " is not available (only \"host\")", EINVAL));
-  }
   if (request.name.size() > 128) return done(Status::Error("name: at most 128 characters", EINVAL));
   std::optional<SnapshotRow> snapshot;
   if (!request.snapshot.empty()) {
@@ -52,6 +49,16 @@ void SandboxManager::Create(const Caller& caller, const UserCaps& caps, CreateRe
     request.limits.disk_bytes = disk_bytes;
     snapshot = *found;
   }
+  // A sandbox made from a snapshot has the snapshot's image.
+  StatusOr<ChosenImage> image = snapshot ? ChosenImage{snapshot->image, snapshot->image_name}
+                                         : ResolveImage(caps, request.image);
+  if (!image.ok()) return done(image.status());
+  if (snapshot && request.image != isolation::kHostImage && request.image != snapshot->image &&
+      request.image != snapshot->image_name) {
+    return done(Status::Error("image: a sandbox made from snapshot " + snapshot->id + " has its image (" +
+                                  (snapshot->image_name.empty() ? snapshot->image : snapshot->image_name) + ")",
+                              EINVAL));
+  }
   auto limits = admission_.Limits(caps, request.limits);
   if (!limits.ok()) return done(limits.status());
   auto idle = admission_.IdleTimeout(caps, request.idle_timeout_s);
@@ -66,7 +73,8 @@ void SandboxManager::Create(const Caller& caller, const UserCaps& caps, CreateRe
   row.iss = caller.iss;
   row.sub = caller.sub;
   row.name = request.name;
-  row.image = request.image;
+  row.image = image->digest;
+  row.image_name = image->name;
   row.state = "created";
   row.limits = *limits;
   row.idle_timeout_s = static_cast<int64_t>(*idle);

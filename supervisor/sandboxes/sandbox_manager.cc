@@ -82,6 +82,8 @@ StatusOr<isolation::SandboxSpec> SandboxManager::SpecOf(const SandboxRow& row) c
       .SetHostUidBase(static_cast<uid_t>(row.uid_base))
       .SetLayerImage(host_.LayerPath(row.id))
       .SetNofileLimit(SandboxOpenFiles());
+  ASSIGN_OR_RETURN(std::vector<std::string> layers, ImageLayersOf(row));
+  if (!layers.empty()) spec.SetImageLayers(std::move(layers));
   const isolation::ResourceLimits& limits = row.limits;
   if (limits.memory_bytes.value_or(0) > 0) spec.SetMemoryLimit(*limits.memory_bytes);
   if (limits.cpu_millicores.value_or(0) > 0) spec.SetCpuLimit(*limits.cpu_millicores);

@@ -60,6 +60,7 @@ struct FileAccess {
 
 class EgressProxy;
 class FullNetwork;
+class ImageService;
 
 class SandboxManager {
  public:
@@ -81,6 +82,8 @@ class SandboxManager {
   void SetEgressProxy(EgressProxy* proxy) { egress_ = proxy; }
   // Before Recover: full network mode (null: "network": "full" is refused as unavailable).
   void SetFullNetwork(FullNetwork* network) { network_ = network; }
+  // Before Recover: the images sandboxes may be made of (null: only "host").
+  void SetImages(ImageService* images) { images_ = images; }
   // Where compute budget refusals (a start) and stops (a running sandbox) are reported.
   void SetBudgetObserver(BudgetObserver* observer) { meter_.SetObserver(observer); }
   // Stops timers and lets go of every sandbox (they keep running for the next daemon).
@@ -182,6 +185,17 @@ class SandboxManager {
   void SetState(SandboxRow& row, const std::string& state);
   // What the host starts for a stored sandbox: the one place a row becomes a SandboxSpec.
   StatusOr<isolation::SandboxSpec> SpecOf(const SandboxRow& row) const;
+  // The image a new sandbox gets (sandbox_images.cc): "host", or an image by name or digest
+  // that the caller's limits.images allow (EPERM otherwise; ENOENT: no such image).
+  struct ChosenImage {
+    std::string digest;  // "host" or "sha256:..."
+    std::string name;    // what it was asked by; "" for host or a digest
+  };
+  StatusOr<ChosenImage> ResolveImage(const UserCaps& caps, const std::string& image) const;
+  // The layer directories of a stored sandbox's image (none: the host image).
+  StatusOr<std::vector<std::string>> ImageLayersOf(const SandboxRow& row) const;
+  // The environment, working directory and default user its image's config gives commands.
+  void ApplyImageConfig(const SandboxRow& row, ExecRequest& request, bool cwd_given, bool user_given) const;
   Command::Context CommandContext();
   void SweepIdle();
   void ComputeExhausted(const std::string& id, const ComputeSpent& spent);
@@ -237,6 +251,7 @@ class SandboxManager {
   LoopbackServices* loopback_ = nullptr;
   EgressProxy* egress_ = nullptr;
   FullNetwork* network_ = nullptr;
+  ImageService* images_ = nullptr;
   std::map<std::string, std::shared_ptr<Live>> live_;  // running sandboxes by id
   std::map<std::string, bool> busy_;                   // a lifecycle operation is under way
   std::map<std::string, std::shared_ptr<Command>> commands_;  // by command id, until they end

@@ -93,6 +93,7 @@ void SandboxManager::Snapshot(const Caller& caller, const std::string& id, Done<
   snapshot.iss = row->iss;
   snapshot.sub = row->sub;
   snapshot.image = row->image;
+  snapshot.image_name = row->image_name;
   snapshot.uid_base = row->uid_base;
   snapshot.limits = row->limits;
   pid_t pid = 0;
@@ -159,6 +160,7 @@ void SandboxManager::Fork(const Caller& caller, const UserCaps& caps, const std:
   row.sub = source->sub;
   row.name = request.name.empty() ? source->name : request.name;
   row.image = source->image;
+  row.image_name = source->image_name;
   row.state = "creating";
   row.source = source->id;
   row.limits = *limits;

@@ -250,8 +250,6 @@ CREATE TABLE image_tags (
 CREATE INDEX image_tags_by_image ON image_tags(image);
 ALTER TABLE sandboxes ADD COLUMN image_name TEXT NOT NULL DEFAULT '';
 ALTER TABLE snapshots ADD COLUMN image_name TEXT NOT NULL DEFAULT '';
-CREATE INDEX sandboxes_by_image ON sandboxes(image);
-CREATE INDEX snapshots_by_image ON snapshots(image);
 )sql",
 };
 constexpr int kLatestSchemaVersion = static_cast<int>(std::size(kMigrations));
