@@ -462,7 +462,7 @@ int Serve(Foundation& base) {
   supervisor::Executions executions(io, pool, *config, *store, manager, sessions);  // headless execute
   supervisor::ImageService images(*store, config->state_dir + "/images", config->images);  // [images]
   if (Status ready = images.Init(); !ready.ok()) return Fail("images: " + ready.ToString());
-  // TODO(lead): manager.SetImages(&images); once SandboxManager has it (sandboxes from images).
+  manager.SetImages(&images);  // sandboxes from images
   Status recovered = manager.Recover();
   if (recovered.ok()) recovered = sessions.Recover();
   if (recovered.ok()) recovered = executions.Recover();
