@@ -417,6 +417,7 @@ std::vector<CheckResult> RunDoctor(const DoctorOptions& options) {
           CheckPidfdAndClone3(),
           CheckNetworkNamespaces(options),
           CheckStateDir(options.state_dir),
+          CheckImages(options),
           CheckClaudeCode(options.claude, options.claude_version)};
 }
 

@@ -34,6 +34,7 @@ struct DoctorOptions {
   std::string state_dir = "/var/lib/corral";  // free space and inodes (its nearest existing parent)
   std::string claude = "claude";            // the agent's binary: a path, or a name to find in PATH
   std::string claude_version;               // the version the session runner is tested with
+  std::string skopeo = "skopeo";            // images.skopeo: what pulls run
   bool probe_namespaces = true;             // false: skip the checks that fork (unit tests)
 };
 
@@ -57,6 +58,9 @@ CheckResult CheckPidfdAndClone3();
 CheckResult CheckNetworkNamespaces(const DoctorOptions& options);
 CheckResult CheckStateDir(const std::string& state_dir);
 CheckResult CheckClaudeCode(const std::string& claude, const std::string& expected_version);
+// Images: an idmapped bind of the state dir's file system as an overlay's lower layer (WARN, not
+// FAIL, when it does not work: the host image still does), and skopeo for pulls.
+CheckResult CheckImages(const DoctorOptions& options);
 
 // The Claude Code version the session runner is tested with (dist/claude-code-version).
 const char* TestedClaudeCodeVersion();

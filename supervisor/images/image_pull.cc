@@ -51,6 +51,18 @@ constexpr size_t kMaxErrorBytes = 4096;
   _exit(127);
 }
 
+// What skopeo's complaint means for the caller: the registry does not have it (ENOENT), will not
+// give it to these credentials (EPERM), or could not be reached or answer (EAGAIN).
+int ErrnoOfSkopeo(const std::string& err) {
+  for (const char* missing : {"manifest unknown", "name unknown", "not found"}) {
+    if (err.find(missing) != std::string::npos) return ENOENT;
+  }
+  for (const char* denied : {"unauthorized", "authentication required", "denied", "401"}) {
+    if (err.find(denied) != std::string::npos) return EPERM;
+  }
+  return EAGAIN;
+}
+
 // Runs skopeo with `args`; its stderr (the first kMaxErrorBytes) in the error.
 Status RunSkopeo(const std::string& skopeo, const std::vector<std::string>& args, const std::string& home) {
   std::vector<std::string> words = {skopeo};
@@ -98,7 +110,7 @@ Status RunSkopeo(const std::string& skopeo, const std::vector<std::string>& args
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     while (!err.empty() && (err.back() == '\n' || err.back() == ' ')) err.pop_back();
-    return Status::Error("skopeo: " + (err.empty() ? std::string("failed") : err), EIO);
+    return Status::Error("skopeo: " + (err.empty() ? std::string("failed") : err), ErrnoOfSkopeo(err));
   }
   return Status();
 }

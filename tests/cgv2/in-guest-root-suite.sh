@@ -19,13 +19,24 @@ echo "cgv2-guest: CORRAL_EXPECT_CGROUP_VERSION=$CORRAL_EXPECT_CGROUP_VERSION, ui
 
 # The guest's root is overlayfs (host / over 9p + tmpfs), and overlayfs cannot be the upper layer
 # of another overlay (mount fails with EINVAL), unlike the ext4/xfs of a real host. Give the
-# directories where corral and its tests keep writable layers and state a real local fs.
+# directories where corral and its tests keep writable layers and state a real local fs: ext4 on
+# a sparse file (image layers are idmapped binds, which tmpfs supports only from Linux 6.3 and
+# Debian 12's kernel is 6.1), or tmpfs where that cannot be made.
 for d in /var/tmp /var/lib/corral; do
-  mkdir -p "$d" && mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs "$d" \
-    || { echo "cgv2-guest: FAILED: cannot mount a tmpfs on $d" >&2; exit 1; }
+  mkdir -p "$d" || { echo "cgv2-guest: FAILED: cannot make $d" >&2; exit 1; }
+  img=/run/cgv2-$(basename "$d").ext4
+  if truncate -s 8G "$img" && mkfs.ext4 -q -F -E lazy_itable_init=1,lazy_journal_init=1 "$img" 2>/dev/null &&
+     mount -o loop,nosuid,nodev "$img" "$d"; then
+    chmod 1777 "$d"; fs=ext4
+  else
+    rm -f "$img"
+    mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs "$d" \
+      || { echo "cgv2-guest: FAILED: cannot mount a tmpfs on $d" >&2; exit 1; }
+    fs=tmpfs
+  fi
+  echo "cgv2-guest: $fs on $d"
 done
 [ ! -d /var/lib/corral ] || chmod 755 /var/lib/corral
-echo "cgv2-guest: tmpfs on /var/tmp and /var/lib/corral (overlay upper layers need a non-overlay fs)"
 
 now() { read -r up _ < /proc/uptime; echo "$up"; }
 # sum of one numeric attribute over the <testsuite> elements of a gtest XML file

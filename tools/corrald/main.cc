@@ -260,6 +260,7 @@ Status CheckHost(const supervisor::DaemonConfig& config, const supervisor::Cgrou
   doctor.cgroup_mount = config.cgroup_mount;
   doctor.cgroup_parent = placement.sandboxes_parent;
   doctor.state_dir = config.state_dir;
+  doctor.skopeo = config.images.skopeo;
   doctor.claude_version = supervisor::TestedClaudeCodeVersion();
   std::string failed;
   for (const auto& check : supervisor::RunDoctor(doctor)) {
