@@ -34,6 +34,9 @@ Status UseClaudeRuntime(SandboxManager& manager, const Caller& caller, const San
   std::vector<std::string> argv = ClaudeLoaderArgv();
   argv.insert(argv.end(), spec.argv.begin() + 1, spec.argv.end());
   spec.argv = std::move(argv);
+  // A session's "" is the agent's home here too (its transcripts and resumes are kept by cwd),
+  // not the image's working directory, which commands get and which may not be the agent's.
+  if (spec.cwd.empty()) spec.cwd = "/home/agent";
   ASSIGN_OR_RETURN(FileAccess files, manager.OpenFiles(caller, sandbox.id));
   if (!HasAgentShell(files.root.get())) spec.env.push_back(std::string("CLAUDE_CODE_SHELL=") + kClaudeFallbackShell);
   return Status();
