@@ -2,6 +2,8 @@
 // reading, the staged directory, and the staged loader running real host binaries from it.
 #include "supervisor/sandboxes/claude_runtime.h"
 
+#include <fcntl.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -13,6 +15,8 @@
 
 #include <gtest/gtest.h>
 
+#include "common/unique_fd.h"
+#include "supervisor/sessions/image_agent.h"
 #include "tests/testing/temp_dir.h"
 
 namespace corral::supervisor {
@@ -159,6 +163,36 @@ TEST(ClaudeRuntime, TellsWhereClaudeCodesArgumentsStart) {
   EXPECT_EQ(ClaudeArgsStart({"bash", "-c", "claude"}), 0u);
   EXPECT_EQ(ClaudeArgsStart({std::string(kClaudeRuntimeInSandbox) + "/ld.so", "/bin/sh"}), 0u);
   EXPECT_EQ(ClaudeArgsStart({}), 0u);
+}
+
+// Whether an image sandbox needs the runtime's bash: its root is looked at, never the host's.
+TEST(ClaudeRuntime, FindsABashOrZshInsideTheSandboxsRootOnly) {
+  test::TempDir tmp("claude-runtime");
+  auto has = [&](const std::string& root) {
+    UniqueFd fd(open(tmp.Join(root).c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    return fd && HasAgentShell(fd.get());
+  };
+  // Debian's merged /usr: bin -> usr/bin, a real usr/bin/bash.
+  tmp.Put("debian/usr/bin/bash", "");
+  ASSERT_EQ(chmod(tmp.Join("debian/usr/bin/bash").c_str(), 0755), 0);
+  ASSERT_EQ(symlink("usr/bin", tmp.Join("debian/bin").c_str()), 0);
+  EXPECT_TRUE(has("debian"));
+  tmp.Put("zsh/usr/local/bin/zsh", "");
+  ASSERT_EQ(chmod(tmp.Join("zsh/usr/local/bin/zsh").c_str(), 0755), 0);
+  EXPECT_TRUE(has("zsh"));
+  // busybox: only sh.
+  tmp.Put("busybox/bin/busybox", "");
+  ASSERT_EQ(symlink("busybox", tmp.Join("busybox/bin/sh").c_str()), 0);
+  EXPECT_FALSE(has("busybox"));
+  // Not executable: no shell.
+  tmp.Put("noexec/bin/bash", "");
+  EXPECT_FALSE(has("noexec"));
+  // An absolute link resolves inside the root, where /usr/bin/bash is not: the host's is not seen.
+  ASSERT_EQ(access("/usr/bin/bash", X_OK), 0);
+  ASSERT_EQ(mkdir(tmp.Join("escape").c_str(), 0755), 0);
+  ASSERT_EQ(mkdir(tmp.Join("escape/bin").c_str(), 0755), 0);
+  ASSERT_EQ(symlink("/usr/bin/bash", tmp.Join("escape/bin/bash").c_str()), 0);
+  EXPECT_FALSE(has("escape"));
 }
 
 }  // namespace
