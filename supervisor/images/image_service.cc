@@ -91,6 +91,10 @@ Status ImageService::Init() {
     Status removed = RemoveTree(images_dir_ + "/tmp/" + name);
     if (!removed.ok()) LogWarn("images", "cannot remove a leftover import", {{"error", removed.ToString()}});
   }
+  // And the layers it had moved into place but not recorded: no import runs yet.
+  auto strays = RemoveStrayLayers();
+  if (!strays.ok()) return strays.status();
+  if (*strays > 0) LogInfo("images", "removed layers an interrupted import left", {{"layers", std::to_string(*strays)}});
   return Status();
 }
 
@@ -161,20 +165,10 @@ StatusOr<rootfs::ImageConfig> ImageService::ConfigOf(const std::string& digest) 
   return row->config;
 }
 
-StatusOr<PruneReport> ImageService::Prune() {
-  PruneReport report;
-  ASSIGN_OR_RETURN(std::vector<LayerRow> unused, store_.DeleteUnusedLayers());
+StatusOr<uint64_t> ImageService::RemoveStrayLayers() {
   std::set<std::string> known;
-  ASSIGN_OR_RETURN(std::vector<LayerRow> kept, store_.ListLayers());
-  for (const LayerRow& layer : kept) known.insert(Hex(layer.diff_id));
-  std::lock_guard lock(busy_mu_);  // no import is moving a layer into place meanwhile
-  if (!busy_.empty()) return Status::Error("an import or pull is running; prune when it ends", EBUSY);
-  for (const LayerRow& layer : unused) {
-    RETURN_IF_ERROR(RemoveTree(LayerDir(layer.diff_id)));
-    ++report.layers;
-    report.bytes += static_cast<uint64_t>(layer.bytes);
-  }
-  // Directories no record knows (an import that died between unpacking and recording).
+  ASSIGN_OR_RETURN(std::vector<LayerRow> rows, store_.ListLayers());
+  for (const LayerRow& layer : rows) known.insert(Hex(layer.diff_id));
   DIR* dir = opendir((images_dir_ + "/layers").c_str());
   if (dir == nullptr) return ErrnoError("open " + images_dir_ + "/layers");
   std::vector<std::string> strays;
@@ -183,10 +177,22 @@ StatusOr<PruneReport> ImageService::Prune() {
     if (name != "." && name != ".." && known.count(name) == 0) strays.push_back(name);
   }
   closedir(dir);
-  for (const std::string& name : strays) {
-    RETURN_IF_ERROR(RemoveTree(images_dir_ + "/layers/" + name));
+  for (const std::string& name : strays) RETURN_IF_ERROR(RemoveTree(images_dir_ + "/layers/" + name));
+  return static_cast<uint64_t>(strays.size());
+}
+
+StatusOr<PruneReport> ImageService::Prune() {
+  PruneReport report;
+  ASSIGN_OR_RETURN(std::vector<LayerRow> unused, store_.DeleteUnusedLayers());
+  std::lock_guard lock(busy_mu_);  // no import is moving a layer into place meanwhile
+  if (!busy_.empty()) return Status::Error("an import or pull is running; prune when it ends", EBUSY);
+  for (const LayerRow& layer : unused) {
+    RETURN_IF_ERROR(RemoveTree(LayerDir(layer.diff_id)));
     ++report.layers;
+    report.bytes += static_cast<uint64_t>(layer.bytes);
   }
+  ASSIGN_OR_RETURN(uint64_t strays, RemoveStrayLayers());
+  report.layers += strays;
   return report;
 }
 

@@ -80,7 +80,8 @@ class ImageService {
  public:
   ImageService(Store& store, std::string images_dir, ImagesConfig config);
 
-  // Makes the directories (0700) and removes what an interrupted import left in tmp/.
+  // Makes the directories (0700) and removes what an interrupted import left: its work in tmp/
+  // and the layers it moved into place without recording them. Before any import runs.
   Status Init();
 
   StatusOr<ImageRecord> Import(const ImportRequest& request);
@@ -123,6 +124,8 @@ class ImageService {
 
   std::string LayerDir(const std::string& diff_id) const;
   static std::string RandomWorkName();
+  // Removes the layer directories no record knows; how many. Not while an import runs.
+  StatusOr<uint64_t> RemoveStrayLayers();
   StatusOr<std::string> DigestOf(const std::string& name_or_digest);
   static StatusOr<std::string> CanonicalName(const std::string& name);
   // EEXIST when `name` names an image other than `digest` and !force.
