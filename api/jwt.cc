@@ -241,6 +241,9 @@ constexpr LimitField kLimitFields[] = {
     {"sessions", &supervisor::UserCaps::sessions, nullptr},
 };
 
+constexpr size_t kMaxImageLimits = 64;        // limits.images entries
+constexpr size_t kMaxImageLimitChars = 255;   // characters in one of them
+
 StatusOr<uint64_t> CpusToMillicores(const json& value) {
   double cpus = value.is_number() ? value.get<double>() : 0;
   // NaN fails every comparison, so !(cpus > 0) also catches it; 1e400 parses as inf.
@@ -250,6 +253,27 @@ StatusOr<uint64_t> CpusToMillicores(const json& value) {
   long long millicores = std::llround(cpus * 1000);
   if (millicores == 0) return Status::Error("limits.cpus below one millicore");
   return static_cast<uint64_t>(millicores);
+}
+
+// limits.images: the image names a user may pick ("python:3.12", "acme/*", "host"); the sandbox
+// manager matches them. An empty array allows no image at all.
+StatusOr<std::vector<std::string>> ParseImageLimits(const json& value) {
+  if (!value.is_array()) return Status::Error("limits.images not an array of strings");
+  if (value.size() > kMaxImageLimits) {
+    return Status::Error("limits.images has more than " + std::to_string(kMaxImageLimits) + " entries");
+  }
+  std::vector<std::string> images;
+  for (const json& entry : value) {
+    if (!entry.is_string() || entry.get_ref<const std::string&>().empty()) {
+      return Status::Error("limits.images entry not a non-empty string");
+    }
+    const std::string& name = entry.get_ref<const std::string&>();
+    if (name.size() > kMaxImageLimitChars) {
+      return Status::Error("limits.images entry longer than " + std::to_string(kMaxImageLimitChars) + " characters");
+    }
+    images.push_back(name);
+  }
+  return images;
 }
 
 StatusOr<supervisor::UserCaps> ParseLimits(const json& payload) {
@@ -273,6 +297,9 @@ StatusOr<supervisor::UserCaps> ParseLimits(const json& payload) {
     auto rules = supervisor::ParseEgressRulesChange(*egress, "limits.egress");
     if (!rules.ok()) return Status::Error(std::string(rules.status().message()));
     limits.egress = std::move(*rules);
+  }
+  if (auto images = it->find("images"); images != it->end()) {
+    ASSIGN_OR_RETURN(limits.images, ParseImageLimits(*images));
   }
   return limits;
 }

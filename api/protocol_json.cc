@@ -465,6 +465,17 @@ StatusOr<LedgerExport> ParseLedgerExport(const std::map<std::string, std::string
 
 // ---- Replies' bodies ----
 
+namespace {
+
+// "image": what it was created by (a name, "host", a digest); "image_digest": the image it runs,
+// whatever that name points at now (absent for host).
+void SetImage(json& j, const std::string& image, const std::string& image_name) {
+  j["image"] = image_name.empty() ? image : image_name;
+  if (image.starts_with("sha256:")) j["image_digest"] = image;
+}
+
+}  // namespace
+
 json SandboxJson(const supervisor::SandboxRow& row, bool with_owner) {
   const isolation::ResourceLimits& set = row.limits;
   const json limits = {{"memory_bytes", set.memory_bytes.value_or(0)},
@@ -473,7 +484,6 @@ json SandboxJson(const supervisor::SandboxRow& row, bool with_owner) {
                        {"disk_bytes", set.disk_bytes.value_or(0)}};
   json j = {{"id", row.id},
             {"name", row.name},
-            {"image", row.image},
             {"state", row.state},
             {"limits", limits},
             {"idle_timeout_s", row.idle_timeout_s},
@@ -482,6 +492,7 @@ json SandboxJson(const supervisor::SandboxRow& row, bool with_owner) {
             {"source", row.source},
             {"egress", EgressJson(row)},
             {"network", row.network}};
+  SetImage(j, row.image, row.image_name);
   if (with_owner) {
     j["iss"] = row.iss;
     j["sub"] = row.sub;
@@ -494,8 +505,8 @@ json EgressJson(const supervisor::SandboxRow& row) {
 }
 
 json SnapshotJson(const supervisor::SnapshotRow& row, bool with_owner) {
-  json j = {{"id", row.id},           {"sandbox", row.sandbox_id}, {"image", row.image},
-            {"created_at", row.created_at}, {"bytes", row.bytes}};
+  json j = {{"id", row.id}, {"sandbox", row.sandbox_id}, {"created_at", row.created_at}, {"bytes", row.bytes}};
+  SetImage(j, row.image, row.image_name);
   j["disk_bytes"] = row.limits.disk_bytes.value_or(0);
   if (with_owner) {
     j["iss"] = row.iss;

@@ -1,7 +1,8 @@
 // The HTTP routes of docs/PROTOCOL.md, one registrar per resource. Each route parses its request
 // (protocol_json.h), checks the token's scope, calls the supervisor and answers; the work, and
 // every check of who owns what, is the supervisor's. RegisterApi (daemon_api.h) calls them all
-// but RegisterExecuteRoutes, which corrald calls with the executions.
+// but RegisterExecuteRoutes and RegisterImageRoutes, which corrald calls with the executions and
+// the image service.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
@@ -9,6 +10,7 @@
 
 #include "api/server.h"
 #include "supervisor/config.h"
+#include "supervisor/images/image_service.h"
 #include "supervisor/sessions/executions.h"
 #include "supervisor/relay/ledger.h"
 #include "supervisor/sandboxes/sandbox_events.h"
@@ -56,6 +58,20 @@ void RegisterUsageRoutes(Server& server, const supervisor::Ledger& ledger, super
 //   GET  /v1/admin/sandboxes                every user's sandboxes, with their owners
 void RegisterAdminRoutes(Server& server, boost::asio::io_context& io, boost::asio::thread_pool& pool,
                          supervisor::SandboxManager& manager, const supervisor::DaemonConfig& config);
+
+// image_routes.cc (`images` may be null: every route answers 503 unavailable):
+//   GET    /v1/images, /v1/images/{ref}     any token: {"images": [...]}, one image; {ref} is a
+//                                           name (its '/' percent-encoded or not) or a digest
+//   POST   /v1/images/import {"path", "name"?, "select"?, "force"?}
+//                                           admin socket: 201, the image; on the worker pool
+//   POST   /v1/images/pull {"ref", "name"?, "force"?}
+//                                           admin socket: 201, the image; on the worker pool
+//   POST   /v1/images/{ref}/tag {"name", "force"?}   admin socket: 200, the image
+//   DELETE /v1/images/{ref}                 admin socket: 204; conflict while a sandbox or a
+//                                           snapshot uses it
+//   POST   /v1/images/prune                 admin socket: {"layers_removed", "bytes_freed"}
+void RegisterImageRoutes(Server& server, boost::asio::io_context& io, boost::asio::thread_pool& pool,
+                         supervisor::ImageService* images);
 
 // execute_routes.cc ("Headless execute" and "Git"):
 //   POST /v1/execute                        scopes sandboxes + sessions: 202, the running record

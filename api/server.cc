@@ -56,27 +56,57 @@ ServerCore::ServerCore(net::io_context& io_context, ServerLimits server_limits, 
   ws_bytes_out = &bytes.WithLabels({"out"});
 }
 
+namespace {
+
+bool IsCapture(const std::string& pattern) {
+  return pattern.size() >= 2 && pattern.front() == '{' && pattern.back() == '}';
+}
+
+// "{name...}": one or more segments, joined with '/'.
+bool IsRestCapture(const std::string& pattern) { return IsCapture(pattern) && pattern.ends_with("...}"); }
+
+// Whether `route` matches `segments`; its captures go into `params`, and `literal` counts the
+// segments matched literally.
+bool MatchRoute(const RouteEntry& route, const std::vector<std::string>& segments,
+                std::map<std::string, std::string>& params, int& literal) {
+  const auto& patterns = route.segments;
+  auto rest = std::find_if(patterns.begin(), patterns.end(), IsRestCapture);
+  const size_t before = static_cast<size_t>(rest - patterns.begin());
+  const size_t after = rest == patterns.end() ? 0 : patterns.size() - before - 1;
+  if (rest == patterns.end() ? patterns.size() != segments.size() : segments.size() < before + after + 1) return false;
+  auto one = [&](const std::string& pattern, const std::string& segment) {
+    if (IsCapture(pattern)) {
+      params[pattern.substr(1, pattern.size() - 2)] = segment;
+      return true;
+    }
+    if (pattern != segment) return false;
+    ++literal;
+    return true;
+  };
+  for (size_t i = 0; i < before; ++i) {
+    if (!one(patterns[i], segments[i])) return false;
+  }
+  if (rest == patterns.end()) return true;
+  for (size_t i = 0; i < after; ++i) {
+    if (!one(patterns[before + 1 + i], segments[segments.size() - after + i])) return false;
+  }
+  std::string joined;
+  for (size_t i = before; i < segments.size() - after; ++i) joined += (joined.empty() ? "" : "/") + segments[i];
+  params[rest->substr(1, rest->size() - 5)] = joined;
+  return true;
+}
+
+}  // namespace
+
 RouteMatch ServerCore::FindRoute(std::string_view method, const std::vector<std::string>& segments,
                                  bool is_unix) const {
   RouteMatch best;
   int best_score = -1;
   for (const RouteEntry& route : routes) {
     if (route.auth == Auth::kAdminOnly && !is_unix) continue;  // invisible on TCP
-    if (route.segments.size() != segments.size()) continue;
     std::map<std::string, std::string> params;
     int literal = 0;
-    bool match = true;
-    for (size_t i = 0; i < segments.size() && match; ++i) {
-      const std::string& pattern = route.segments[i];
-      if (pattern.size() >= 2 && pattern.front() == '{' && pattern.back() == '}') {
-        params[pattern.substr(1, pattern.size() - 2)] = segments[i];
-      } else if (pattern == segments[i]) {
-        ++literal;
-      } else {
-        match = false;
-      }
-    }
-    if (!match) continue;
+    if (!MatchRoute(route, segments, params, literal)) continue;
     if (std::find(best.methods.begin(), best.methods.end(), route.method) == best.methods.end()) {
       best.methods.push_back(route.method);
     }

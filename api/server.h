@@ -65,7 +65,10 @@ class Server {
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
 
-  // Routes: exact path segments or "{name}" for one segment. Registered before listening.
+  // Routes: exact path segments, "{name}" for one segment, or (at most once in a pattern)
+  // "{name...}" for one or more, joined with '/' ("/v1/images/{ref...}/tag" takes
+  // /v1/images/acme/agent:1/tag). Segments are percent-decoded one by one, so "a%2Fb" is one
+  // segment, "a/b". Registered before listening.
   // Routes without a token (Auth::kNone) take no request body.
   void Route(std::string method, std::string pattern, Auth auth, HttpHandler handler);
   void Route(std::string method, std::string pattern, Auth auth, RouteOptions options, HttpHandler handler);

@@ -63,7 +63,7 @@ struct Peer {
 
 struct RouteEntry {
   std::string method;
-  std::vector<std::string> segments;  // "{name}" captures one segment
+  std::vector<std::string> segments;  // "{name}" captures one segment, "{name...}" one or more
   Auth auth;
   size_t max_body = 0;  // 0: ServerLimits::max_body_bytes
   HttpHandler handler;

@@ -17,6 +17,8 @@
 
 #include "common/file_util.h"
 #include "common/parse.h"
+#include "rootfs/mount_plan.h"
+#include "supervisor/config_images.h"
 #include "supervisor/loopback_ports.h"
 #include "supervisor/relay/upstream_url.h"
 
@@ -64,6 +66,8 @@ auto& PartOf(Config& config) {
     return config.relay;
   } else if constexpr (std::is_same_v<Part, ServerLimits>) {
     return config.server_limits;
+  } else if constexpr (std::is_same_v<Part, ImagesConfig>) {
+    return config.images;
   } else {
     static_assert(std::is_same_v<Part, DaemonConfig>);
     return config;
@@ -493,6 +497,10 @@ const std::vector<KeySpec>& Keys() {
       {"network", "netns", NetnsKey(&DaemonConfig::network_netns)},
       {"network", "full_subnet", ApplyFullSubnet},
       {"network", "dns", ApplyNetworkDns},
+      {"images", "max_size", SizeKey(&ImagesConfig::max_size)},
+      {"images", "max_layers", CountKey(&ImagesConfig::max_layers)},
+      {"images", "skopeo", [](const toml::node& n, DaemonConfig& c) { return ParseSkopeoPath(n, c.images.skopeo); }},
+      {"images", "registry", [](const toml::node& n, DaemonConfig& c) { return ParseRegistries(n, c.images.registries); }},
   };
   return keys;
 }
@@ -627,6 +635,12 @@ Status Validate(const DaemonConfig& c, const std::string& origin, const Lines& l
       {"sessions.agent_silence_timeout", &DaemonConfig::agent_silence_timeout_s},
   }));
 
+  RETURN_IF_ERROR(check.Check(c, {{"images.max_size", &ImagesConfig::max_size},
+                                  {"images.max_layers", &ImagesConfig::max_layers}}));
+  if (c.images.max_layers > rootfs::kMaxImageLayers) {
+    return Status::Error(check.Where({"images.max_layers"}) + "images.max_layers: at most " +
+                         std::to_string(rootfs::kMaxImageLayers) + " (an overlay's lower layers)");
+  }
   // sockaddr_un.sun_path holds 107 characters and the terminating NUL.
   if (c.admin_socket.size() >= sizeof(sockaddr_un{}.sun_path)) {
     return Status::Error(check.Where({"daemon.admin_socket"}) + "daemon.admin_socket: longer than " +
@@ -742,6 +756,7 @@ std::vector<std::string> ApplyReload(DaemonConfig& live, const DaemonConfig& fre
               live.egress_bandwidth != fresh.egress_bandwidth ||
               live.egress_connect_timeout_s != fresh.egress_connect_timeout_s ||
               live.egress_idle_timeout_s != fresh.egress_idle_timeout_s);
+  differs("images", !SameImagesConfig(live.images, fresh.images));
   differs("network", live.network_netns != fresh.network_netns ||
                          live.network_full_subnet.ToString() != fresh.network_full_subnet.ToString() ||
                          live.network_dns != fresh.network_dns);

@@ -83,9 +83,10 @@ std::vector<Reference> MarkdownReferences(const std::string& file, const std::st
 }
 
 // The keys a corrald.toml documents: `key = value` lines, commented out or not, under their
-// [section] (a [relay.prices."MODEL"] table is the key relay.prices).
+// [section] (a [relay.prices."MODEL"] table is the key relay.prices, an [[images.registry]] table
+// the key images.registry).
 std::vector<Reference> TomlReferences(const std::string& file, const std::string& text) {
-  static const std::regex kTable(R"(^#?\s*\[([a-z_]+)(?:\.([a-z_]+)[^\]]*)?\]\s*$)");
+  static const std::regex kTable(R"(^#?\s*\[\[?([a-z_]+)(?:\.([a-z_]+)[^\]]*)?\]\]?\s*$)");
   static const std::regex kKey(R"(^#?\s*([a-z_]+)\s*=\s*(.+)$)");
   std::vector<Reference> found;
   std::istringstream in(text);

@@ -64,6 +64,11 @@ std::string Dump(const DaemonConfig& c) {
       << "\negress_idle_timeout_s=" << c.egress_idle_timeout_s << "\nnetwork_netns=" << c.network_netns
       << "\nnetwork_full_subnet=" << c.network_full_subnet.ToString() << "\nnetwork_dns=";
   for (const auto& a : c.network_dns) out << a.ToString() << ",";
+  out << "\nimages_max_size=" << c.images.max_size << "\nimages_max_layers=" << c.images.max_layers
+      << "\nimages_skopeo=" << c.images.skopeo << "\nimages_registries=";
+  for (const auto& r : c.images.registries) {
+    out << r.host << "/" << r.insecure << "/" << r.username << "/" << r.password_file << ",";
+  }
   out << "\nrelay_prices=";
   for (const auto& [model, price] : c.relay.prices.entries()) {
     out << model << ":" << price.input << "/" << price.output << "/" << price.cache_write << "/" << price.cache_read
@@ -370,7 +375,7 @@ TEST(ConfigTest, DistConfigDocumentsEveryKeyWithItsDefault) {
       uncommented += line + "\n";
     }
   }
-  EXPECT_EQ(keys, 74);  // every field of DaemonConfig but the prices; listen sets two
+  EXPECT_EQ(keys, 77);  // every field of DaemonConfig but the prices; listen sets two
   auto parsed = ParseConfig(uncommented, "uncommented");
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   EXPECT_EQ(Dump(*parsed), Dump(DaemonConfig{}));
@@ -574,6 +579,89 @@ TEST(ConfigTest, NetworkKeys) {
   EXPECT_NE(ErrorOf("[network]\nmode = \"full\"\n").find("network.mode"), std::string::npos);
 }
 
+TEST(ConfigTest, ImagesKeys) {
+  auto parsed = ParseConfig(R"([images]
+max_size = "2G"
+max_layers = 32
+skopeo = "/usr/local/bin/skopeo"
+
+[[images.registry]]
+host = "127.0.0.1:5000"
+insecure = true
+username = "corral"
+password_file = "/etc/corral/registry-password"
+
+[[images.registry]]
+host = "registry.example.com"
+)");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->images.max_size, 2ull << 30);
+  EXPECT_EQ(parsed->images.max_layers, 32u);
+  EXPECT_EQ(parsed->images.skopeo, "/usr/local/bin/skopeo");
+  ASSERT_EQ(parsed->images.registries.size(), 2u);
+  EXPECT_EQ(parsed->images.registries[0].host, "127.0.0.1:5000");
+  EXPECT_TRUE(parsed->images.registries[0].insecure);
+  EXPECT_EQ(parsed->images.registries[0].username, "corral");
+  EXPECT_EQ(parsed->images.registries[0].password_file, "/etc/corral/registry-password");
+  EXPECT_EQ(parsed->images.registries[1].host, "registry.example.com");
+  EXPECT_FALSE(parsed->images.registries[1].insecure);
+  EXPECT_EQ(parsed->images.registries[1].username, "");
+  // The defaults: 16 GiB, 128 layers, skopeo from PATH, no registries.
+  DaemonConfig defaults;
+  EXPECT_EQ(defaults.images.max_size, 16ull << 30);
+  EXPECT_EQ(defaults.images.max_layers, 128u);
+  EXPECT_EQ(defaults.images.skopeo, "skopeo");
+  EXPECT_TRUE(defaults.images.registries.empty());
+  // The bounds pass: one layer, 128 layers, a program name.
+  EXPECT_TRUE(ParseConfig("[images]\nmax_layers = 1\n").ok());
+  EXPECT_TRUE(ParseConfig("[images]\nmax_layers = 128\nskopeo = \"skopeo\"\n").ok());
+}
+
+TEST(ConfigTest, BadImagesKeysNameKeyAndLine) {
+  EXPECT_EQ(ErrorOf("[images]\nmax_layers = 0\n"), "corrald.toml:2: images.max_layers: must be positive");
+  EXPECT_EQ(ErrorOf("[images]\n\nmax_layers = 129\n"),
+            "corrald.toml:3: images.max_layers: at most 128 (an overlay's lower layers)");
+  EXPECT_EQ(ErrorOf("[images]\nmax_layers = -1\n"), "corrald.toml:2: images.max_layers: expected a non-negative integer");
+  EXPECT_EQ(ErrorOf("[images]\nmax_size = 0\n"), "corrald.toml:2: images.max_size: must be positive");
+  EXPECT_EQ(ErrorOf("[images]\nmax_size = \"lots\"\n"), "corrald.toml:2: images.max_size: expected a size like \"8G\"");
+  for (const char* skopeo : {"", "bin/skopeo", "./skopeo"}) {
+    EXPECT_EQ(ErrorOf(std::string("[images]\nskopeo = \"") + skopeo + "\"\n"),
+              "corrald.toml:2: images.skopeo: expected an absolute path or a program name like \"skopeo\"")
+        << skopeo;
+  }
+  EXPECT_EQ(ErrorOf("[images]\nmaxsize = \"1G\"\n"), "corrald.toml:2: images.maxsize: unknown key");
+  EXPECT_NE(ErrorOf("[images]\nregistry = \"127.0.0.1:5000\"\n").find("images.registry: expected tables"),
+            std::string::npos);
+}
+
+TEST(ConfigTest, BadRegistriesNameTheTableKeyAndLine) {
+  const std::string good = "[[images.registry]]\nhost = \"127.0.0.1:5000\"\n";
+  ASSERT_TRUE(ParseConfig(good).ok());
+  auto error = [&](const std::string& second) { return ErrorOf(good + "\n[[images.registry]]\n" + second); };
+  EXPECT_NE(error("host = \"r.example\"\nhots = 1\n").find("[2].hots (line 6): unknown key"), std::string::npos);
+  EXPECT_NE(error("insecure = true\n").find("[2] (line 4): host is missing"), std::string::npos);
+  EXPECT_NE(error("host = \"127.0.0.1:5000\"\n").find("is named twice"), std::string::npos);
+  for (const char* host : {"https://r.example", "r.example/acme", "", "-r"}) {
+    EXPECT_NE(error(std::string("host = \"") + host + "\"\n").find("[2].host (line 5): expected a registry"),
+              std::string::npos)
+        << host;
+  }
+  EXPECT_NE(error("host = \"r.example\"\ninsecure = \"yes\"\n").find("[2].insecure (line 6): expected true or false"),
+            std::string::npos);
+  const std::string host = "host = \"r.example\"\n";
+  EXPECT_NE(error(host + "username = \"a:b\"\npassword_file = \"/p\"\n").find("[2].username (line 6)"),
+            std::string::npos);
+  EXPECT_NE(error(host + "username = \"a\"\npassword_file = \"p\"\n").find("[2].password_file (line 7): expected an absolute path"),
+            std::string::npos);
+  EXPECT_NE(error(host + "username = \"a\"\n").find("username and password_file go together"), std::string::npos);
+  EXPECT_NE(error(host + "password_file = \"/p\"\n").find("username and password_file go together"), std::string::npos);
+  // The positive control of each: a second registry with every key right.
+  EXPECT_TRUE(ParseConfig(good + "\n[[images.registry]]\n" + host + "insecure = false\nusername = \"a\"\n"
+                          "password_file = \"/p\"\n").ok());
+  // The password file is read at pull time, not here: a missing one loads.
+  EXPECT_TRUE(ParseConfig(good + "username = \"a\"\npassword_file = \"/nonexistent/corral-password\"\n").ok());
+}
+
 }  // namespace
 }  // namespace corral::supervisor
 
@@ -603,6 +691,19 @@ TEST(ConfigReloadTest, AppliesTheReloadableKeysAndNamesTheOthers) {
   EXPECT_EQ(restart, std::vector<std::string>{"api.listen"});
   // Control: the same config again changes nothing and needs nothing.
   EXPECT_EQ(ApplyReload(*live, *live), std::vector<std::string>{});
+}
+
+// [images] is the image service's, fixed at its start: a change is named, not applied.
+TEST(ConfigReloadTest, ImagesNeedARestart) {
+  auto live = ParseConfig("[[images.registry]]\nhost = \"127.0.0.1:5000\"\n");
+  auto fresh = ParseConfig("[[images.registry]]\nhost = \"127.0.0.1:5000\"\ninsecure = true\n");
+  ASSERT_TRUE(live.ok() && fresh.ok());
+  EXPECT_EQ(ApplyReload(*live, *live), std::vector<std::string>{});
+  EXPECT_EQ(ApplyReload(*live, *fresh), std::vector<std::string>{"images"});
+  EXPECT_FALSE(live->images.registries[0].insecure);
+  auto bigger = ParseConfig("[images]\nmax_size = \"32G\"\n[[images.registry]]\nhost = \"127.0.0.1:5000\"\n");
+  ASSERT_TRUE(bigger.ok());
+  EXPECT_EQ(ApplyReload(*live, *bigger), std::vector<std::string>{"images"});
 }
 
 }  // namespace

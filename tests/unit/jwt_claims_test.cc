@@ -110,6 +110,40 @@ TEST(JwtTest, LargestLimitsSurvive) {
   EXPECT_EQ(claims->limits.resources.disk_bytes, UINT64_MAX);
 }
 
+TEST(JwtTest, ImageLimitsAreKeptAsGiven) {
+  StatusOr<Claims> none = VerifyToken(Mint(ValidPayload()), Lookup, Policy());
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_FALSE(none->limits.images.has_value());  // unset: any image
+
+  using V = std::vector<std::string>;
+  StatusOr<Claims> some =
+      VerifyToken(Mint(With("limits", {{"images", {"python:*", "host", "acme/agent:1"}}})), Lookup, Policy());
+  ASSERT_TRUE(some.ok()) << some.status().ToString();
+  EXPECT_EQ(some->limits.images, (V{"python:*", "host", "acme/agent:1"}));
+
+  StatusOr<Claims> empty = VerifyToken(Mint(With("limits", {{"images", json::array()}})), Lookup, Policy());
+  ASSERT_TRUE(empty.ok()) << empty.status().ToString();
+  EXPECT_EQ(empty->limits.images, V{});  // set and empty: no image at all
+}
+
+TEST(JwtTest, BadImageLimitsAreRejectedNamingTheField) {
+  EXPECT_EQ(OutcomeOf(With("limits", {{"images", {"python:3.12"}}})), "OK");
+  EXPECT_EQ(OutcomeOf(With("limits", {{"images", "python:3.12"}})), "limits.images not an array of strings");
+  EXPECT_EQ(OutcomeOf(With("limits", {{"images", nullptr}})), "limits.images not an array of strings");
+  EXPECT_EQ(OutcomeOf(With("limits", {{"images", {"python:*", ""}}})), "limits.images entry not a non-empty string");
+  EXPECT_EQ(OutcomeOf(With("limits", {{"images", {"python:*", 3}}})), "limits.images entry not a non-empty string");
+
+  json at_most(json::array());
+  for (int i = 0; i < 64; ++i) at_most.push_back("image" + std::to_string(i));
+  EXPECT_EQ(OutcomeOf(With("limits", {{"images", at_most}})), "OK");
+  at_most.push_back("one-more");
+  EXPECT_EQ(OutcomeOf(With("limits", {{"images", at_most}})), "limits.images has more than 64 entries");
+
+  EXPECT_EQ(OutcomeOf(With("limits", {{"images", {std::string(255, 'a')}}})), "OK");
+  EXPECT_EQ(OutcomeOf(With("limits", {{"images", {std::string(256, 'a')}}})),
+            "limits.images entry longer than 255 characters");
+}
+
 // ---- budget ----
 
 TEST(JwtTest, BudgetWindowsAreParsed) {

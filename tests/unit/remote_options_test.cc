@@ -177,6 +177,15 @@ TEST(SandboxOptionsTest, CreateFromASnapshot) {
   EXPECT_EQ(empty.status().message(), "--snapshot: empty");
 }
 
+TEST(SandboxOptionsTest, CreateFromAnImage) {
+  auto options = ParseSandboxOptions({"create", "--image", "python:3.12", "--name", "py"}, Env());
+  ASSERT_TRUE(options.ok()) << options.status().ToString();
+  EXPECT_EQ(BuildCreateSandboxRequest(*options), nlohmann::json::parse(R"({"image": "python:3.12", "name": "py"})"));
+  auto empty = ParseSandboxOptions({"create", "--image="}, Env());
+  ASSERT_FALSE(empty.ok());
+  EXPECT_EQ(empty.status().message(), "--image: empty");
+}
+
 TEST(SandboxOptionsTest, FullNetworkSaysSoTwice) {
   auto options = ParseSandboxOptions({"create", "--full-network", "--allow-cidr", "10.77.0.0/16"}, Env());
   ASSERT_TRUE(options.ok()) << options.status().ToString();
@@ -296,7 +305,7 @@ TEST(SandboxOptionsTest, ErrorsNameTheOptionOrArgument) {
            {{"create", "--name"}, "--name: missing value"},
            {{"create", "--name", ""}, "--name: empty"},
            {{"create", "--no-start=yes"}, "--no-start: takes no value"},
-           {{"create", "--image", "x"}, "unknown option '--image'"},
+           {{"fork", "sb_1", "--image", "x"}, "unknown option '--image'"},
            {{"create", "extra"}, "sandbox create: unexpected argument 'extra'"},
            {{"ls", "--name", "x"}, "unknown option '--name'"},
            {{"get"}, "sandbox get: expected one sandbox id"},

@@ -74,6 +74,19 @@ TEST_F(ServerTest, LiteralSegmentsWinOverCaptures) {
   EXPECT_EQ(Http(http::verb::get, "/v1/things/other").body(), "thing other");
 }
 
+TEST_F(ServerTest, RestCapturesTakeTheRestOfThePath) {
+  Start();
+  EXPECT_EQ(Http(http::verb::get, "/v1/paths/a").body(), "path a");
+  EXPECT_EQ(Http(http::verb::get, "/v1/paths/acme/agent:1").body(), "path acme/agent:1");
+  EXPECT_EQ(Http(http::verb::get, "/v1/paths/acme%2Fagent%3A1").body(), "path acme/agent:1");
+  // A literal after the capture: the longer match, with the capture before it.
+  EXPECT_EQ(Http(http::verb::get, "/v1/paths/acme/agent:1/tag").body(), "tag acme/agent:1");
+  EXPECT_EQ(Http(http::verb::get, "/v1/paths/a/tag").body(), "tag a");
+  // The capture needs at least one segment: /v1/paths/tag is a path named "tag".
+  EXPECT_EQ(Http(http::verb::get, "/v1/paths/tag").body(), "path tag");
+  EXPECT_EQ(Http(http::verb::get, "/v1/paths").result_int(), 404);
+}
+
 TEST_F(ServerTest, NotFoundAndMethodNotAllowed) {
   Start();
   HttpResult missing = Http(http::verb::get, "/nope", {{"Authorization", "Bearer good-a"}});

@@ -270,6 +270,12 @@ class ServerTest : public ::testing::Test {
     server_->Route("GET", "/v1/things/{id}", Auth::kNone, [](HttpRequest r, Responder respond) {
       respond(HttpResponse{200, "text/plain", "thing " + r.params["id"], {}});
     });
+    server_->Route("GET", "/v1/paths/{path...}/tag", Auth::kNone, [](HttpRequest r, Responder respond) {
+      respond(HttpResponse{200, "text/plain", "tag " + r.params["path"], {}});
+    });
+    server_->Route("GET", "/v1/paths/{path...}", Auth::kNone, [](HttpRequest r, Responder respond) {
+      respond(HttpResponse{200, "text/plain", "path " + r.params["path"], {}});
+    });
     server_->Route("GET", "/v1/things/special", Auth::kNone, [](HttpRequest, Responder respond) {
       respond(HttpResponse{200, "text/plain", "special", {}});
     });

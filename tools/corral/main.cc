@@ -1,6 +1,6 @@
 // corral: the command-line client. `corral run` and `corral gc` drive the sandbox engine on
 // this host; `sandbox`, `exec`, `shell` and `cp` talk to corrald over its HTTP + WebSocket API;
-// `admin` and `token` talk to corrald's admin socket.
+// `admin`, `token` and `image` talk to corrald's admin socket.
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -10,6 +10,7 @@
 #include "tools/corral/cp_command.h"
 #include "tools/corral/doctor_command.h"
 #include "tools/corral/exec_command.h"
+#include "tools/corral/image_command.h"
 #include "tools/corral/execute_command.h"
 #include "tools/corral/remote_commands.h"
 #include "tools/corral/remote_options.h"
@@ -47,6 +48,7 @@ constexpr char kUsage[] =
     "  admin stop-all                   stop every running sandbox (before removing corral)\n"
     "  admin usage [--issuer N] [--format csv|jsonl]   export the ledger\n"
     "  admin backup FILE                an online copy of the store (restore: corrald stopped)\n"
+    "  image import|pull|ls|inspect|tag|rm|prune   the images sandboxes are made of\n"
     "  token mint --issuer NAME --user ID   mint a token\n"
     "\n"
     "  version                          print the version\n";
@@ -113,6 +115,7 @@ int main(int argc, char** argv) {
     return Dispatch(args[0] == "backup" ? "admin backup" : "admin restore", args, ParseBackupOptions, BackupUsage(), 2,
                     RunBackupCommand);
   }
+  if (command == "image") return Dispatch("image", args, ParseImageOptions, ImageUsage(), 2, RunImageCommand);
   if (command == "admin") return Dispatch("admin", args, ParseAdminOptions, AdminUsage(), 2, RunAdminCommand);
   if (command == "token") return Dispatch("token", args, ParseTokenOptions, AdminUsage(), 2, RunAdminCommand);
   if (command == "version" || command == "--version") {

@@ -34,24 +34,6 @@ int64_t Integer(const nlohmann::json& object, const char* key) {
   return it != object.end() && it->is_number() ? it->get<int64_t>() : 0;
 }
 
-// Left-aligned columns, three spaces apart; the last column is not padded.
-std::string FormatTable(const std::vector<std::vector<std::string>>& rows) {
-  std::vector<size_t> widths;
-  for (const auto& row : rows) {
-    if (widths.size() < row.size()) widths.resize(row.size());
-    for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
-  }
-  std::string out;
-  for (const auto& row : rows) {
-    for (size_t i = 0; i < row.size(); ++i) {
-      out += row[i];
-      if (i + 1 < row.size()) out += std::string(widths[i] - row[i].size() + 3, ' ');
-    }
-    out += "\n";
-  }
-  return out;
-}
-
 void PrintError(const Status& status) { fprintf(stderr, "corral: %s\n", status.ToString().c_str()); }
 
 // Prints what a request returned: the object with --json, else its `field`.
@@ -192,6 +174,7 @@ nlohmann::json BuildCreateSandboxRequest(const SandboxOptions& options) {
   if (!limits.empty()) request["limits"] = limits;
   if (options.idle_timeout_s) request["idle_timeout_s"] = *options.idle_timeout_s;
   if (options.snapshot) request["snapshot"] = *options.snapshot;
+  if (options.image) request["image"] = *options.image;
   if (!options.start) request["start"] = false;
   if (options.full_network) {
     request["network"] = "full";

@@ -25,6 +25,7 @@ const std::vector<SandboxVerbSpec>& SandboxVerbs() {
       {"create", SandboxVerb::kCreate,
        {{"--name", 0, true}, {"--memory", 0, true}, {"--cpus", 0, true}, {"--pids", 0, true},
         {"--disk", 0, true}, {"--idle-timeout", 0, true}, {"--snapshot", 0, true}, {"--no-start", 0, false},
+        {"--image", 0, true},
         {"--allow-domain", 0, true}, {"--allow-port", 0, true}, {"--allow-cidr", 0, true},
         {"--full-network", 0, false}, kJson}},
       {"egress", SandboxVerb::kEgress,
@@ -257,6 +258,8 @@ StatusOr<SandboxOptions> ParseSandboxOptions(const std::vector<std::string>& arg
   out.full_network = scanned.Has("--full-network");
   out.snapshot = scanned.Value("--snapshot");
   if (out.snapshot && out.snapshot->empty()) return Status::Error("--snapshot: empty");
+  out.image = scanned.Value("--image");
+  if (out.image && out.image->empty()) return Status::Error("--image: empty");
   out.json = scanned.Has("--json");
   RETURN_IF_ERROR(ApplyCreateOptions(scanned, out));
   RETURN_IF_ERROR(ApplyEgressOptions(scanned, out));

@@ -82,6 +82,7 @@ struct SandboxOptions {
   std::optional<uint64_t> disk_bytes;     // create
   std::optional<uint64_t> idle_timeout_s; // create (0: never)
   std::optional<std::string> snapshot;    // create: from a copy of this snapshot
+  std::optional<std::string> image;       // create: "host" (the daemon's default), a name or a digest
   bool start = true;                      // create, fork: false with --no-start
   bool full_network = false;              // create --full-network: "network": "full" (an unsafe option)
   bool json = false;                      // print the daemon's JSON instead of ids/tables

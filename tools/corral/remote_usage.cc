@@ -7,6 +7,7 @@ const char* SandboxUsage() {
          "\n"
          "  create [--name N] [--memory SIZE] [--cpus N] [--pids N] [--disk SIZE]\n"
          "         [--idle-timeout DURATION] [--snapshot SNAP] [--no-start]\n"
+         "         [--image NAME]   an image (corral image ls; default: host, the host's /usr)\n"
          "         [--allow-domain D] [--allow-port P] [--allow-cidr C]   its egress rules\n"
          "         [--full-network]  a real interface with NAT (needs the token scope\n"
          "                           unsafe:full_network; public addresses only, unless --allow-cidr)\n"

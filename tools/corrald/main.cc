@@ -47,6 +47,7 @@
 #include "supervisor/sessions/tool_bridge.h"
 #include "supervisor/egress/egress_proxy.h"
 #include "supervisor/sandboxes/full_network.h"
+#include "supervisor/images/image_service.h"
 #include "supervisor/issuers.h"
 #include "supervisor/relay/ledger.h"
 #include "supervisor/sandboxes/sandbox_events.h"
@@ -460,6 +461,9 @@ int Serve(Foundation& base) {
   if (!full_network.ok()) return Fail(full_network.status().ToString());
   manager.SetFullNetwork(full_network->get());
   supervisor::Executions executions(io, pool, *config, *store, manager, sessions);  // headless execute
+  supervisor::ImageService images(*store, config->state_dir + "/images", config->images);  // [images]
+  if (Status ready = images.Init(); !ready.ok()) return Fail("images: " + ready.ToString());
+  manager.SetImages(&images);  // sandboxes from images
   Status recovered = manager.Recover();
   if (recovered.ok()) recovered = sessions.Recover();
   if (recovered.ok()) recovered = executions.Recover();
@@ -472,6 +476,7 @@ int Serve(Foundation& base) {
   api::RegisterAuthAdmin(server, *base.issuers, *config);
   auto reload_api = api::RegisterApi(server, io, pool, manager, sessions, sandbox_events, ledger, *config);
   api::RegisterExecuteRoutes(server, executions, *config);
+  api::RegisterImageRoutes(server, io, pool, &images);
   Status serving = ServeExtrasAndListen(server, metrics, *config);
   if (!serving.ok()) return Fail(serving.ToString());
   manager.StartTimers();

@@ -25,7 +25,8 @@ export interface EgressRules {
 export interface Sandbox {
   id: string;
   name: string;
-  image: string;
+  image: string;          // the name it was created with ("python:3.12"), "host", or a digest
+  image_digest?: string;  // "sha256:...": the image it runs, whatever its name points at now
   state: string;  // creating | created | starting | running | stopping | stopped | destroying
   limits: SandboxLimits;
   idle_timeout_s: number;
@@ -38,6 +39,7 @@ export interface Sandbox {
 
 export interface CreateSandboxOptions {
   name?: string;
+  image?: string;         // "host" (the default), an image name ("python:3.12") or its digest
   limits?: Partial<SandboxLimits>;
   idle_timeout_s?: number;
   start?: boolean;
@@ -90,6 +92,7 @@ export interface Snapshot {
   id: string;
   sandbox: string;
   image: string;
+  image_digest?: string;
   created_at: number;
   bytes: number;
   disk_bytes: number;

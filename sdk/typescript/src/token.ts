@@ -12,13 +12,30 @@ export interface TokenBudget {
   windowStart?: number;     // unix seconds: windows follow each other from it
 }
 
+// The token's caps (docs/PROTOCOL.md "Tokens"); other keys of the protocol pass through as given.
+export interface TokenLimits {
+  sandboxes?: number;
+  memory_bytes?: number;
+  cpus?: number;
+  pids?: number;
+  disk_bytes?: number;
+  idle_timeout_s?: number;
+  commands?: number;
+  sessions?: number;
+  egress?: { domains?: string[]; ports?: number[]; cidrs?: string[] };
+  // The images the user may create sandboxes of: names ("python:3.12", "host"), a trailing "*"
+  // matching any rest ("python:*"); at most 64. Absent: any image; []: none.
+  images?: string[];
+  [key: string]: unknown;
+}
+
 export interface CreateTokenOptions {
   issuer: string;
   secret: string;
   userId: string;
   budget?: TokenBudget;
   scopes?: string[];        // absent: the default user scopes (sandboxes exec terminal files sessions)
-  limits?: Record<string, unknown>;  // the token's caps, as in the protocol ("sandboxes", "memory_bytes", ...)
+  limits?: TokenLimits;     // the token's caps, as in the protocol ("sandboxes", "memory_bytes", "images", ...)
   ttl?: number;             // seconds, default 3600 (corrald refuses more than auth.max_token_lifetime)
   jti?: string;             // the token's id, which `corral admin token revoke` names; default: random
   now?: number;             // unix seconds, for tests

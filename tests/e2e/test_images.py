@@ -1,0 +1,252 @@
+"""Images end to end: an OCI layout made here with umoci (busybox-static, a root-owned file and
+one owned by 1000) imported with `corral image import`, listed by the CLI and by a user's token,
+a sandbox created from it by name, root-owned files owned by root inside; removal refused while
+the sandbox exists and allowed after; tags (with a '/' in the name); prune removes the layer
+directories; a token's limits.images; bad imports refused with the cause named and nothing
+listed. Every denial beside its positive control."""
+import io
+import json
+import os
+import shutil
+import subprocess
+import tarfile
+import tempfile
+import unittest
+
+from corral_e2e import CORRAL, DaemonTestCase, WsClient
+
+BUSYBOX = "/bin/busybox"
+
+
+def layer_tar(path, entries):
+    """A layer tar at `path`: entries are (name, kind, data_or_target, uid, mode)."""
+    with tarfile.open(path, "w", format=tarfile.PAX_FORMAT) as tar:
+        for name, kind, data, uid, mode in entries:
+            info = tarfile.TarInfo(name)
+            info.uid = info.gid = uid
+            info.mode = mode
+            info.mtime = 1700000000
+            if kind == "dir":
+                info.type = tarfile.DIRTYPE
+                tar.addfile(info)
+            elif kind == "symlink":
+                info.type = tarfile.SYMTYPE
+                info.linkname = data
+                tar.addfile(info)
+            else:
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+
+
+def busybox_entries():
+    with open(BUSYBOX, "rb") as f:
+        busybox = f.read()
+    entries = [(d, "dir", None, 0, 0o755) for d in ("bin", "etc", "home", "proc", "dev", "sys")]
+    entries += [("tmp", "dir", None, 0, 0o1777), ("root", "dir", None, 0, 0o700),
+                ("home/user", "dir", None, 1000, 0o755),
+                ("bin/busybox", "file", busybox, 0, 0o755)]
+    entries += [(f"bin/{applet}", "symlink", "busybox", 0, 0o777) for applet in ("sh", "ls", "cat", "id", "stat")]
+    entries += [("etc/passwd", "file", b"root:x:0:0:root:/root:/bin/sh\nuser:x:1000:1000::/home/user:/bin/sh\n", 0, 0o644),
+                ("etc/group", "file", b"root:x:0:\nuser:x:1000:\n", 0, 0o644),
+                ("etc/rootfile", "file", b"root's\n", 0, 0o644),
+                ("home/user/userfile", "file", b"user's\n", 1000, 0o644)]
+    return entries
+
+
+def umoci_layout(work, name, entries):
+    """An OCI layout directory at work/name with one layer of `entries`, tagged "latest"."""
+    layout = os.path.join(work, name)
+    tar = os.path.join(work, name + ".tar")
+    layer_tar(tar, entries)
+    image = f"{layout}:latest"
+    for argv in (["umoci", "init", "--layout", layout], ["umoci", "new", "--image", image],
+                 ["umoci", "raw", "add-layer", "--image", image, tar],
+                 ["umoci", "config", "--image", image, "--config.env", "PATH=/bin", "--config.workingdir", "/"]):
+        subprocess.run(argv, check=True, capture_output=True)
+    return layout
+
+
+class ImagesTest(DaemonTestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        for tool in ("umoci",):
+            if shutil.which(tool) is None:
+                raise unittest.SkipTest(f"{tool} is not installed (dist/install-deps.sh)")
+        if not os.path.exists(BUSYBOX):
+            raise unittest.SkipTest(f"{BUSYBOX} is missing (busybox-static)")
+        super().setUpClass()
+        cls.work = tempfile.mkdtemp(prefix="corral-images-")
+        cls.layout = umoci_layout(cls.work, "busybox", busybox_entries())
+
+    @classmethod
+    def tearDownClass(cls):
+        super().tearDownClass()
+        shutil.rmtree(cls.work, ignore_errors=True)
+
+    def cli(self, *args, cwd=None, token=None):
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+        proc = subprocess.run([CORRAL, "image", *args], env=env, cwd=cwd, capture_output=True, text=True,
+                              timeout=120)
+        return proc.returncode, proc.stdout, proc.stderr
+
+    def admin_cli(self, *args, cwd=None):
+        return self.cli(*args, "--admin-socket", self.daemon.admin_socket, cwd=cwd)
+
+    def images(self):
+        status, body = self.daemon.admin("GET", "/v1/images")
+        self.assertEqual(status, 200, body)
+        return body["images"]
+
+    def import_busybox(self, name="busybox:test"):
+        # A relative FILE: the CLI makes it absolute from its own working directory.
+        code, out, err = self.admin_cli("import", "busybox", "--name", name, "--json", cwd=self.work)
+        self.assertEqual(code, 0, err + self.daemon_errors())
+        return json.loads(out)
+
+    def run_in(self, token, sandbox, argv, user=None):
+        async def go():
+            c = await WsClient.connect(self.daemon.ws_url(), token)
+            try:
+                fields = {"user": user} if user else {}
+                return await c.run(sandbox, argv, **fields)
+            finally:
+                await c.close()
+        return self.run_async(go())
+
+    def remove_all(self):
+        for image in self.images():
+            self.daemon.admin("DELETE", "/v1/images/" + image["digest"])
+
+    def test_import_list_run_remove_prune(self):
+        image = self.import_busybox()
+        self.addCleanup(self.remove_all)
+        self.assertTrue(image["digest"].startswith("sha256:"), image)
+        self.assertEqual(image["names"], ["busybox:test"])
+        self.assertEqual(image["config"]["env"], ["PATH=/bin"])
+        self.assertEqual(len(image["layers"]), 1)
+        self.assertGreater(image["size"], os.path.getsize(BUSYBOX) - 1)
+
+        # Listed: by the CLI on the admin socket, and by any user's token (API and CLI).
+        code, out, err = self.admin_cli("ls")
+        self.assertEqual(code, 0, err)
+        self.assertIn("busybox:test", out)
+        self.assertIn(image["digest"][7:19], out)
+        token = self.token("img-alice")
+        status, listed = self.daemon.http("GET", "/v1/images", token)
+        self.assertEqual(status, 200, listed)
+        self.assertEqual([i["digest"] for i in listed["images"]], [image["digest"]])
+        code, out, err = self.cli("ls", "--url", f"http://127.0.0.1:{self.daemon.port}", "--token", token)
+        self.assertEqual(code, 0, err)
+        self.assertIn("busybox:test", out)
+        for ref in ("busybox:test", "busybox%3Atest", image["digest"]):
+            status, one = self.daemon.http("GET", "/v1/images/" + ref, token)
+            self.assertEqual((status, one.get("digest")), (200, image["digest"]), ref)
+        status, missing = self.daemon.http("GET", "/v1/images/nosuch:1", token)
+        self.assertEqual(status, 404, missing)
+
+        # A sandbox of it: root-owned files are root's inside, the 1000-owned one 1000's.
+        sandbox = self.create_sandbox(token, image="busybox:test")
+        self.assertEqual(sandbox["image"], "busybox:test")
+        self.assertEqual(sandbox["image_digest"], image["digest"])
+        out, err, outcome, _ = self.run_in(token, sandbox["id"], ["sh", "-c", "id -u; stat -c %u /etc/rootfile; "
+                                                                   "stat -c %u /home/user/userfile; cat /etc/rootfile"],
+                                           user="root")
+        self.assertEqual(outcome.get("exit_code"), 0, (out, err, outcome, self.daemon_errors()))
+        self.assertEqual(out.decode(), "0\n0\n1000\nroot's\n")
+
+        # Removal refused while the sandbox exists; allowed once it is gone.
+        status, body = self.daemon.admin("DELETE", "/v1/images/busybox:test")
+        self.assertEqual(status, 409, body)
+        self.assertEqual(body["error"]["code"], "conflict")
+        self.assertEqual(len(self.images()), 1)
+        status, body = self.daemon.http("DELETE", f"/v1/sandboxes/{sandbox['id']}", token)
+        self.assertEqual(status, 200, body)
+
+        layer_dirs = [os.path.join(self.daemon.state_dir, "images", "layers", layer["diff_id"].split(":", 1)[1])
+                      for layer in image["layers"]]
+        self.assertTrue(all(os.path.isdir(d) for d in layer_dirs), layer_dirs)
+        code, out, err = self.admin_cli("rm", "busybox:test")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(self.images(), [])
+        # The layers stay until prune.
+        self.assertTrue(all(os.path.isdir(d) for d in layer_dirs), layer_dirs)
+        status, pruned = self.daemon.admin("POST", "/v1/images/prune")
+        self.assertEqual(status, 200, pruned)
+        self.assertGreaterEqual(pruned["layers_removed"], 1)
+        self.assertGreater(pruned["bytes_freed"], 0)
+        self.assertFalse(any(os.path.exists(d) for d in layer_dirs), layer_dirs)
+
+    def test_tags_and_changes_only_on_the_admin_socket(self):
+        image = self.import_busybox()
+        self.addCleanup(self.remove_all)
+        code, out, err = self.admin_cli("tag", "busybox:test", "acme/busybox:1")
+        self.assertEqual(code, 0, err)
+        token = self.token("img-bob")
+        # A name with '/', percent-encoded or not.
+        for ref in ("acme/busybox:1", "acme%2Fbusybox%3A1"):
+            status, one = self.daemon.http("GET", "/v1/images/" + ref, token)
+            self.assertEqual(status, 200, (ref, one))
+            self.assertEqual(sorted(one["names"]), ["acme/busybox:1", "busybox:test"])
+        # An existing name is not moved without force (here: onto the same image is fine).
+        status, body = self.daemon.admin("POST", f"/v1/images/{image['digest']}/tag", {"name": "acme/busybox:1"})
+        self.assertEqual(status, 200, body)
+
+        # Changes are not on TCP, whatever the token; reads are.
+        for method, path, body in (("POST", "/v1/images/import", {"path": self.layout}),
+                                   ("POST", "/v1/images/busybox:test/tag", {"name": "x:1"}),
+                                   ("DELETE", "/v1/images/busybox:test", None),
+                                   ("POST", "/v1/images/prune", None)):
+            status, reply = self.daemon.http(method, path, token, body)
+            self.assertIn(status, (404, 405), (method, path, reply))
+        self.assertEqual(sorted(self.images()[0]["names"]), ["acme/busybox:1", "busybox:test"])
+        status, listed = self.daemon.http("GET", "/v1/images", token)
+        self.assertEqual(status, 200, listed)
+        # And the CLI refuses to send changes anywhere but the admin socket.
+        code, _, err = self.cli("rm", "busybox:test", "--url", f"http://127.0.0.1:{self.daemon.port}")
+        self.assertEqual(code, 2, err)
+        self.assertIn("--url", err)
+
+    def test_limits_images_narrow_what_a_user_may_pick(self):
+        self.import_busybox()
+        self.addCleanup(self.remove_all)
+        python_only = self.token("img-carol", limits={"images": ["python:*"]})
+        status, body = self.daemon.http("POST", "/v1/sandboxes", python_only, {"image": "busybox:test"})
+        self.assertEqual(status, 403, body)
+        self.assertEqual(body["error"]["code"], "forbidden")
+        # Positive control: a token whose pattern matches.
+        busybox_ok = self.token("img-carol", limits={"images": ["busybox:*"]})
+        sandbox = self.create_sandbox(busybox_ok, image="busybox:test")
+        self.assertEqual(sandbox["image"], "busybox:test")
+        status, body = self.daemon.http("DELETE", f"/v1/sandboxes/{sandbox['id']}", busybox_ok)
+        self.assertEqual(status, 200, body)
+
+    def test_bad_imports_are_refused_and_change_nothing(self):
+        self.addCleanup(self.remove_all)
+        before = self.images()
+        escape = umoci_layout(self.work, "escape", [("bin", "dir", None, 0, 0o755),
+                                                    ("../escape", "file", b"out\n", 0, 0o644)])
+        cases = [
+            ({"path": os.path.join(self.work, "nonexistent")}, 404, "not_found"),
+            ({"path": "busybox"}, 400, "absolute"),
+            ({"path": escape, "name": "escape:1"}, 400, ".."),
+        ]
+        for body, code, says in cases:
+            status, reply = self.daemon.admin("POST", "/v1/images/import", body)
+            self.assertEqual(status, code, (body, reply))
+            self.assertIn(says, json.dumps(reply), (body, reply))
+            self.assertEqual(self.images(), before, body)
+        self.assertFalse(os.path.exists(os.path.join(self.daemon.state_dir, "images", "escape")))
+        self.assertFalse(os.path.exists(os.path.join(self.daemon.state_dir, "escape")))
+        # The CLI says why too.
+        code, _, err = self.admin_cli("import", "nonexistent", cwd=self.work)
+        self.assertEqual(code, 1)
+        self.assertIn("not_found", err)
+        # Positive control: the good layout, by the same route.
+        status, image = self.daemon.admin("POST", "/v1/images/import", {"path": self.layout, "name": "busybox:good"})
+        self.assertEqual(status, 201, (image, self.daemon_errors()))
+        self.assertEqual([i["names"] for i in self.images()], [["busybox:good"]])
+
+
+if __name__ == "__main__":
+    unittest.main()
