@@ -92,7 +92,12 @@ StatusOr<Entry> TarWriter::Base(const std::string& rel, const struct stat& st) {
 }
 
 Status TarWriter::EmptyFile(const std::string& rel, const struct stat& st) {
-  ASSIGN_OR_RETURN(Entry entry, Base(rel, st));
+  // overlayfs makes whiteouts with its mounter's credentials (host root), not the sandbox's: the
+  // marker is root's in the image, whoever deleted the file.
+  struct stat owned = st;
+  owned.st_uid = static_cast<uid_t>(uid_base_);
+  owned.st_gid = static_cast<gid_t>(uid_base_);
+  ASSIGN_OR_RETURN(Entry entry, Base(rel, owned));
   archive_entry_set_filetype(entry.get(), AE_IFREG);
   archive_entry_set_perm(entry.get(), 0600);
   archive_entry_set_size(entry.get(), 0);

@@ -4,7 +4,8 @@
 // The walk (fts, physical, one file system) writes, in order, each entry of `upper`:
 //  - directories, regular files (hard links within the layer as tar hard links), symlinks and
 //    FIFOs as they are, with their mode (& 07777) and modification time;
-//  - an overlayfs whiteout (a character device 0:0) as `dir/.wh.NAME`, an empty file;
+//  - an overlayfs whiteout (a character device 0:0) as `dir/.wh.NAME`, an empty file owned by
+//    root (overlayfs makes whiteouts as its mounter, host root, whoever deleted the file);
 //  - a directory marked opaque (xattr trusted.overlay.opaque or user.overlay.opaque = "y") as
 //    the directory followed by `dir/.wh..wh..opq`;
 //  - owners shifted from the sandbox's host range to the image's: uid - uid_base, which must lie
