@@ -1,0 +1,63 @@
+// ImageBuilds: the daemon's image builds in progress and recently ended, each on a thread of its
+// own (ImageBuilder::Build blocks for the whole build), with its log for clients to follow.
+//
+// A build is started and answered at once with its id ("bld_<hex>"); clients read its state and
+// its log from an offset (`after`) until it ends: a streamed log that survives the client going
+// away, and any number of readers. The log keeps its last kMaxLogBytes (older text is dropped,
+// and offsets keep counting). At most kMaxRunning builds run at once (EBUSY beyond); the last
+// kKeptBuilds that ended are kept for their readers, in memory only (a daemon restart forgets
+// them; a build interrupted by a restart leaves no image, and its sandboxes are destroyed like
+// any of a user's).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "supervisor/images/image_build.h"
+
+namespace corral::supervisor {
+
+struct BuildStatus {
+  std::string id;
+  std::string state;        // "running" | "succeeded" | "failed"
+  std::string log;          // the log from max(after, log_start)
+  uint64_t log_start = 0;   // the offset of the oldest byte kept
+  uint64_t next = 0;        // the offset after the last byte: the next read's `after`
+  std::optional<BuildResult> result;  // succeeded
+  Status error;             // failed
+  int64_t started_at = 0;
+  int64_t ended_at = 0;
+};
+
+class ImageBuilds {
+ public:
+  static constexpr size_t kMaxRunning = 2;
+  static constexpr size_t kKeptBuilds = 32;
+  static constexpr size_t kMaxLogBytes = 1 << 20;
+
+  ImageBuilds(boost::asio::io_context& io, SandboxManager& manager, SandboxHost& host, ImageService& images)
+      : builder_(io, manager, host, images) {}
+
+  // Starts a build as `caller`; its id. EINVAL for a recipe that does not parse (checked before
+  // anything runs), EBUSY when kMaxRunning builds run.
+  StatusOr<std::string> Start(const Caller& caller, BuildRequest request);
+  // The build's state and its log from offset `after`. ENOENT: no such build (or forgotten).
+  StatusOr<BuildStatus> Get(const std::string& id, uint64_t after);
+
+ private:
+  struct Build;
+  void Finish(const std::shared_ptr<Build>& build, StatusOr<BuildResult> result);
+
+  ImageBuilder builder_;
+  std::mutex mu_;
+  std::map<std::string, std::shared_ptr<Build>> builds_;
+  std::deque<std::string> ended_;  // ids of ended builds, oldest first
+  size_t running_ = 0;
+};
+
+}  // namespace corral::supervisor
