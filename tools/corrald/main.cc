@@ -29,6 +29,7 @@
 #include "api/api_metrics.h"
 #include "api/auth_api.h"
 #include "api/daemon_api.h"
+#include "api/image_build_routes.h"
 #include "api/metrics.h"
 #include "api/routes.h"
 #include "api/server.h"
@@ -47,6 +48,7 @@
 #include "supervisor/sessions/tool_bridge.h"
 #include "supervisor/egress/egress_proxy.h"
 #include "supervisor/sandboxes/full_network.h"
+#include "supervisor/images/image_builds.h"
 #include "supervisor/images/image_service.h"
 #include "supervisor/issuers.h"
 #include "supervisor/relay/ledger.h"
@@ -477,6 +479,8 @@ int Serve(Foundation& base) {
   auto reload_api = api::RegisterApi(server, io, pool, manager, sessions, sandbox_events, ledger, *config);
   api::RegisterExecuteRoutes(server, executions, *config);
   api::RegisterImageRoutes(server, io, pool, &images);
+  supervisor::ImageBuilds image_builds(io, manager, host, images);  // corral image build
+  api::RegisterImageBuildRoutes(server, &image_builds);
   Status serving = ServeExtrasAndListen(server, metrics, *config);
   if (!serving.ok()) return Fail(serving.ToString());
   manager.StartTimers();
