@@ -6,11 +6,13 @@ whiteout), X=1 in its commands' environment and /app as their working directory.
 recipe again is all cache hits (the same digest); a changed COPY source misses from that step on
 (the RUN before it still hits); a failing RUN and a COPY out of the context leave no image, each
 beside the good build."""
+import io
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import unittest
 
@@ -154,6 +156,59 @@ class ImageBuildTest(DaemonTestCase):
         code, built, err = self.build("-t", "good:1", recipe="FROM busybox:test\nRUN echo fine\nCOPY file.txt /x\n")
         self.assertEqual(code, 0, err + self.daemon_errors())
         self.assertEqual(self.names(), sorted(before + ["good:1"]))
+
+    def test_from_scratch_with_a_rootfs_archive(self):
+        # A busybox root file system as a gzip tarball in the context: no registry, no base image.
+        with tarfile.open(os.path.join(self.context, "rootfs.tar.gz"), "w:gz") as tar:
+            for name, mode in (("bin", 0o755), ("etc", 0o755), ("tmp", 0o1777), ("root", 0o700)):
+                info = tarfile.TarInfo(name)
+                info.type, info.mode = tarfile.DIRTYPE, mode
+                tar.addfile(info)
+            tar.add("/bin/busybox", "bin/busybox")
+            for applet in ("sh", "echo", "cat"):
+                info = tarfile.TarInfo("bin/" + applet)
+                info.type, info.linkname, info.mode = tarfile.SYMTYPE, "busybox", 0o777
+                tar.addfile(info)
+            data = b"root:x:0:0:root:/root:/bin/sh\n"
+            info = tarfile.TarInfo("etc/passwd")
+            info.size, info.mode = len(data), 0o644
+            tar.addfile(info, io.BytesIO(data))
+        code, built, err = self.build("-t", "scratchy:1", recipe="FROM scratch\nADD rootfs.tar.gz /\nENV PATH=/bin\n"
+                                                                 "RUN echo built > /built\n")
+        self.assertEqual(code, 0, err + self.daemon_errors())
+        self.assertEqual(len(built["image"]["layers"]), 2)
+        token = self.token("scratch-user")
+        sandbox = self.create_sandbox(token, image="scratchy:1")
+        out, errout, outcome, _ = self.run_in(token, sandbox["id"], ["sh", "-c", "cat /built; echo $PATH"])
+        self.assertEqual(outcome.get("exit_code"), 0, (out, errout, outcome))
+        self.assertEqual(out.decode(), "built\n/bin\n")
+        # ADD takes only an archive at /: the recipe is refused before anything runs.
+        code, _, err = self.build("-t", "scratchy:2", recipe="FROM scratch\nADD rootfs.tar.gz /opt\n")
+        self.assertEqual(code, 1, err)
+        self.assertIn("recipe line 2: ADD unpacks one local archive at / only", err)
+
+    def test_from_debian_bookworm_made_by_mmdebstrap(self):
+        if shutil.which("mmdebstrap") is None:
+            self.skipTest("mmdebstrap is not installed (dist/install-deps.sh)")
+        mirrors = subprocess.run(["apt-get", "indextargets", "--format", "$(RELEASE)"], capture_output=True, text=True)
+        if "bookworm" not in mirrors.stdout.split():
+            self.skipTest("no Debian bookworm mirror in the host's apt configuration")
+        status, _ = self.daemon.admin("GET", "/v1/images/debian:bookworm")
+        self.assertEqual(status, 404)
+        code, built, err = self.build("-t", "deb:1", recipe="FROM debian:bookworm\nRUN cat /etc/debian_version > /v\n")
+        if code != 0 and "mmdebstrap exited" in err:
+            self.skipTest("mmdebstrap failed (is the Debian mirror reachable?): " + err[-500:])
+        self.assertEqual(code, 0, err + self.daemon_errors())
+        status, base = self.daemon.admin("GET", "/v1/images/debian:bookworm")
+        self.assertEqual(status, 200, base)
+        self.assertEqual(len(base["layers"]), 1)
+        self.assertEqual(built["image"]["layers"][0], base["layers"][0])
+        token = self.token("deb-user")
+        sandbox = self.create_sandbox(token, image="deb:1")
+        out, errout, outcome, _ = self.run_in(token, sandbox["id"], ["sh", "-c", "cat /v; stat -c %U /etc/passwd"])
+        self.assertEqual(outcome.get("exit_code"), 0, (out, errout, outcome))
+        self.assertTrue(out.decode().startswith("12."), out)
+        self.assertTrue(out.decode().endswith("root\n"), out)
 
 
 if __name__ == "__main__":
