@@ -242,7 +242,7 @@ class Sandboxes(DaemonTestCase):
     def test_bad_requests_name_the_field(self):
         token = self.token("erin")
         for body, field in [({"limits": {"memory_bytes": "lots"}}, "memory_bytes"),
-                            ({"limits": {"bogus": 1}}, "bogus"), ({"image": "debian"}, "image"),
+                            ({"limits": {"bogus": 1}}, "bogus"), ({"image": 5}, "image"),
                             ({"cpus": 2}, "cpus")]:  # a limit outside "limits" is not silently dropped
             with self.subTest(field=field):
                 status, reply = self.daemon.http("POST", "/v1/sandboxes", token, body)
@@ -250,6 +250,10 @@ class Sandboxes(DaemonTestCase):
                 self.assertIn(field, reply["error"]["message"])
         status, reply = self.daemon.http("POST", "/v1/sandboxes", token, raw="{not json")
         self.assertEqual((status, reply["error"]["code"]), (400, "bad_request"))
+        # An image name of the right form that the daemon does not have (GET /v1/images) is not found.
+        status, reply = self.daemon.http("POST", "/v1/sandboxes", token, {"image": "debian"})
+        self.assertEqual((status, reply["error"]["code"]), (404, "not_found"), reply)
+        self.assertIn("debian", reply["error"]["message"])
 
     def test_scopes_limit_what_a_token_may_do(self):
         reader = self.token("frank", scope="exec")

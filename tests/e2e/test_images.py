@@ -221,6 +221,27 @@ class ImagesTest(DaemonTestCase):
         status, body = self.daemon.http("DELETE", f"/v1/sandboxes/{sandbox['id']}", busybox_ok)
         self.assertEqual(status, 200, body)
 
+    def test_cli_creates_a_sandbox_of_an_image(self):
+        image = self.import_busybox()
+        self.addCleanup(self.remove_all)
+        token = self.token("img-dave")
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "CORRAL_TOKEN": token,
+               "CORRAL_URL": f"http://127.0.0.1:{self.daemon.port}"}
+        proc = subprocess.run([CORRAL, "sandbox", "create", "--image", "busybox:test", "--json"], env=env,
+                              capture_output=True, text=True, timeout=120)
+        self.assertEqual(proc.returncode, 0, proc.stderr + self.daemon_errors())
+        sandbox = json.loads(proc.stdout)
+        self.assertEqual((sandbox["image"], sandbox["image_digest"]), ("busybox:test", image["digest"]))
+        proc = subprocess.run([CORRAL, "exec", sandbox["id"], "--", "cat", "/etc/rootfile"], env=env,
+                              capture_output=True, text=True, timeout=120)
+        self.assertEqual((proc.returncode, proc.stdout), (0, "root's\n"), proc.stderr)
+        # Denial beside it: an image the daemon does not have.
+        proc = subprocess.run([CORRAL, "sandbox", "create", "--image", "nosuch:1"], env=env,
+                              capture_output=True, text=True, timeout=120)
+        self.assertEqual(proc.returncode, 1, proc.stdout)
+        self.assertIn("not_found", proc.stderr)
+        self.assertEqual(self.daemon.http("DELETE", f"/v1/sandboxes/{sandbox['id']}", token)[0], 200)
+
     def test_bad_imports_are_refused_and_change_nothing(self):
         self.addCleanup(self.remove_all)
         before = self.images()
