@@ -145,6 +145,23 @@ StatusOr<std::string> ContextSource(const std::string& context, const std::strin
   return path;
 }
 
+Status WriteDirTar(const std::string& path, const std::string& tar_path) {
+  UniqueFd out(open(tar_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  if (!out) return ErrnoError("create " + tar_path);
+  std::unique_ptr<struct archive, ArchiveFree> archive(archive_write_new());
+  std::unique_ptr<archive_entry, EntryFree> entry(archive_entry_new());
+  archive_entry_set_pathname(entry.get(), path.substr(1).c_str());
+  archive_entry_set_filetype(entry.get(), AE_IFDIR);
+  archive_entry_set_perm(entry.get(), 0755);
+  if (archive_write_set_format_pax_restricted(archive.get()) != ARCHIVE_OK ||
+      archive_write_open_fd(archive.get(), out.get()) != ARCHIVE_OK ||
+      archive_write_header(archive.get(), entry.get()) != ARCHIVE_OK || archive_write_close(archive.get()) != ARCHIVE_OK) {
+    unlink(tar_path.c_str());
+    return Status::Error("WORKDIR: " + std::string(archive_error_string(archive.get())), EIO);
+  }
+  return Status();
+}
+
 StatusOr<ContextTar> WriteCopyTar(const std::string& context, const RecipeStep& step, const std::string& tar_path) {
   UniqueFd out(open(tar_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
   if (!out) return ErrnoError("create " + tar_path);

@@ -32,6 +32,10 @@ struct ContextTar {
 // missing from the context; EINVAL one that leads out of it.
 StatusOr<ContextTar> WriteCopyTar(const std::string& context, const RecipeStep& step, const std::string& tar_path);
 
+// A layer tar of one directory at `path` (absolute), root's, 0755, time 0 (the same tar every
+// time): what WORKDIR adds when the image lacks its directory.
+Status WriteDirTar(const std::string& path, const std::string& tar_path);
+
 // The path on disk of the context source `source` (checked as above), for ADD.
 StatusOr<std::string> ContextSource(const std::string& context, const std::string& source);
 

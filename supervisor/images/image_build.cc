@@ -109,7 +109,16 @@ Status ImageBuilder::Step(const Caller& caller, const BuildRequest& request, Sta
                           const std::string& work, const BuildLog& log) {
   switch (step.kind) {
     case StepKind::kEnv: SetEnv(state.config, step.key, step.value); break;
-    case StepKind::kWorkdir: state.config.working_dir = step.path; break;
+    case StepKind::kWorkdir: {
+      state.config.working_dir = step.path;
+      ASSIGN_OR_RETURN(std::optional<ImageService::AddedLayer> made, WorkdirLayer(state, step.path, work));
+      if (made) {
+        log(" ---> made " + step.path + " (layer " + made->diff_id + ")\n");
+        state.layers.push_back(*made);
+        state.key = BuildCache::StepKey(state.key, "layer", made->diff_id);
+      }
+      break;
+    }
     case StepKind::kUser: state.config.user = step.user; break;
     case StepKind::kRun:
     case StepKind::kCopy:
@@ -129,6 +138,29 @@ Status ImageBuilder::Step(const Caller& caller, const BuildRequest& request, Sta
   state.key = BuildCache::StepKey(state.key, step.CanonicalText(), "");
   state.image.clear();
   return Status();
+}
+
+// Whether the layers (top first) show `path` as a directory: the first layer that has the path
+// decides (a whiteout there: it is gone).
+bool ImageBuilder::HasDirectory(const State& state, const std::string& path) const {
+  for (auto it = state.layers.rbegin(); it != state.layers.rend(); ++it) {
+    struct stat st;
+    if (lstat((images_.LayerDirOf(it->diff_id) + path).c_str(), &st) != 0) continue;
+    return S_ISDIR(st.st_mode);
+  }
+  return false;
+}
+
+StatusOr<std::optional<ImageService::AddedLayer>> ImageBuilder::WorkdirLayer(const State& state,
+                                                                             const std::string& path,
+                                                                             const std::string& work) {
+  if (path == "/" || HasDirectory(state, path)) return std::optional<ImageService::AddedLayer>();
+  const std::string tar = work + "/workdir-" + RandomSuffix() + ".tar";
+  RETURN_IF_ERROR(WriteDirTar(path, tar));
+  auto layer = images_.AddLayerFromTar(tar);
+  (void)unlink(tar.c_str());
+  if (!layer.ok()) return layer.status();
+  return std::optional<ImageService::AddedLayer>(*layer);
 }
 
 StatusOr<BuildResult> ImageBuilder::Build(const Caller& caller, const BuildRequest& request, const BuildLog& log) {

@@ -17,7 +17,8 @@
 //    in the log).
 //  - COPY: a tar of the context's sources (context_tar.h), no sandbox. ADD: the archive itself.
 //  - ENV, WORKDIR, USER: the config (USER is recorded in the config; RUN steps still run as root
-//    and sandboxes of the image run commands as their usual users).
+//    and sandboxes of the image run commands as their usual users). A WORKDIR the image lacks is
+//    made, as Docker's: a small layer with the directory (root's, 0755).
 // At the end the image (config + layers) is recorded and named; the untagged images the build
 // recorded for its RUN sandboxes are removed again (their layers are the final image's). On any
 // failure no image is named and nothing half-made is left: layers unpacked without a record are
@@ -99,6 +100,10 @@ class ImageBuilder {
   StatusOr<ImageService::AddedLayer> ContextStep(const BuildRequest& request, State& state, const RecipeStep& step,
                                                 const std::string& work, const BuildLog& log);
   std::optional<ImageService::AddedLayer> CachedLayerOf(const BuildRequest& request, const std::string& key);
+  // WORKDIR: a layer with the directory when the image so far lacks it (none when it has it).
+  bool HasDirectory(const State& state, const std::string& path) const;
+  StatusOr<std::optional<ImageService::AddedLayer>> WorkdirLayer(const State& state, const std::string& path,
+                                                                 const std::string& work);
   // The image of the state so far, recorded untagged if it is not one yet.
   StatusOr<std::string> ImageSoFar(State& state);
   // build_base.cc: the base image's layers and config into `state`.

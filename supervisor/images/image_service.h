@@ -115,6 +115,8 @@ class ImageService {
   StatusOr<AddedLayer> AddLayerFromTar(const std::string& tar_path);
   // Whether layers/ holds the layer `diff_id` (a build cache entry is good only then).
   bool HasLayer(const std::string& diff_id) const;
+  // The directory of the layer `diff_id` (read-only use: a build looks into its base).
+  std::string LayerDirOf(const std::string& diff_id) const { return LayerDir(diff_id); }
   // Records an image of `layers` (bottom first; each in layers/, from an image or AddLayerFromTar)
   // with `config`, named `name` (EEXIST when it names another image and !force). Its id is the
   // digest of its OCI config, which holds no time: the same layers and config are the same image.

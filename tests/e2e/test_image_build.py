@@ -4,7 +4,8 @@ removed), COPY from the context, ENV and WORKDIR. The image has the base's layer
 and one a COPY; a sandbox of it sees the RUN's file, the copied file, no /etc/passwd (the
 whiteout), X=1 in its commands' environment and /app as their working directory. The same
 recipe again is all cache hits (the same digest); a changed COPY source misses from that step on
-(the RUN before it still hits); a failing RUN and a COPY out of the context leave no image, each
+(the RUN before it still hits); FROM scratch with a rootfs archive, a WORKDIR the image lacks
+made; FROM debian:bookworm made by mmdebstrap; a failing RUN and a COPY out of the context leave no image, each
 beside the good build."""
 import io
 import json
@@ -173,15 +174,16 @@ class ImageBuildTest(DaemonTestCase):
             info = tarfile.TarInfo("etc/passwd")
             info.size, info.mode = len(data), 0o644
             tar.addfile(info, io.BytesIO(data))
+        # WORKDIR of a directory the image lacks makes it (a layer of its own), as Docker's.
         code, built, err = self.build("-t", "scratchy:1", recipe="FROM scratch\nADD rootfs.tar.gz /\nENV PATH=/bin\n"
-                                                                 "RUN echo built > /built\n")
+                                                                 "WORKDIR /work\nRUN echo built > /built; pwd > here\n")
         self.assertEqual(code, 0, err + self.daemon_errors())
-        self.assertEqual(len(built["image"]["layers"]), 2)
+        self.assertEqual(len(built["image"]["layers"]), 3)
         token = self.token("scratch-user")
         sandbox = self.create_sandbox(token, image="scratchy:1")
-        out, errout, outcome, _ = self.run_in(token, sandbox["id"], ["sh", "-c", "cat /built; echo $PATH"])
+        out, errout, outcome, _ = self.run_in(token, sandbox["id"], ["sh", "-c", "cat /built /work/here; echo $PATH; pwd"])
         self.assertEqual(outcome.get("exit_code"), 0, (out, errout, outcome))
-        self.assertEqual(out.decode(), "built\n/bin\n")
+        self.assertEqual(out.decode(), "built\n/work\n/bin\n/work\n")
         # ADD takes only an archive at /: the recipe is refused before anything runs.
         code, _, err = self.build("-t", "scratchy:2", recipe="FROM scratch\nADD rootfs.tar.gz /opt\n")
         self.assertEqual(code, 1, err)
