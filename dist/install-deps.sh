@@ -48,6 +48,9 @@ packages=(
   # mmdebstrap from the host's mirror, and pulled from a real registry on loopback
   # (tests/fixtures/registry.py: docker-registry, its htpasswd users from apache2-utils)
   skopeo umoci mmdebstrap docker-registry apache2-utils
+  # agent sessions in images without bash (busybox, musl): Claude Code's Bash tool needs a bash
+  # or zsh, so corrald provides this static one (supervisor/sandboxes/claude_runtime.h)
+  bash-static
 )
 
 if [ "$(id -u)" -ne 0 ]; then

@@ -60,6 +60,18 @@ $corral exec --outcome-json - "$sandbox" -- python3 -c 'bytearray(512<<20)'
 echo "exit code: $?"
 set -e
 
+# An image instead of the host's /usr: a busybox-only OCI layout (made here with umoci from
+# Debian's busybox-static, no network), imported once, and a sandbox of it.
+layout=$(tests/fixtures/make_image.sh busybox)
+if ! $corral image ls | grep -q '^busybox:quickstart '; then
+  step "corral image import $layout --name busybox:quickstart"
+  $corral image import "$layout" --name busybox:quickstart
+fi
+step "corral sandbox create --name tiny --image busybox:quickstart"
+tiny=$($corral sandbox create --name tiny --image busybox:quickstart --memory 64M)
+step "corral exec $tiny -- sh -c 'id; ls /bin | wc -l; ls /usr 2>&1'"
+$corral exec "$tiny" -- sh -c 'id; ls /bin | wc -l; ls /usr 2>&1' || true
+
 cat <<EOF
 
 $running; so is $sandbox. Next:
@@ -68,6 +80,7 @@ $running; so is $sandbox. Next:
   open http://127.0.0.1:7878/#token=$CORRAL_TOKEN   # the same in a browser: the web page
   $corral sandbox ls
   $corral sandbox rm $sandbox     # and its files
+  $corral image ls                # images: corral image import|pull|tag|rm|prune (README, Images)
 
 Now an agent: Claude Code in a sandbox of its own, its model calls through corrald's relay.
 EOF

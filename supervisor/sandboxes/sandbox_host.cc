@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <utility>
 
 #include "common/file_util.h"
 #include "common/log.h"
@@ -24,6 +25,7 @@
 #include "isolation/sandbox_launch.h"
 #include "rootfs/disk_image.h"
 #include "supervisor/sandboxes/cgroup_placement.h"
+#include "supervisor/sandboxes/claude_runtime.h"
 
 namespace corral::supervisor {
 namespace {
@@ -155,6 +157,18 @@ void SandboxHost::SetMcpBinary(const std::string& path) {
 std::optional<isolation::BindMount> SandboxHost::McpBind() const {
   if (mcp_binary_.empty()) return std::nullopt;
   return isolation::BindMount{mcp_binary_, "/run/corral/bin/corral-mcp", /*read_only=*/true};
+}
+
+void SandboxHost::SetClaudeRuntime(std::string runtime_dir, std::string binary) {
+  claude_runtime_ = std::move(runtime_dir);
+  claude_binary_ = std::move(binary);
+  if (claude_binary_.empty()) claude_runtime_.clear();
+}
+
+std::vector<isolation::BindMount> SandboxHost::ClaudeBinds() const {
+  if (claude_runtime_.empty()) return {};
+  return {isolation::BindMount{claude_runtime_, kClaudeRuntimeInSandbox, /*read_only=*/true},
+          isolation::BindMount{claude_binary_, kClaudeBinaryInSandbox, /*read_only=*/true}};
 }
 
 Status SandboxHost::Prepare(const isolation::SandboxSpec& spec) {

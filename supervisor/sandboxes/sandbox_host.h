@@ -126,6 +126,13 @@ class SandboxHost {
   void SetMcpBinary(const std::string& path);
   // Its read-only bind at /run/corral/bin/corral-mcp, or nullopt when there is none.
   std::optional<isolation::BindMount> McpBind() const;
+  // Claude Code for image sandboxes (claude_runtime.h): the staged runtime directory and the
+  // binary's real path ("" = none: sessions in image sandboxes are refused).
+  void SetClaudeRuntime(std::string runtime_dir, std::string binary);
+  bool HasClaudeRuntime() const { return !claude_runtime_.empty(); }
+  // Their read-only binds at kClaudeRuntimeInSandbox and kClaudeBinaryInSandbox (none without a
+  // runtime). Host sandboxes need none: they have the host's /usr.
+  std::vector<isolation::BindMount> ClaudeBinds() const;
 
  private:
   // Destroys <legacy parent>/<id> for every legacy parent but `except`, and the parents once
@@ -143,6 +150,8 @@ class SandboxHost {
   std::map<std::string, std::string> placed_;
   std::string init_path_;
   std::string mcp_binary_;
+  std::string claude_runtime_;
+  std::string claude_binary_;
 };
 
 // /proc/PID/stat field 22 (start time in clock ticks since boot); 0 when the process is gone.

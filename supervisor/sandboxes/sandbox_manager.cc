@@ -100,6 +100,10 @@ StatusOr<isolation::SandboxSpec> SandboxManager::SpecOf(const SandboxRow& row) c
     spec.AllowFullNetwork(isolation::UnsafeFullNetwork{}, std::move(nameservers));
   }
   if (auto mcp = host_.McpBind()) spec.AddBind(*mcp);
+  // Claude Code for agent sessions: an image has its own /usr, so the host's is bound read-only.
+  if (!row.image.empty() && row.image != isolation::kHostImage) {
+    for (const isolation::BindMount& bind : host_.ClaudeBinds()) spec.AddBind(bind);
+  }
   return spec.Build();
 }
 

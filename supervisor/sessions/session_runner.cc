@@ -13,6 +13,8 @@
 #include "common/log.h"
 #include "common/unix_time.h"
 #include "supervisor/ids.h"
+#include "supervisor/sandboxes/claude_runtime.h"
+#include "supervisor/sessions/image_agent.h"
 #include "supervisor/visibility.h"
 
 namespace corral::supervisor {
@@ -439,6 +441,7 @@ StatusOr<std::shared_ptr<AgentSession>> SessionRunner::Create(const Caller& call
   spec.private_stdio = true;
   spec.cwd = request.options.cwd;  // "" = the agent's home
   spec.argv = ClaudeArgv(request.options, row.agent_session, history);
+  RETURN_IF_ERROR(UseClaudeRuntime(manager_, caller, sandbox, claude_runtime_, spec));  // image sandboxes
   // Client tools, and permission requests when the mode asks: corral-mcp, with a key of its
   // own, reaches the tool bridge on the sandbox's loopback.
   const bool asks = request.options.permission_mode != "bypassPermissions";
@@ -450,7 +453,7 @@ StatusOr<std::shared_ptr<AgentSession>> SessionRunner::Create(const Caller& call
   }
   RelayClient client{row.id, sandbox.id, row.iss, row.sub, request.budget};
   const std::string key = keys_.Issue(client);
-  spec.env = RelayEnv(config_.relay.port, key);
+  for (std::string& var : RelayEnv(config_.relay.port, key)) spec.env.push_back(std::move(var));
   std::string tool_digest;
   if (!tool_key.empty()) {
     // In the environment, not on the command line; the MCP config refers to it. Tool search off:
@@ -585,7 +588,12 @@ Status SessionRunner::Recover() {
     }
     for (const auto& command : manager_.LiveCommands(row.sandbox_id)) {
       json argv = json::parse(command->row().argv_json, nullptr, false);
-      if (!argv.is_array() || argv.size() < 4 || argv[0] != "claude" || argv[2] != "--input-format") continue;
+      std::vector<std::string> words;
+      for (const auto& word : argv.is_array() ? argv : json::array()) {
+        words.push_back(word.is_string() ? word.get<std::string>() : "");
+      }
+      const size_t at = ClaudeArgsStart(words);  // "claude" or the runtime's loader (image sandboxes)
+      if (at == 0 || words.size() < at + 3 || words[at + 1] != "--input-format") continue;
       bool ours = false;
       for (const auto& arg : argv) {
         for (const auto& id : ids) ours = ours || (!id.empty() && arg.is_string() && arg.get<std::string>() == id);

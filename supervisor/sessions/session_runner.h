@@ -140,6 +140,9 @@ class SessionRunner : public ToolAuthority {
   // sandboxes have corral-mcp (without it, sessions that declare tools are refused and
   // permission requests are answered by Claude Code itself: denied).
   void EnableTools(boost::asio::io_context& io, ToolBridge& bridge, bool mcp_in_sandboxes);
+  // Whether the daemon staged Claude Code's runtime for image sandboxes (image_agent.h); without
+  // it sessions there are refused with ENOTSUP.
+  void SetClaudeRuntime(bool staged) { claude_runtime_ = staged; }
   // Where ended sessions are reported (nullptr: nowhere). Set at start, before Recover.
   void SetObserver(SessionObserver* observer) { observer_ = observer; }
   // Sessions whose agent runs now, by state (every running state, 0 included). For metrics.
@@ -201,6 +204,7 @@ class SessionRunner : public ToolAuthority {
   boost::asio::io_context* io_ = nullptr;
   ToolBridge* bridge_ = nullptr;
   bool mcp_in_sandboxes_ = false;
+  bool claude_runtime_ = false;
   struct ToolKey {
     std::string session_id;
     std::string sandbox_id;

@@ -42,6 +42,7 @@
 #include "common/unique_fd.h"
 #include "supervisor/config.h"
 #include "supervisor/sandboxes/cgroup_placement.h"
+#include "supervisor/sandboxes/claude_runtime.h"
 #include "supervisor/doctor.h"
 #include "supervisor/sessions/executions.h"
 #include "supervisor/loopback_group.h"
@@ -166,6 +167,31 @@ StatusOr<std::string> StageMcp(const supervisor::DaemonConfig& config) {
   RETURN_IF_ERROR(WriteNewFile(temporary, binary, 0755));
   if (rename(temporary.c_str(), staged.c_str()) != 0) return ErrnoError("rename " + temporary);
   return staged;
+}
+
+// Claude Code for image sandboxes (supervisor/sandboxes/claude_runtime.h): the host's binary
+// (`claude` on corrald's PATH) and its loader and libraries staged in <run_dir>/claude-runtime.
+// Not installed, or not a binary the runtime can carry: image sandboxes' sessions are refused.
+void StageClaudeCode(const supervisor::DaemonConfig& config, supervisor::SandboxHost& host,
+                     supervisor::SessionRunner& sessions) {
+  const char* path = getenv("PATH");
+  const std::string binary = supervisor::FindExecutable("claude", path ? path : "/usr/local/bin:/usr/bin:/bin");
+  if (binary.empty()) {
+    LogWarn("corrald", "Claude Code is not installed: agent sessions cannot start");
+    return;
+  }
+  auto runtime = supervisor::StageClaudeRuntime(binary, config.run_dir + "/claude-runtime");
+  if (!runtime.ok()) {
+    LogWarn("corrald", "Claude Code cannot be provided to image sandboxes: their sessions cannot start",
+            {{"binary", binary}, {"error", runtime.status().ToString()}});
+    return;
+  }
+  if (!runtime->has_bash) {
+    LogWarn("corrald", "bash-static is not installed: agents in images without bash have no Bash tool",
+            {{"path", supervisor::kHostStaticBash}});
+  }
+  host.SetClaudeRuntime(runtime->dir, runtime->binary);
+  sessions.SetClaudeRuntime(true);
 }
 
 void Usage() {
@@ -444,6 +470,7 @@ int Serve(Foundation& base) {
   supervisor_metrics.SetSessions(&sessions);
   supervisor::ToolBridge tool_bridge(io, sessions, supervisor::kToolBridgePort);
   sessions.EnableTools(io, tool_bridge, !mcp->empty());
+  StageClaudeCode(*config, host, sessions);
   // And the egress proxy, the one way out to the network (egress.enabled).
   std::unique_ptr<supervisor::EgressProxy> egress;
   std::vector<supervisor::LoopbackServices*> loopback_members{&relay, &tool_bridge};
