@@ -83,7 +83,7 @@ StatusOr<ImageService::AddedLayer> ImageBuilder::RunStep(const Caller& caller, c
   }
   ASSIGN_OR_RETURN(std::string image, ImageSoFar(state));
   CreateRequest create;
-  create.name = "image-build-" + Random();
+  create.name = kBuildSandboxPrefix + Random();
   create.image = image;
   create.limits = request.limits;
   create.start = true;

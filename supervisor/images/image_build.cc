@@ -57,7 +57,7 @@ void SetEnv(rootfs::ImageConfig& config, const std::string& key, const std::stri
 StatusOr<std::string> ImageBuilder::ImageSoFar(State& state) {
   if (!state.image.empty()) return state.image;
   ASSIGN_OR_RETURN(std::vector<ImageRecord> before, images_.List());
-  ASSIGN_OR_RETURN(ImageRecord image, images_.AddImage(state.config, state.layers, "", false, "build step"));
+  ASSIGN_OR_RETURN(ImageRecord image, images_.AddImage(state.config, state.layers, "", false, kBuildStepSource));
   const bool existed = std::any_of(before.begin(), before.end(),
                                    [&](const ImageRecord& r) { return r.digest == image.digest; });
   if (!existed) state.made.push_back(image.digest);

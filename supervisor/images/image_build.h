@@ -50,6 +50,11 @@ namespace corral::supervisor {
 class SandboxManager;
 class SandboxHost;
 
+// The name of every RUN step's sandbox starts with this.
+inline constexpr char kBuildSandboxPrefix[] = "image-build-";
+// The source of the untagged images a build records for its RUN sandboxes.
+inline constexpr char kBuildStepSource[] = "build step";
+
 struct BuildRequest {
   std::string recipe;                             // the recipe's text
   std::string context;                            // absolute: the directory COPY and ADD read from

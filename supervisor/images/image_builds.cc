@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "supervisor/sandboxes/sandbox_manager.h"
 
 namespace corral::supervisor {
 
@@ -19,6 +20,43 @@ struct ImageBuilds::Build {
   int64_t started_at = 0;
   int64_t ended_at = 0;
 };
+
+void ImageBuilds::Recover(const std::string& admin_issuer) {
+  Caller admin;
+  admin.admin = true;
+  auto rows = manager_.List(admin);
+  if (!rows.ok()) {
+    LogWarn("images", "list the sandboxes of interrupted builds", {{"error", rows.status().ToString()}});
+    return;
+  }
+  for (const SandboxRow& row : *rows) {
+    if (row.iss != admin_issuer || row.name.rfind(kBuildSandboxPrefix, 0) != 0) continue;
+    LogInfo("images", "destroying the sandbox of an interrupted build", {{"sandbox", row.id}});
+    manager_.Destroy(admin, row.id, [this, id = row.id](StatusOr<bool> destroyed) {
+      if (!destroyed.ok()) {
+        LogWarn("images", "destroy the sandbox of an interrupted build",
+                {{"sandbox", id}, {"error", destroyed.status().ToString()}});
+        return;
+      }
+      RemoveStepImages();
+    });
+  }
+  RemoveStepImages();
+}
+
+void ImageBuilds::RemoveStepImages() {
+  {
+    std::lock_guard lock(mu_);
+    if (running_ > 0) return;  // a build's step image may be about to get its sandbox
+  }
+  auto images = images_.List();
+  if (!images.ok()) return;
+  for (const ImageRecord& image : *images) {
+    if (image.source != kBuildStepSource || !image.names.empty()) continue;
+    // A running build's step image is in use by its sandbox: refused (EBUSY) and kept.
+    if (images_.Remove(image.digest).ok()) LogInfo("images", "removed an interrupted build's step image", {{"digest", image.digest}});
+  }
+}
 
 StatusOr<std::string> ImageBuilds::Start(const Caller& caller, BuildRequest request) {
   auto parsed = ParseRecipe(request.recipe, request.build_args);

@@ -6,8 +6,9 @@
 // away, and any number of readers. The log keeps its last kMaxLogBytes (older text is dropped,
 // and offsets keep counting). At most kMaxRunning builds run at once (EBUSY beyond); the last
 // kKeptBuilds that ended are kept for their readers, in memory only (a daemon restart forgets
-// them; a build interrupted by a restart leaves no image, and its sandboxes are destroyed like
-// any of a user's).
+// them). A build interrupted by a restart leaves no image: Recover, at the daemon's start,
+// destroys the sandboxes its RUN steps had (named kSandboxPrefix..., of the admin caller) and
+// removes the untagged step images no sandbox uses.
 #pragma once
 
 #include <cstdint>
@@ -41,7 +42,19 @@ class ImageBuilds {
   static constexpr size_t kMaxLogBytes = 1 << 20;
 
   ImageBuilds(boost::asio::io_context& io, SandboxManager& manager, SandboxHost& host, ImageService& images)
-      : builder_(io, manager, host, images) {}
+      : manager_(manager), images_(images), builder_(io, manager, host, images) {}
+
+  // At the daemon's start, after the manager's recovery and before the loop runs: what builds
+  // the previous daemon was running left (above). `admin_issuer`: the iss of the admin socket's
+  // caller, whose sandboxes builds make. Destroys are posted; errors are logged.
+  void Recover(const std::string& admin_issuer);
+  // A new ImageBuilds, Recover done.
+  static std::unique_ptr<ImageBuilds> Recovered(boost::asio::io_context& io, SandboxManager& manager, SandboxHost& host,
+                                                ImageService& images, const std::string& admin_issuer) {
+    auto builds = std::make_unique<ImageBuilds>(io, manager, host, images);
+    builds->Recover(admin_issuer);
+    return builds;
+  }
 
   // Starts a build as `caller`; its id. EINVAL for a recipe that does not parse (checked before
   // anything runs), EBUSY when kMaxRunning builds run.
@@ -51,8 +64,11 @@ class ImageBuilds {
 
  private:
   struct Build;
+  void RemoveStepImages();
   void Finish(const std::shared_ptr<Build>& build, StatusOr<BuildResult> result);
 
+  SandboxManager& manager_;
+  ImageService& images_;
   ImageBuilder builder_;
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<Build>> builds_;

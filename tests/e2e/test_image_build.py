@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 import unittest
 
 from corral_e2e import CORRAL, DaemonTestCase, WsClient
@@ -211,6 +212,38 @@ class ImageBuildTest(DaemonTestCase):
         self.assertEqual(outcome.get("exit_code"), 0, (out, errout, outcome))
         self.assertTrue(out.decode().startswith("12."), out)
         self.assertTrue(out.decode().endswith("root\n"), out)
+
+    def builders(self):
+        status, body = self.daemon.admin("GET", "/v1/admin/sandboxes")
+        self.assertEqual(status, 200, body)
+        return [s["id"] for s in body["sandboxes"] if s.get("name", "").startswith("image-build-")]
+
+    def step_images(self):
+        status, body = self.daemon.admin("GET", "/v1/images")
+        self.assertEqual(status, 200, body)
+        return [i["digest"] for i in body["images"] if i["source"] == "build step" and not i["names"]]
+
+    def test_a_build_cut_by_a_daemon_restart_leaves_no_sandbox_or_step_image(self):
+        status, started = self.daemon.admin("POST", "/v1/images/build", {
+            "recipe": "FROM busybox:test\nENV STEP=1\nRUN sleep 120\n", "context": self.context, "name": "cut:1"})
+        self.assertEqual(status, 202, started)
+        deadline = time.time() + 60
+        while not self.builders() and time.time() < deadline:
+            time.sleep(0.2)
+        self.assertTrue(self.builders(), self.daemon_errors())
+        self.assertTrue(self.step_images())  # the image its RUN's sandbox was made of
+        self.daemon.kill9()  # the sandbox outlives the daemon
+        self.daemon.start()
+        deadline = time.time() + 60
+        while (self.builders() or self.step_images()) and time.time() < deadline:
+            time.sleep(0.2)
+        self.assertEqual((self.builders(), self.step_images()), ([], []), self.daemon_errors())
+        self.assertNotIn("cut:1", self.names())
+        status, _ = self.daemon.admin("GET", "/v1/images/builds/" + started["id"])
+        self.assertEqual(status, 404)  # a restart forgets builds
+        # The control: a build after the restart succeeds.
+        code, built, err = self.build("-t", "after:1", recipe="FROM busybox:test\nRUN true\n")
+        self.assertEqual(code, 0, err + self.daemon_errors())
 
 
 if __name__ == "__main__":
