@@ -24,14 +24,27 @@ namespace {
 
 constexpr size_t kTailBytes = 2048;  // of a failed RUN's output, in the error
 
+Status Stopping() { return Status::Error("the daemon is stopping", ECANCELED); }
+
+// Waits until `future` is ready, unless the daemon stops meanwhile (its loop may never answer).
+template <typename T>
+Status Ready(std::future<T>& future, const std::atomic<bool>& stopping) {
+  while (future.wait_for(ImageBuilder::kStopPoll) != std::future_status::ready) {
+    if (stopping) return Stopping();
+  }
+  return Status();
+}
+
 // Calls `call` on the event loop with a callback, and waits for the callback's value.
 template <typename T>
-StatusOr<T> OnLoop(boost::asio::io_context& io, std::function<void(SandboxManager::Done<T>)> call) {
+StatusOr<T> OnLoop(boost::asio::io_context& io, const std::atomic<bool>& stopping,
+                   std::function<void(SandboxManager::Done<T>)> call) {
   auto promise = std::make_shared<std::promise<StatusOr<T>>>();
   auto future = promise->get_future();
   boost::asio::post(io, [call = std::move(call), promise] {
     call([promise](StatusOr<T> result) { promise->set_value(std::move(result)); });
   });
+  RETURN_IF_ERROR(Ready(future, stopping));
   return future.get();
 }
 
@@ -88,11 +101,11 @@ StatusOr<ImageService::AddedLayer> ImageBuilder::RunStep(const Caller& caller, c
   create.limits = request.limits;
   create.start = true;
   const UserCaps caps;
-  ASSIGN_OR_RETURN(SandboxRow sandbox, (OnLoop<SandboxRow>(io_, [&](SandboxManager::Done<SandboxRow> done) {
+  ASSIGN_OR_RETURN(SandboxRow sandbox, (OnLoop<SandboxRow>(io_, stopping_, [&](SandboxManager::Done<SandboxRow> done) {
                      manager_.Create(caller, caps, create, std::move(done));
                    })));
   auto layer = RunInSandbox(caller, sandbox, step, work, log);
-  auto destroyed = OnLoop<bool>(io_, [&](SandboxManager::Done<bool> done) {
+  auto destroyed = OnLoop<bool>(io_, stopping_, [&](SandboxManager::Done<bool> done) {
     manager_.Destroy(caller, sandbox.id, std::move(done));
   });
   if (!destroyed.ok()) {
@@ -117,7 +130,7 @@ StatusOr<ImageService::AddedLayer> ImageBuilder::RunInSandbox(const Caller& call
   auto outcome = watcher->Outcome();
   std::shared_ptr<Command> command;  // touched on the loop only
   const UserCaps caps;
-  auto started = OnLoop<bool>(io_, [&](SandboxManager::Done<bool> done) {
+  auto started = OnLoop<bool>(io_, stopping_, [&](SandboxManager::Done<bool> done) {
     auto made = manager_.Exec(caller, caps, spec);
     if (!made.ok()) return done(made.status());
     Status subscribed = (*made)->stream().Subscribe(watcher.get(), 0);
@@ -127,8 +140,13 @@ StatusOr<ImageService::AddedLayer> ImageBuilder::RunInSandbox(const Caller& call
     done(true);
   });
   if (!started.ok()) return started.status();
+  if (Status ended = Ready(outcome, stopping_); !ended.ok()) {
+    // The loop is gone with the command still subscribed to: the watcher must outlive it.
+    new std::shared_ptr<RunWatcher>(watcher);  // NOLINT: deliberately leaked at shutdown
+    return ended;
+  }
   const std::string outcome_json = outcome.get();
-  (void)OnLoop<bool>(io_, [&](SandboxManager::Done<bool> done) {
+  (void)OnLoop<bool>(io_, stopping_, [&](SandboxManager::Done<bool> done) {
     command->stream().Unsubscribe(watcher.get());
     command.reset();
     done(true);
@@ -141,7 +159,7 @@ StatusOr<ImageService::AddedLayer> ImageBuilder::RunInSandbox(const Caller& call
                              "; its output ends: " + watcher->tail(),
                          ECHILD);
   }
-  ASSIGN_OR_RETURN(SandboxRow stopped, (OnLoop<SandboxRow>(io_, [&](SandboxManager::Done<SandboxRow> done) {
+  ASSIGN_OR_RETURN(SandboxRow stopped, (OnLoop<SandboxRow>(io_, stopping_, [&](SandboxManager::Done<SandboxRow> done) {
                      manager_.Stop(caller, sandbox.id, std::move(done));
                    })));
   const std::string dir = work + "/run-" + std::to_string(step.line) + "-" + Random();

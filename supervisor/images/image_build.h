@@ -28,6 +28,8 @@
 // which it waits for (the sandbox calls are posted there).
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -83,6 +85,11 @@ class ImageBuilder {
   // recipe or context, ENOENT for a missing base or source, ECHILD for a RUN that failed (the
   // message names the step, its exit code and its output's tail), others as the parts say.
   StatusOr<BuildResult> Build(const Caller& caller, const BuildRequest& request, const BuildLog& log);
+  // The daemon is stopping (its loop no longer runs): a build waiting for the loop or a RUN's end
+  // gives up (ECANCELED) within kStopPoll, cleans up what it can and ends; the RUN's sandbox is
+  // left to the next daemon's ImageBuilds::Recover.
+  void Stop() { stopping_ = true; }
+  static constexpr std::chrono::milliseconds kStopPoll{100};
 
  private:
   // The state of one build between its steps.
@@ -119,6 +126,7 @@ class ImageBuilder {
   SandboxManager& manager_;
   SandboxHost& host_;
   ImageService& images_;
+  std::atomic<bool> stopping_{false};
 };
 
 }  // namespace corral::supervisor

@@ -21,6 +21,14 @@ struct ImageBuilds::Build {
   int64_t ended_at = 0;
 };
 
+ImageBuilds::~ImageBuilds() {
+  builder_.Stop();
+  std::unique_lock lock(mu_);
+  if (!ended_cv_.wait_for(lock, kStopWait, [this] { return running_ == 0; })) {
+    LogWarn("images", "image builds did not stop in time", {{"running", std::to_string(running_)}});
+  }
+}
+
 void ImageBuilds::Recover(const std::string& admin_issuer) {
   Caller admin;
   admin.admin = true;
@@ -105,6 +113,7 @@ void ImageBuilds::Finish(const std::shared_ptr<Build>& build, StatusOr<BuildResu
     LogWarn("images", "build failed", {{"build", build->id}, {"error", result.status().ToString()}});
   }
   --running_;
+  ended_cv_.notify_all();
   ended_.push_back(build->id);
   while (ended_.size() > kKeptBuilds) {
     builds_.erase(ended_.front());

@@ -11,6 +11,8 @@
 // removes the untagged step images no sandbox uses.
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -44,6 +46,10 @@ class ImageBuilds {
   ImageBuilds(boost::asio::io_context& io, SandboxManager& manager, SandboxHost& host, ImageService& images)
       : manager_(manager), images_(images), builder_(io, manager, host, images) {}
 
+  // Stops the builds that run (ImageBuilder::Stop) and waits up to kStopWait for them to end.
+  ~ImageBuilds();
+  static constexpr std::chrono::seconds kStopWait{30};
+
   // At the daemon's start, after the manager's recovery and before the loop runs: what builds
   // the previous daemon was running left (above). `admin_issuer`: the iss of the admin socket's
   // caller, whose sandboxes builds make. Destroys are posted; errors are logged.
@@ -71,6 +77,7 @@ class ImageBuilds {
   ImageService& images_;
   ImageBuilder builder_;
   std::mutex mu_;
+  std::condition_variable ended_cv_;  // running_ went down
   std::map<std::string, std::shared_ptr<Build>> builds_;
   std::deque<std::string> ended_;  // ids of ended builds, oldest first
   size_t running_ = 0;

@@ -245,6 +245,26 @@ class ImageBuildTest(DaemonTestCase):
         code, built, err = self.build("-t", "after:1", recipe="FROM busybox:test\nRUN true\n")
         self.assertEqual(code, 0, err + self.daemon_errors())
 
+    def test_a_daemon_stopping_during_a_build_ends_it_and_exits_cleanly(self):
+        status, started = self.daemon.admin("POST", "/v1/images/build", {
+            "recipe": "FROM busybox:test\nRUN sleep 120\n", "context": self.context, "name": "stopped:1"})
+        self.assertEqual(status, 202, started)
+        deadline = time.time() + 60
+        while not self.builders() and time.time() < deadline:
+            time.sleep(0.2)
+        self.assertTrue(self.builders(), self.daemon_errors())
+        began = time.time()
+        self.daemon.stop()  # SIGTERM: the build gives up instead of waiting for its RUN
+        self.assertEqual(self.daemon.proc.returncode, 0, self.daemon.log()[-2000:])
+        self.assertLess(time.time() - began, 15)
+        self.assertIn("the daemon is stopping", self.daemon.log())
+        self.daemon.start()
+        deadline = time.time() + 60
+        while (self.builders() or self.step_images()) and time.time() < deadline:
+            time.sleep(0.2)
+        self.assertEqual((self.builders(), self.step_images()), ([], []), self.daemon_errors())
+        self.assertNotIn("stopped:1", self.names())
+
 
 if __name__ == "__main__":
     unittest.main()
