@@ -57,9 +57,12 @@ class ImageBuildTest(DaemonTestCase):
             f.write(RECIPE)
 
     def build(self, *args, recipe=None):
+        """Builds the context's Recipe, or `recipe` (given with -f; the Recipe stays)."""
         if recipe is not None:
-            with open(os.path.join(self.context, "Recipe"), "w") as f:
+            other = os.path.join(self.work, "recipe-%d" % len(os.listdir(self.work)))
+            with open(other, "w") as f:
                 f.write(recipe)
+            args = ("-f", other, *args)
         argv = [CORRAL, "image", "build", "--admin-socket", self.daemon.admin_socket, "--json", *args, self.context]
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=300)
         result = json.loads(proc.stdout) if proc.stdout.strip() else None
@@ -107,6 +110,16 @@ class ImageBuildTest(DaemonTestCase):
                         "echo X=$X; pwd; stat -c %u /greeting"])
         self.assertEqual(outcome.get("exit_code"), 0, (out, errout, outcome, self.daemon_errors()))
         self.assertEqual(out.decode(), "hi\none\nX=1\n/app\n0\n")
+        # The RUN had a sandbox's network, not the host's: its /proc/net/dev, kept in the image by a
+        # second build, lists loopback only (the host has more: the control).
+        code, netdev, err = self.build("-t", "net:1", recipe="FROM busybox:test\nRUN cat /proc/net/dev > /netdev\n")
+        self.assertEqual(code, 0, err)
+        box = self.create_sandbox(token, image="net:1")
+        out, _, outcome, _ = self.run_in(token, box["id"], ["cat", "/netdev"])
+        interfaces = sorted(line.split(":")[0].strip() for line in out.decode().splitlines()[2:])
+        self.assertEqual(interfaces, ["lo"], (out, outcome))
+        with open("/proc/net/dev") as f:
+            self.assertNotEqual(sorted(line.split(":")[0].strip() for line in f.read().splitlines()[2:]), ["lo"])
         # The base is untouched: its sandboxes still have /etc/passwd (the whiteout is app:1's).
         base_box = self.create_sandbox(token, image="busybox:test")
         out, _, outcome, _ = self.run_in(token, base_box["id"], ["sh", "-c", "test -e /etc/passwd && echo passwd"])
