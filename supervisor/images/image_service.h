@@ -27,6 +27,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
@@ -102,6 +103,28 @@ class ImageService {
   StatusOr<ResolvedImage> Resolve(const std::string& name_or_digest);
   // An image's config by digest, from memory after the first time (an image never changes).
   StatusOr<rootfs::ImageConfig> ConfigOf(const std::string& digest);
+
+  // Image builds (image_compose.cc; the executor is image_build.h).
+  struct AddedLayer {
+    std::string diff_id;  // "sha256:<hex>" of its uncompressed tar
+    uint64_t bytes = 0;   // unpacked size
+  };
+  // Unpacks the layer tar at `tar_path` (plain, gzip or zstd) into layers/ unless a layer of its
+  // diff_id is there already. The layer has no record until an image made by AddImage uses it;
+  // hold a BuildHold meanwhile, or Prune takes it for a stray.
+  StatusOr<AddedLayer> AddLayerFromTar(const std::string& tar_path);
+  // Whether layers/ holds the layer `diff_id` (a build cache entry is good only then).
+  bool HasLayer(const std::string& diff_id) const;
+  // The directory of the layer `diff_id` (read-only use: a build looks into its base).
+  std::string LayerDirOf(const std::string& diff_id) const { return LayerDir(diff_id); }
+  // Records an image of `layers` (bottom first; each in layers/, from an image or AddLayerFromTar)
+  // with `config`, named `name` (EEXIST when it names another image and !force). Its id is the
+  // digest of its OCI config, which holds no time: the same layers and config are the same image.
+  StatusOr<ImageRecord> AddImage(const rootfs::ImageConfig& config, const std::vector<AddedLayer>& layers,
+                                 const std::string& name, bool force, const std::string& source);
+  // Prune refuses (EBUSY) while a hold lives: a build's layers have no record until its image.
+  using BuildHold = std::shared_ptr<void>;
+  BuildHold HoldForBuild();
 
   const std::string& images_dir() const { return images_dir_; }
   const ImagesConfig& config() const { return config_; }

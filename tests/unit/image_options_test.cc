@@ -94,7 +94,7 @@ TEST(ImageOptionsTest, ListAndInspectMayAskTheApi) {
 TEST(ImageOptionsTest, BadArgumentsAreRefusedNamingThem) {
   EXPECT_EQ(ErrorOf({}), "missing command: import|pull|ls|inspect|tag|rm|prune");
   EXPECT_THAT(ErrorOf({"frobnicate"}), HasSubstr("unknown command 'image frobnicate'"));
-  EXPECT_THAT(ErrorOf({"build", "-t", "x:1"}), HasSubstr("not there yet"));
+  EXPECT_THAT(ErrorOf({"build", "-t", "x:1"}), HasSubstr("corral image build --help"));
   EXPECT_EQ(ErrorOf({"import"}), "image import: expected one FILE");
   EXPECT_EQ(ErrorOf({"import", "a.tar", "b.tar"}), "image import: expected one FILE");
   EXPECT_EQ(ErrorOf({"import", ""}), "image import: an empty argument");

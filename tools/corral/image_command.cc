@@ -68,7 +68,7 @@ const char* ImageUsage() {
          "  rm IMAGE                 remove an image and its names (refused while a sandbox or a\n"
          "                           snapshot uses it); its layers stay until prune\n"
          "  prune                    remove the layers no image uses\n"
-         "  build                    (coming: images from a recipe)\n"
+         "  build -t N:T [DIR]       an image from a recipe (corral image build --help)\n"
          "\n"
          "  --json                   print the daemon's JSON instead\n"
          "  --admin-socket PATH      corrald's admin socket (default: $CORRAL_ADMIN_SOCKET, else\n"
@@ -81,7 +81,7 @@ StatusOr<ImageOptions> ParseImageOptions(const std::vector<std::string>& args, c
   ImageOptions out;
   if (args.empty()) return Status::Error("missing command: import|pull|ls|inspect|tag|rm|prune");
   if (IsHelpWord(args[0])) return HelpOnly(out);
-  if (args[0] == "build") return Status::Error("image build: not there yet (import or pull an image)");
+  if (args[0] == "build") return Status::Error("image build has options of its own (see corral image build --help)");
   const VerbSpec* verb = nullptr;
   for (const VerbSpec& candidate : Verbs()) {
     if (candidate.word == args[0]) verb = &candidate;

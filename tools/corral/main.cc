@@ -10,6 +10,7 @@
 #include "tools/corral/cp_command.h"
 #include "tools/corral/doctor_command.h"
 #include "tools/corral/exec_command.h"
+#include "tools/corral/image_build_command.h"
 #include "tools/corral/image_command.h"
 #include "tools/corral/execute_command.h"
 #include "tools/corral/remote_commands.h"
@@ -48,7 +49,7 @@ constexpr char kUsage[] =
     "  admin stop-all                   stop every running sandbox (before removing corral)\n"
     "  admin usage [--issuer N] [--format csv|jsonl]   export the ledger\n"
     "  admin backup FILE                an online copy of the store (restore: corrald stopped)\n"
-    "  image import|pull|ls|inspect|tag|rm|prune   the images sandboxes are made of\n"
+    "  image import|pull|build|ls|inspect|tag|rm|prune   the images sandboxes are made of\n"
     "  token mint --issuer NAME --user ID   mint a token\n"
     "\n"
     "  version                          print the version\n";
@@ -114,6 +115,9 @@ int main(int argc, char** argv) {
   if (command == "admin" && !args.empty() && (args[0] == "backup" || args[0] == "restore")) {
     return Dispatch(args[0] == "backup" ? "admin backup" : "admin restore", args, ParseBackupOptions, BackupUsage(), 2,
                     RunBackupCommand);
+  }
+  if (command == "image" && !args.empty() && args[0] == "build") {
+    return Dispatch("image build", args, ParseImageBuildOptions, ImageBuildUsage(), 2, RunImageBuildCommand);
   }
   if (command == "image") return Dispatch("image", args, ParseImageOptions, ImageUsage(), 2, RunImageCommand);
   if (command == "admin") return Dispatch("admin", args, ParseAdminOptions, AdminUsage(), 2, RunAdminCommand);

@@ -28,7 +28,9 @@
 
 #include "api/api_metrics.h"
 #include "api/auth_api.h"
+#include "api/auth_mapping.h"
 #include "api/daemon_api.h"
+#include "api/image_build_routes.h"
 #include "api/metrics.h"
 #include "api/routes.h"
 #include "api/server.h"
@@ -48,6 +50,7 @@
 #include "supervisor/sessions/tool_bridge.h"
 #include "supervisor/egress/egress_proxy.h"
 #include "supervisor/sandboxes/full_network.h"
+#include "supervisor/images/image_builds.h"
 #include "supervisor/images/image_service.h"
 #include "supervisor/issuers.h"
 #include "supervisor/relay/ledger.h"
@@ -433,6 +436,15 @@ void Reload(const Foundation& base, api::Server& server, const std::function<voi
 }
 
 // The services, the API and the event loop, until SIGTERM or SIGINT.
+// corral image build's routes, after cleaning up what builds a previous daemon ran left.
+std::unique_ptr<supervisor::ImageBuilds> ServeImageBuilds(api::Server& server, boost::asio::io_context& io,
+                                                          supervisor::SandboxManager& manager,
+                                                          supervisor::SandboxHost& host, supervisor::ImageService& images) {
+  auto builds = supervisor::ImageBuilds::Recovered(io, manager, host, images, api::kAdminCallerIssuer);
+  api::RegisterImageBuildRoutes(server, builds.get());
+  return builds;
+}
+
 int Serve(Foundation& base) {
   supervisor::DaemonConfig* config = base.config;
   cgroups::CgroupBackend* backend = base.backend;
@@ -504,6 +516,7 @@ int Serve(Foundation& base) {
   auto reload_api = api::RegisterApi(server, io, pool, manager, sessions, sandbox_events, ledger, *config);
   api::RegisterExecuteRoutes(server, executions, *config);
   api::RegisterImageRoutes(server, io, pool, &images);
+  auto image_builds = ServeImageBuilds(server, io, manager, host, images);
   Status serving = ServeExtrasAndListen(server, metrics, *config);
   if (!serving.ok()) return Fail(serving.ToString());
   manager.StartTimers();
