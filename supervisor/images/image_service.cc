@@ -183,9 +183,10 @@ StatusOr<uint64_t> ImageService::RemoveStrayLayers() {
 
 StatusOr<PruneReport> ImageService::Prune() {
   PruneReport report;
+  // Held throughout: no import, pull or build starts or moves a layer into place meanwhile.
+  std::lock_guard lock(busy_mu_);
+  if (!busy_.empty()) return Status::Error("an import, pull or build is running; prune when it ends", EBUSY);
   ASSIGN_OR_RETURN(std::vector<LayerRow> unused, store_.DeleteUnusedLayers());
-  std::lock_guard lock(busy_mu_);  // no import is moving a layer into place meanwhile
-  if (!busy_.empty()) return Status::Error("an import or pull is running; prune when it ends", EBUSY);
   for (const LayerRow& layer : unused) {
     RETURN_IF_ERROR(RemoveTree(LayerDir(layer.diff_id)));
     ++report.layers;
