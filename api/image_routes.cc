@@ -32,7 +32,7 @@ HttpResponse ImageResponse(int code, const StatusOr<T>& value, ToJson&& to_json)
 }
 
 // Runs `work` on the pool and answers with what it returns, on the event loop.
-void OnPool(boost::asio::io_context& io, boost::asio::thread_pool& pool, Responder respond,
+void ImageOnPool(boost::asio::io_context& io, boost::asio::thread_pool& pool, Responder respond,
             std::function<HttpResponse()> work) {
   boost::asio::post(pool, [&io, respond = std::move(respond), work = std::move(work)] {
     HttpResponse response = work();
@@ -42,7 +42,7 @@ void OnPool(boost::asio::io_context& io, boost::asio::thread_pool& pool, Respond
 
 // The request's body parsed by `parse`; nullopt once the error is answered.
 template <typename Parse>
-auto Parsed(const HttpRequest& request, const Responder& respond, Parse parse) -> decltype(parse(nlohmann::json())) {
+auto ParsedImageBody(const HttpRequest& request, const Responder& respond, Parse parse) -> decltype(parse(nlohmann::json())) {
   auto body = ParseBody(request.body);
   if (!body.ok()) {
     respond(ErrorResponse(body.status()));
@@ -53,11 +53,11 @@ auto Parsed(const HttpRequest& request, const Responder& respond, Parse parse) -
   return parsed;
 }
 
-void Import(boost::asio::io_context& io, boost::asio::thread_pool& pool, ImageService& images, HttpRequest request,
+void ImportImage(boost::asio::io_context& io, boost::asio::thread_pool& pool, ImageService& images, HttpRequest request,
             Responder respond) {
-  auto parsed = Parsed(request, respond, ParseImport);
+  auto parsed = ParsedImageBody(request, respond, ParseImport);
   if (!parsed.ok()) return;
-  OnPool(io, pool, std::move(respond), [&images, import = std::move(*parsed)] {
+  ImageOnPool(io, pool, std::move(respond), [&images, import = std::move(*parsed)] {
     auto image = images.Import(import);
     if (image.ok()) {
       LogInfo("images", "imported", {{"path", import.path}, {"digest", image->digest}, {"name", import.name}});
@@ -68,11 +68,11 @@ void Import(boost::asio::io_context& io, boost::asio::thread_pool& pool, ImageSe
   });
 }
 
-void Pull(boost::asio::io_context& io, boost::asio::thread_pool& pool, ImageService& images, HttpRequest request,
+void PullImage(boost::asio::io_context& io, boost::asio::thread_pool& pool, ImageService& images, HttpRequest request,
           Responder respond) {
-  auto parsed = Parsed(request, respond, ParsePull);
+  auto parsed = ParsedImageBody(request, respond, ParsePull);
   if (!parsed.ok()) return;
-  OnPool(io, pool, std::move(respond), [&images, pull = std::move(*parsed)] {
+  ImageOnPool(io, pool, std::move(respond), [&images, pull = std::move(*parsed)] {
     auto image = images.Pull(pull);
     if (image.ok()) {
       LogInfo("images", "pulled", {{"ref", pull.ref}, {"digest", image->digest}});
@@ -83,21 +83,21 @@ void Pull(boost::asio::io_context& io, boost::asio::thread_pool& pool, ImageServ
   });
 }
 
-void Tag(ImageService& images, HttpRequest request, Responder respond) {
-  auto parsed = Parsed(request, respond, ParseTag);
+void TagImage(ImageService& images, HttpRequest request, Responder respond) {
+  auto parsed = ParsedImageBody(request, respond, ParseTag);
   if (!parsed.ok()) return;
   respond(ImageResponse(200, images.Tag(request.params["ref"], parsed->name, parsed->force), ImageJson));
 }
 
-void Remove(ImageService& images, HttpRequest request, Responder respond) {
+void RemoveImage(ImageService& images, HttpRequest request, Responder respond) {
   Status removed = images.Remove(request.params["ref"]);
   if (!removed.ok()) return respond(ImageError(removed));
   LogInfo("images", "removed", {{"ref", request.params["ref"]}});
   respond(HttpResponse{204, "application/json", "", {}});
 }
 
-void Prune(boost::asio::io_context& io, boost::asio::thread_pool& pool, ImageService& images, Responder respond) {
-  OnPool(io, pool, std::move(respond), [&images] {
+void PruneImages(boost::asio::io_context& io, boost::asio::thread_pool& pool, ImageService& images, Responder respond) {
+  ImageOnPool(io, pool, std::move(respond), [&images] {
     auto report = images.Prune();
     if (report.ok()) {
       LogInfo("images", "pruned", {{"layers", std::to_string(report->layers)}, {"bytes", std::to_string(report->bytes)}});
@@ -131,18 +131,18 @@ void RegisterImageRoutes(Server& server, boost::asio::io_context& io, boost::asi
                }));
   server.Route("POST", "/v1/images/import", Auth::kAdminOnly,
                WithImages(images, [&io, &pool](ImageService& s, HttpRequest request, Responder respond) {
-                 Import(io, pool, s, std::move(request), std::move(respond));
+                 ImportImage(io, pool, s, std::move(request), std::move(respond));
                }));
   server.Route("POST", "/v1/images/pull", Auth::kAdminOnly,
                WithImages(images, [&io, &pool](ImageService& s, HttpRequest request, Responder respond) {
-                 Pull(io, pool, s, std::move(request), std::move(respond));
+                 PullImage(io, pool, s, std::move(request), std::move(respond));
                }));
   server.Route("POST", "/v1/images/prune", Auth::kAdminOnly,
                WithImages(images, [&io, &pool](ImageService& s, HttpRequest, Responder respond) {
-                 Prune(io, pool, s, std::move(respond));
+                 PruneImages(io, pool, s, std::move(respond));
                }));
-  server.Route("POST", "/v1/images/{ref...}/tag", Auth::kAdminOnly, WithImages(images, Tag));
-  server.Route("DELETE", "/v1/images/{ref...}", Auth::kAdminOnly, WithImages(images, Remove));
+  server.Route("POST", "/v1/images/{ref...}/tag", Auth::kAdminOnly, WithImages(images, TagImage));
+  server.Route("DELETE", "/v1/images/{ref...}", Auth::kAdminOnly, WithImages(images, RemoveImage));
 }
 
 }  // namespace corral::api

@@ -14,6 +14,7 @@
 #include "common/sha256.h"
 #include "common/unique_fd.h"
 #include "rootfs/image_ref.h"
+#include "supervisor/images/host_program.h"
 #include "supervisor/images/image_build.h"
 #include "supervisor/images/layer_capture.h"
 
@@ -22,48 +23,10 @@ namespace {
 
 constexpr char kBookworm[] = "debian:bookworm";
 
-// In the child, between fork and exec: only async-signal-safe calls on prepared arrays.
-[[noreturn]] void ExecProgram(const std::vector<char*>& argv, const std::vector<char*>& envp, int out) {
-  int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (null < 0 || dup2(null, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0) _exit(126);
-  if (syscall(SYS_close_range, 3u, ~0u, 0u) != 0) {
-    for (int fd = 3; fd < 65536; ++fd) (void)close(fd);
-  }
-  sigset_t all;
-  sigemptyset(&all);
-  sigprocmask(SIG_SETMASK, &all, nullptr);
-  execve(argv[0], argv.data(), envp.data());
-  _exit(127);
-}
-
 // Runs `words` (argv[0] absolute) with its stdout and stderr going to `output`; the exit status.
 StatusOr<int> RunProgram(std::vector<std::string> words, const std::function<void(std::string_view)>& output) {
-  std::vector<char*> argv;
-  for (std::string& word : words) argv.push_back(word.data());
-  argv.push_back(nullptr);
-  std::vector<std::string> env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", "HOME=/root"};
-  std::vector<char*> envp;
-  for (std::string& entry : env) envp.push_back(entry.data());
-  envp.push_back(nullptr);
-  int pipe_fds[2];
-  if (pipe2(pipe_fds, O_CLOEXEC) != 0) return ErrnoError("pipe");
-  UniqueFd out_read(pipe_fds[0]), out_write(pipe_fds[1]);
-  const pid_t pid = fork();
-  if (pid < 0) return ErrnoError("fork for " + words[0]);
-  if (pid == 0) ExecProgram(argv, envp, out_write.get());
-  out_write.reset();
-  char buffer[4096];
-  for (;;) {
-    const ssize_t n = read(out_read.get(), buffer, sizeof(buffer));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    output(std::string_view(buffer, static_cast<size_t>(n)));
-  }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 127) return Status::Error("cannot run " + words[0], ENOENT);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return RunHostProgram({std::move(words), {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", "HOME=/root"}, {}},
+                        output);
 }
 
 // The host's bookworm mirror, as apt knows it.

@@ -75,12 +75,7 @@ class RunWatcher : public StreamSubscriber {
   std::promise<std::string> outcome_;
 };
 
-std::string Random() {
-  static thread_local std::mt19937_64 rng(std::random_device{}());
-  char name[17];
-  snprintf(name, sizeof(name), "%016llx", static_cast<unsigned long long>(rng()));
-  return name;
-}
+std::string Random() { return ImageService::RandomWorkName(); }
 
 }  // namespace
 

@@ -15,19 +15,11 @@
 
 #include "common/sha256.h"
 #include "common/unique_fd.h"
+#include "supervisor/images/archive_handles.h"
 
 namespace corral::supervisor {
 namespace {
 
-struct ArchiveFree {
-  void operator()(struct archive* a) const { archive_write_free(a); }
-};
-struct EntryFree {
-  void operator()(archive_entry* e) const { archive_entry_free(e); }
-};
-struct FtsClose {
-  void operator()(FTS* f) const { fts_close(f); }
-};
 
 StatusOr<std::string> RealPath(const std::string& path) {
   char buf[PATH_MAX];
@@ -62,7 +54,7 @@ Status CopyWriter::Add(const char* path, const struct stat& st, const std::strin
   if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode) && !S_ISLNK(st.st_mode) && !S_ISFIFO(st.st_mode)) {
     return Status::Error(std::string("COPY: ") + path + ": a device node", EINVAL);
   }
-  std::unique_ptr<archive_entry, EntryFree> entry(archive_entry_new());
+  ArchiveEntryPtr entry(archive_entry_new());
   archive_entry_set_pathname(entry.get(), name.c_str());
   archive_entry_set_uid(entry.get(), uid_);
   archive_entry_set_gid(entry.get(), gid_);
@@ -105,7 +97,7 @@ std::string Join(const std::string& dir, const std::string& name) {
 // A directory source: its entry at `target`, then its content under it, in name order.
 Status AddTree(CopyWriter& writer, const std::string& root, const std::string& target) {
   char* roots[] = {const_cast<char*>(root.c_str()), nullptr};
-  std::unique_ptr<FTS, FtsClose> fts(fts_open(roots, FTS_PHYSICAL | FTS_NOCHDIR, ByName));
+  FtsWalk fts(fts_open(roots, FTS_PHYSICAL | FTS_NOCHDIR, ByName));
   if (!fts) return ErrnoError("COPY: walk " + root);
   errno = 0;
   while (FTSENT* node = fts_read(fts.get())) {
@@ -148,8 +140,8 @@ StatusOr<std::string> ContextSource(const std::string& context, const std::strin
 Status WriteDirTar(const std::string& path, const std::string& tar_path) {
   UniqueFd out(open(tar_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
   if (!out) return ErrnoError("create " + tar_path);
-  std::unique_ptr<struct archive, ArchiveFree> archive(archive_write_new());
-  std::unique_ptr<archive_entry, EntryFree> entry(archive_entry_new());
+  ArchiveWriter archive(archive_write_new());
+  ArchiveEntryPtr entry(archive_entry_new());
   archive_entry_set_pathname(entry.get(), path.substr(1).c_str());
   archive_entry_set_filetype(entry.get(), AE_IFDIR);
   archive_entry_set_perm(entry.get(), 0755);
@@ -165,7 +157,7 @@ Status WriteDirTar(const std::string& path, const std::string& tar_path) {
 StatusOr<ContextTar> WriteCopyTar(const std::string& context, const RecipeStep& step, const std::string& tar_path) {
   UniqueFd out(open(tar_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
   if (!out) return ErrnoError("create " + tar_path);
-  std::unique_ptr<struct archive, ArchiveFree> archive(archive_write_new());
+  ArchiveWriter archive(archive_write_new());
   if (archive_write_set_format_pax_restricted(archive.get()) != ARCHIVE_OK ||
       archive_write_open_fd(archive.get(), out.get()) != ARCHIVE_OK) {
     return Status::Error("COPY: " + std::string(archive_error_string(archive.get())), EIO);

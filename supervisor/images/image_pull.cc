@@ -19,6 +19,7 @@
 #include "common/log.h"
 #include "common/unique_fd.h"
 #include "rootfs/image_ref.h"
+#include "supervisor/images/host_program.h"
 #include "supervisor/images/image_service.h"
 
 namespace corral::supervisor {
@@ -26,30 +27,6 @@ namespace {
 
 constexpr auto kPullTimeout = std::chrono::minutes(30);
 constexpr size_t kMaxErrorBytes = 4096;
-
-// In the child, between fork and exec: only async-signal-safe calls on prepared arrays.
-[[noreturn]] void ExecSkopeo(const std::vector<char*>& argv, const std::vector<char*>& envp, int err) {
-  int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-  if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(err, 2) < 0) _exit(126);
-  if (syscall(SYS_close_range, 3u, ~0u, 0u) != 0) {
-    for (int fd = 3; fd < 65536; ++fd) (void)close(fd);
-  }
-  sigset_t all;
-  sigemptyset(&all);
-  sigprocmask(SIG_SETMASK, &all, nullptr);
-  execve(argv[0], argv.data(), envp.data());
-  if (argv[0][0] != '/') {
-    for (const char* dir : {"/usr/bin/", "/usr/local/bin/", "/bin/"}) {
-      char path[4096];
-      size_t n = 0;
-      for (const char* p = dir; *p != '\0' && n + 1 < sizeof(path); ++p) path[n++] = *p;
-      for (const char* p = argv[0]; *p != '\0' && n + 1 < sizeof(path); ++p) path[n++] = *p;
-      path[n] = '\0';
-      execve(path, argv.data(), envp.data());
-    }
-  }
-  _exit(127);
-}
 
 // What skopeo's complaint means for the caller: the registry does not have it (ENOENT), will not
 // give it to these credentials (EPERM), or could not be reached or answer (EAGAIN).
@@ -63,52 +40,22 @@ int ErrnoOfSkopeo(const std::string& err) {
   return EAGAIN;
 }
 
-// Runs skopeo with `args`; its stderr (the first kMaxErrorBytes) in the error.
+// Runs skopeo with `args`; its output (the first kMaxErrorBytes) in the error.
 Status RunSkopeo(const std::string& skopeo, const std::vector<std::string>& args, const std::string& home) {
-  std::vector<std::string> words = {skopeo};
-  words.insert(words.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (std::string& word : words) argv.push_back(word.data());
-  argv.push_back(nullptr);
-  std::vector<std::string> env = {"PATH=/usr/bin:/bin", "HOME=" + home, "LC_ALL=C", "TMPDIR=" + home};
-  std::vector<char*> envp;
-  for (std::string& entry : env) envp.push_back(entry.data());
-  envp.push_back(nullptr);
-  int pipe_fds[2];
-  if (pipe2(pipe_fds, O_CLOEXEC) != 0) return ErrnoError("pipe");
-  UniqueFd err_read(pipe_fds[0]), err_write(pipe_fds[1]);
-  const pid_t pid = fork();
-  if (pid < 0) return ErrnoError("fork for skopeo");
-  if (pid == 0) ExecSkopeo(argv, envp, err_write.get());
-  err_write.reset();
+  std::vector<std::string> argv = {skopeo};
+  argv.insert(argv.end(), args.begin(), args.end());
   std::string err;
-  const auto deadline = std::chrono::steady_clock::now() + kPullTimeout;
-  bool timed_out = false;
-  while (true) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      timed_out = true;
-      kill(pid, SIGKILL);
-      break;
+  auto status = RunHostProgram({argv, {"PATH=/usr/bin:/bin", "HOME=" + home, "LC_ALL=C", "TMPDIR=" + home}, kPullTimeout},
+                               [&err](std::string_view text) {
+                                 if (err.size() < kMaxErrorBytes) err.append(text.substr(0, kMaxErrorBytes - err.size()));
+                               });
+  if (!status.ok()) {
+    if (status.status().error_number() == ENOENT) {
+      return Status::Error("cannot run " + skopeo + " (install skopeo, or set images.skopeo)", ENOENT);
     }
-    struct pollfd fd = {err_read.get(), POLLIN, 0};
-    int ready = poll(&fd, 1, static_cast<int>(std::min<int64_t>(left.count(), 1000)));
-    if (ready < 0 && errno != EINTR) break;
-    if (ready <= 0) continue;
-    char buffer[4096];
-    ssize_t n = read(err_read.get(), buffer, sizeof(buffer));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    if (err.size() < kMaxErrorBytes) err.append(buffer, std::min<size_t>(static_cast<size_t>(n), kMaxErrorBytes - err.size()));
+    return status.status();
   }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (timed_out) return Status::Error("skopeo took longer than 30 minutes", ETIMEDOUT);
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 127) {
-    return Status::Error("cannot run " + skopeo + " (install skopeo, or set images.skopeo)", ENOENT);
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+  if (*status != 0) {
     while (!err.empty() && (err.back() == '\n' || err.back() == ' ')) err.pop_back();
     return Status::Error("skopeo: " + (err.empty() ? std::string("failed") : err), ErrnoOfSkopeo(err));
   }

@@ -127,6 +127,8 @@ class ImageService {
   BuildHold HoldForBuild();
 
   const std::string& images_dir() const { return images_dir_; }
+  // 16 random hex digits: names of work directories and build sandboxes.
+  static std::string RandomWorkName();
   const ImagesConfig& config() const { return config_; }
 
  private:
@@ -146,7 +148,6 @@ class ImageService {
   };
 
   std::string LayerDir(const std::string& diff_id) const;
-  static std::string RandomWorkName();
   // Removes the layer directories no record knows; how many. Not while an import runs.
   StatusOr<uint64_t> RemoveStrayLayers();
   StatusOr<std::string> DigestOf(const std::string& name_or_digest);

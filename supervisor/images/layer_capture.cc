@@ -21,22 +21,14 @@
 
 #include "common/file_util.h"
 #include "common/unique_fd.h"
+#include "supervisor/images/archive_handles.h"
 #include "rootfs/disk_image.h"
 
 namespace corral::supervisor {
 namespace {
 
-struct ArchiveFree {
-  void operator()(struct archive* a) const { archive_write_free(a); }
-};
-struct EntryFree {
-  void operator()(archive_entry* e) const { archive_entry_free(e); }
-};
-struct FtsClose {
-  void operator()(FTS* f) const { fts_close(f); }
-};
-using Writer = std::unique_ptr<struct archive, ArchiveFree>;
-using Entry = std::unique_ptr<archive_entry, EntryFree>;
+using Writer = ArchiveWriter;
+using Entry = ArchiveEntryPtr;
 
 bool HasXattr(const char* path, const char* name, const char* value) {
   char buf[8];
@@ -177,7 +169,7 @@ Status TarWriter::Add(FTSENT* node, const std::string& rel) {
 StatusOr<CaptureCounts> Walk(const std::string& upper, struct archive* archive, int64_t uid_base,
                              const std::set<std::string>& skip) {
   char* roots[] = {const_cast<char*>(upper.c_str()), nullptr};
-  std::unique_ptr<FTS, FtsClose> fts(fts_open(roots, FTS_PHYSICAL | FTS_XDEV, nullptr));
+  FtsWalk fts(fts_open(roots, FTS_PHYSICAL | FTS_XDEV, nullptr));
   if (!fts) return ErrnoError("fts_open " + upper);
   TarWriter writer(archive, uid_base);
   while (FTSENT* node = fts_read(fts.get())) {

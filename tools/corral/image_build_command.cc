@@ -10,22 +10,15 @@
 
 #include "common/file_util.h"
 #include "tools/corral/client.h"
+#include "tools/corral/image_command.h"
 #include "tools/corral/json_text.h"
 #include "tools/corral/option_scanner.h"
 
 namespace corral::cli {
 namespace {
 
-constexpr char kSee[] = "corral image build --help";
+constexpr char kBuildSee[] = "corral image build --help";
 constexpr auto kPollInterval = std::chrono::milliseconds(200);
-
-StatusOr<std::string> Absolute(const std::string& path) {
-  if (path.empty()) return Status::Error("an empty path");
-  if (path[0] == '/') return path;
-  char cwd[4096];
-  if (getcwd(cwd, sizeof(cwd)) == nullptr) return Status::Error("getcwd failed", errno);
-  return path == "." ? std::string(cwd) : std::string(cwd) + "/" + path;
-}
 
 bool Exists(const std::string& path) {
   struct stat st;
@@ -63,12 +56,12 @@ StatusOr<ImageBuildOptions> ParseImageBuildOptions(const std::vector<std::string
     if (arg == "-f") arg = "--file";
     if (arg == "-t") arg = "--tag";
   }
-  ASSIGN_OR_RETURN(Scanned scanned, Scan(spelled, 1, specs, std::nullopt, kSee));
+  ASSIGN_OR_RETURN(Scanned scanned, Scan(spelled, 1, specs, std::nullopt, kBuildSee));
   if (scanned.help) return HelpOnly(out);
   if (scanned.positionals.size() > 1) return Status::Error("image build: expected at most one DIR");
-  ASSIGN_OR_RETURN(out.context, Absolute(scanned.positionals.empty() ? "." : scanned.positionals[0]));
+  ASSIGN_OR_RETURN(out.context, AbsolutePath(scanned.positionals.empty() ? "." : scanned.positionals[0]));
   if (auto file = scanned.Value("--file")) {
-    ASSIGN_OR_RETURN(out.recipe_path, Absolute(*file));
+    ASSIGN_OR_RETURN(out.recipe_path, AbsolutePath(*file));
   } else {
     out.recipe_path = out.context + "/Recipe";
     if (!Exists(out.recipe_path) && Exists(out.context + "/Dockerfile")) out.recipe_path = out.context + "/Dockerfile";

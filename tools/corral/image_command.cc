@@ -40,18 +40,17 @@ const std::vector<VerbSpec>& Verbs() {
   return verbs;
 }
 
-// A relative FILE is the working directory's: corrald has its own.
-StatusOr<std::string> Absolute(const std::string& path) {
-  if (path.empty()) return Status::Error("FILE: empty");
-  if (path[0] == '/') return path;
-  char cwd[4096];
-  if (getcwd(cwd, sizeof(cwd)) == nullptr) return Status::Error("getcwd failed", errno);
-  return std::string(cwd) + "/" + path;
-}
-
 std::string ImageTarget(const std::string& ref) { return "/v1/images/" + PercentEncode(ref); }
 
 }  // namespace
+
+StatusOr<std::string> AbsolutePath(const std::string& path) {
+  if (path.empty()) return Status::Error("an empty path");
+  if (path[0] == '/') return path;
+  char cwd[4096];
+  if (getcwd(cwd, sizeof(cwd)) == nullptr) return Status::Error("getcwd failed", errno);
+  return path == "." ? std::string(cwd) : std::string(cwd) + "/" + path;
+}
 
 const char* ImageUsage() {
   return "usage: corral image COMMAND [OPTIONS]\n"
@@ -96,7 +95,7 @@ StatusOr<ImageOptions> ParseImageOptions(const std::vector<std::string>& args, c
     if (positional.empty()) return Status::Error(what + ": an empty argument");
   }
   if (out.verb == ImageVerb::kImport) {
-    ASSIGN_OR_RETURN(out.file, Absolute(scanned.positionals[0]));
+    ASSIGN_OR_RETURN(out.file, AbsolutePath(scanned.positionals[0]));
   } else if (!scanned.positionals.empty()) {
     out.ref = scanned.positionals[0];
   }

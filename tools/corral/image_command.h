@@ -50,4 +50,8 @@ std::string FormatBytes(uint64_t bytes);
 
 int RunImageCommand(const ImageOptions& options);
 
+// A path on this host as corrald must get it: absolute (a relative one is the working
+// directory's: corrald has its own).
+StatusOr<std::string> AbsolutePath(const std::string& path);
+
 }  // namespace corral::cli

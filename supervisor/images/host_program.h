@@ -1,0 +1,26 @@
+// The host's programs that images need (skopeo for pulls; apt-get and mmdebstrap for
+// `FROM debian:bookworm`): run with the environment given and nothing else of the daemon's (its
+// fds, signal mask), stdin from /dev/null, stdout and stderr together into `output`.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace corral::supervisor {
+
+struct HostProgram {
+  // argv[0]: an absolute path, or a name looked for in /usr/bin, /usr/local/bin and /bin.
+  std::vector<std::string> argv;
+  std::vector<std::string> env;  // the whole environment
+  std::chrono::milliseconds timeout{0};  // 0: none; past it the program is killed (ETIMEDOUT)
+};
+
+// Its exit status (128 + N when signal N ended it); ENOENT when it could not be run at all.
+StatusOr<int> RunHostProgram(const HostProgram& program, const std::function<void(std::string_view)>& output);
+
+}  // namespace corral::supervisor
