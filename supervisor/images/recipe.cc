@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "rootfs/scoped_path.h"
+
 
 namespace corral::supervisor {
 namespace {
@@ -135,21 +137,25 @@ StatusOr<std::vector<std::string>> Words(std::string_view text, const Vars* vars
   return words;
 }
 
+// A path's components with "." and ".." applied lexically; a ".." above the top stays there when
+// `clamp` (an absolute path: "/.." is "/"), else it is nullopt (it leaves).
+std::optional<std::vector<std::string>> Lexical(std::string_view path, bool clamp) {
+  std::vector<std::string> parts;
+  for (std::string& part : rootfs::PathComponents(path)) {
+    if (part != "..") {
+      parts.push_back(std::move(part));
+    } else if (!parts.empty()) {
+      parts.pop_back();
+    } else if (!clamp) {
+      return std::nullopt;
+    }
+  }
+  return parts;
+}
+
 // Lexical normalization of an absolute path: "/a/./b/../c/" -> "/a/c" ("..": stays at "/").
 std::string NormalizeAbsolute(std::string_view path) {
-  std::vector<std::string> parts;
-  size_t pos = 0;
-  while (pos <= path.size()) {
-    size_t end = path.find('/', pos);
-    if (end == std::string_view::npos) end = path.size();
-    const std::string part(path.substr(pos, end - pos));
-    if (part == "..") {
-      if (!parts.empty()) parts.pop_back();
-    } else if (!part.empty() && part != ".") {
-      parts.push_back(part);
-    }
-    pos = end + 1;
-  }
+  const std::vector<std::string> parts = *Lexical(path, /*clamp=*/true);  // clamped: never nullopt
   std::string out;
   for (const std::string& part : parts) out += "/" + part;
   return out.empty() ? "/" : out;
@@ -416,22 +422,10 @@ StatusOr<std::string> NormalizeContextPath(std::string_view path) {
   if (path.empty()) return Status::Error("'' is empty", EINVAL);
   if (path.find('\0') != std::string_view::npos) return Status::Error("holds a NUL character", EINVAL);
   if (path[0] == '/') return Status::Error(std::string(path) + " is absolute: sources are in the build context", EINVAL);
-  std::vector<std::string> parts;
-  size_t pos = 0;
-  while (pos <= path.size()) {
-    size_t end = path.find('/', pos);
-    if (end == std::string_view::npos) end = path.size();
-    const std::string part(path.substr(pos, end - pos));
-    if (part == "..") {
-      if (parts.empty()) return Status::Error(std::string(path) + " leaves the build context", EINVAL);
-      parts.pop_back();
-    } else if (!part.empty() && part != ".") {
-      parts.push_back(part);
-    }
-    pos = end + 1;
-  }
+  const auto parts = Lexical(path, /*clamp=*/false);
+  if (!parts) return Status::Error(std::string(path) + " leaves the build context", EINVAL);
   std::string out;
-  for (const std::string& part : parts) out += (out.empty() ? "" : "/") + part;
+  for (const std::string& part : *parts) out += (out.empty() ? "" : "/") + part;
   return out.empty() ? "." : out;
 }
 
