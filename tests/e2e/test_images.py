@@ -242,6 +242,28 @@ class ImagesTest(DaemonTestCase):
         self.assertIn("not_found", proc.stderr)
         self.assertEqual(self.daemon.http("DELETE", f"/v1/sandboxes/{sandbox['id']}", token)[0], 200)
 
+    def test_a_pty_in_an_image_sandbox_is_a_terminal_of_the_asked_size(self):
+        self.import_busybox("busybox:pty")
+        self.addCleanup(self.remove_all)
+        token = self.token(sub="pty-user")
+        sandbox = self.create_sandbox(token, image="busybox:pty")
+        self.addCleanup(self.daemon.http, "DELETE", f"/v1/sandboxes/{sandbox['id']}", token)
+
+        async def go(**fields):
+            c = await WsClient.connect(self.daemon.ws_url(), token)
+            try:
+                return await c.run(sandbox["id"], ["sh", "-c", "/bin/busybox tty; /bin/busybox stty size"], **fields)
+            finally:
+                await c.close()
+        out, _, outcome, _ = self.run_async(go(pty={"rows": 40, "cols": 120}))
+        self.assertEqual(outcome.get("exit_code"), 0, (out, outcome, self.daemon_errors()))
+        self.assertIn(b"/dev/pts/", out)
+        self.assertIn(b"40 120", out)
+        # Control: without a PTY the same command has no terminal.
+        out, _, outcome, _ = self.run_async(go())
+        self.assertNotIn(b"/dev/pts/", out)
+        self.assertIn(b"not a tty", out)
+
     def test_bad_imports_are_refused_and_change_nothing(self):
         self.addCleanup(self.remove_all)
         before = self.images()
