@@ -4,6 +4,7 @@
 #include <linux/sched.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,23 +18,18 @@ namespace corral::isolation {
 namespace {
 
 // The holder: cloned from a possibly multi-threaded process into the new user namespace, it
-// only waits for its pipe to close, with raw syscalls, and exits. Its copy of the write end is
-// closed first, or the pipe would never close.
-[[noreturn]] void Hold(int wait_fd, int write_fd) {
-  syscall(SYS_close, write_fd);
-  char byte;
-  while (syscall(SYS_read, wait_fd, &byte, 1) < 0 && errno == EINTR) {
-  }
-  syscall(SYS_exit_group, 0);
-  __builtin_unreachable();
+// keeps nothing of its parent's (no fd: not the daemon's lock, not another holder's pipe) and
+// waits, with raw syscalls, for the SIGKILL its parent sends once the namespace is opened (or for
+// its parent thread's death).
+[[noreturn]] void Hold() {
+  syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+  syscall(SYS_close_range, 0U, ~0U, 0U);
+  for (;;) syscall(SYS_pause);
 }
 
 }  // namespace
 
 StatusOr<UniqueFd> MakeIdmapUserns(uid_t uid_base, gid_t gid_base, uint32_t count) {
-  int pipe_fds[2];
-  if (pipe2(pipe_fds, O_CLOEXEC) != 0) return ErrnoError("pipe");
-  UniqueFd wait_read(pipe_fds[0]), wait_write(pipe_fds[1]);
   int pidfd_raw = -1;
   struct clone_args args = {};
   args.flags = CLONE_NEWUSER | CLONE_PIDFD;
@@ -41,9 +37,8 @@ StatusOr<UniqueFd> MakeIdmapUserns(uid_t uid_base, gid_t gid_base, uint32_t coun
   args.exit_signal = 0;  // no SIGCHLD: the daemon's other children are not disturbed
   long pid = syscall(SYS_clone3, &args, sizeof(args));
   if (pid < 0) return ErrnoError("clone3(CLONE_NEWUSER)");
-  if (pid == 0) Hold(wait_read.get(), wait_write.get());
+  if (pid == 0) Hold();
   UniqueFd pidfd(pidfd_raw);
-  wait_read.reset();
   const std::string proc = "/proc/" + std::to_string(pid);
   Status mapped = WriteExistingFile(proc + "/uid_map", "0 " + std::to_string(uid_base) + " " + std::to_string(count));
   if (mapped.ok()) {
@@ -54,7 +49,7 @@ StatusOr<UniqueFd> MakeIdmapUserns(uid_t uid_base, gid_t gid_base, uint32_t coun
     userns.reset(open((proc + "/ns/user").c_str(), O_RDONLY | O_CLOEXEC));
     if (!userns) mapped = ErrnoError("open " + proc + "/ns/user");
   }
-  wait_write.reset();  // the holder exits
+  syscall(SYS_pidfd_send_signal, pidfd.get(), SIGKILL, nullptr, 0);
   siginfo_t info;
   while (waitid(P_PIDFD, static_cast<id_t>(pidfd.get()), &info, WEXITED | __WCLONE) != 0 && errno == EINTR) {
   }
