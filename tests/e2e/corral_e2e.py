@@ -77,6 +77,16 @@ cache_read = {price["cache_read"]}
 """
 
 
+def operator_key_file(prefix, key):
+    """The operator's model key in a file of a new temporary directory, created 0600 (never
+    readable by others, even for a moment): (the directory, the file)."""
+    key_dir = tempfile.mkdtemp(prefix=prefix)
+    key_file = os.path.join(key_dir, "api-key")
+    with open(os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+        f.write(key + "\n")
+    return key_dir, key_file
+
+
 def micro_usd(usage, price=PRICE):
     """What a relay with `price` charges for a model call's usage, in micro-dollars."""
     return round(usage.get("input_tokens", 0) * price["input"] + usage.get("output_tokens", 0) * price["output"]

@@ -16,11 +16,10 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import unittest
 
-from corral_e2e import CORRAL, DaemonTestCase, WsClient, metric_delta, relay_config
+from corral_e2e import CORRAL, DaemonTestCase, WsClient, metric_delta, operator_key_file, relay_config
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures"))
 import scripted_model  # noqa: E402
@@ -471,10 +470,7 @@ class ClaudeCodeWebFetch(DaemonTestCase):
         if os.geteuid() != 0:
             raise unittest.SkipTest("the fake internet and corrald need root")
         cls.upstream = scripted_model.serve({"turns": []}, port=0)
-        cls.key_dir = tempfile.mkdtemp(prefix="corral-e2e-webfetch-")
-        key_file = os.path.join(cls.key_dir, "api-key")
-        with open(os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
-            f.write("sk-ant-e2e-webfetch-operator-key\n")
+        cls.key_dir, key_file = operator_key_file("corral-e2e-webfetch-", "sk-ant-e2e-webfetch-operator-key")
         try:
             cls.inet = FakeInternet().start()
             cls.extra_config = relay_config(cls.upstream.port, key_file) + f"""

@@ -17,7 +17,7 @@ import tempfile
 import time
 import unittest
 
-from corral_e2e import CORRAL, DaemonTestCase, WsClient, micro_usd, relay_config, wait_until
+from corral_e2e import CORRAL, DaemonTestCase, WsClient, micro_usd, operator_key_file, relay_config, wait_until
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "fixtures"))
 import scripted_model  # noqa: E402
@@ -30,10 +30,7 @@ def usd(micro):
 
 
 _upstream = scripted_model.serve({"turns": []}, port=0)
-_tmp = tempfile.mkdtemp(prefix="corral-e2e-execute-")
-_key_file = os.path.join(_tmp, "api-key")
-with open(os.open(_key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
-    f.write(REAL_KEY + "\n")
+_tmp, _key_file = operator_key_file("corral-e2e-execute-", REAL_KEY)
 # Host repositories the daemon may bundle itself ([execute] allowed_repo_paths), and one it may not.
 _allowed = os.path.join(_tmp, "allowed")
 _elsewhere = os.path.join(_tmp, "elsewhere")

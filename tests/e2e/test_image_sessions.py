@@ -13,11 +13,10 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 import time
 import unittest
 
-from corral_e2e import DaemonTestCase, WsClient, micro_usd, relay_config
+from corral_e2e import DaemonTestCase, WsClient, micro_usd, operator_key_file, relay_config
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "fixtures"))
 import scripted_model  # noqa: E402
@@ -29,10 +28,7 @@ IMAGE = "busybox:test"
 COMMAND = "echo uid=$(id -u); cat /etc/os-release 2>/dev/null || echo bb-$((6*7)); echo hi > hello.txt"
 
 _upstream = scripted_model.serve({"turns": []}, port=0)
-_key_dir = tempfile.mkdtemp(prefix="corral-e2e-image-sessions-")
-_key_file = os.path.join(_key_dir, "api-key")
-with open(os.open(_key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
-    f.write(REAL_KEY + "\n")
+_key_dir, _key_file = operator_key_file("corral-e2e-image-sessions-", REAL_KEY)
 
 
 @unittest.skipUnless(shutil.which("claude"), "Claude Code is not installed (dist/install-deps.sh installs it)")

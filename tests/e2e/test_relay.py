@@ -9,9 +9,8 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 
-from corral_e2e import DaemonTestCase, WsClient, wait_until
+from corral_e2e import DaemonTestCase, WsClient, operator_key_file, wait_until
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "fixtures"))
 import scripted_model  # noqa: E402
@@ -20,10 +19,7 @@ RELAY_PORT = 7880
 REAL_KEY = "sk-ant-e2e-operator-key-never-inside"
 
 _upstream = scripted_model.serve({"turns": [{"text": "never asked"}]}, port=0)
-_key_dir = tempfile.mkdtemp(prefix="corral-e2e-relay-")
-_key_file = os.path.join(_key_dir, "api-key")
-with open(os.open(_key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
-    f.write(REAL_KEY + "\n")
+_key_dir, _key_file = operator_key_file("corral-e2e-relay-", REAL_KEY)
 
 
 def tearDownModule():

@@ -14,7 +14,7 @@ import tempfile
 import time
 import unittest
 
-from corral_e2e import CORRAL, DaemonTestCase, WsClient, metric_delta, micro_usd, relay_config
+from corral_e2e import CORRAL, DaemonTestCase, WsClient, metric_delta, micro_usd, operator_key_file, relay_config
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "fixtures"))
 import scripted_model  # noqa: E402
@@ -37,10 +37,7 @@ class Upstream:
 
 
 _upstream = Upstream()
-_key_dir = tempfile.mkdtemp(prefix="corral-e2e-sessions-")
-_key_file = os.path.join(_key_dir, "api-key")
-with open(os.open(_key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
-    f.write(REAL_KEY + "\n")
+_key_dir, _key_file = operator_key_file("corral-e2e-sessions-", REAL_KEY)
 
 
 @unittest.skipUnless(shutil.which("claude"), "Claude Code is not installed (dist/install-deps.sh installs it)")

@@ -4,15 +4,22 @@
 
 #include <sys/types.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "cgroups/cgroup_backend.h"
 #include "isolation/sandbox_spec.h"
+#include "supervisor/config.h"
+#include "supervisor/ids.h"
 #include "supervisor/sandboxes/sandbox_host.h"
+#include "tests/root/root_test_util.h"
 
 namespace corral::supervisor {
 
@@ -44,5 +51,24 @@ struct HostSandboxShape {
     return *built;
   }
 };
+
+// A SandboxHost of the test process's own (its state and run dirs, its cgroup parent, the host's
+// cgroup backend), and a shape with a fresh id and small limits in the uid range `slot`: a test
+// binary picks a slot apart from the others' (ranges of 300 slots, by pid).
+inline void MakeTestHost(DaemonConfig& config, std::unique_ptr<cgroups::CgroupBackend>& backend,
+                         std::unique_ptr<SandboxHost>& host, HostSandboxShape& shape, int64_t slot) {
+  config.state_dir = test::TestStateDir();
+  config.run_dir = test::TestRunDir();
+  config.cgroup_parent = test::TestCgroupParent();
+  auto detected = cgroups::DetectBackend(config.cgroup_mount);
+  ASSERT_TRUE(detected.ok()) << detected.status().ToString();
+  backend = std::move(*detected);
+  host = std::make_unique<SandboxHost>(config, *backend, std::string(CORRAL_BIN_DIR) + "/corral-init");
+  shape.id = NewId("sb");
+  shape.uid_base = kUidFirst + (slot + getpid() % 300) * kUidStep;
+  shape.memory_bytes = 256 << 20;
+  shape.pids = 64;
+  shape.disk_bytes = 256 << 20;
+}
 
 }  // namespace corral::supervisor

@@ -122,19 +122,8 @@ class SandboxFilesTest : public test::SandboxTest {
     long probe = syscall(SYS_openat2, AT_FDCWD, "/", &how, sizeof(how));
     if (probe < 0) GTEST_SKIP() << "openat2 unavailable: " << ErrnoName(errno);
     close(static_cast<int>(probe));
-    config_.state_dir = test::TestStateDir();
-    config_.run_dir = test::TestRunDir();
-    config_.cgroup_parent = test::TestCgroupParent();
-    auto backend = cgroups::DetectBackend(config_.cgroup_mount);
-    ASSERT_TRUE(backend.ok()) << backend.status().ToString();
-    backend_ = std::move(*backend);
-    host_ = std::make_unique<SandboxHost>(config_, *backend_, std::string(CORRAL_BIN_DIR) + "/corral-init");
-    shape_.id = NewId("sb");
     // A uid range of our own, apart from sandbox_host_test's.
-    shape_.uid_base = kUidFirst + (15000 + getpid() % 300) * kUidStep;
-    shape_.memory_bytes = 256 << 20;
-    shape_.pids = 64;
-    shape_.disk_bytes = 256 << 20;
+    ASSERT_NO_FATAL_FAILURE(MakeTestHost(config_, backend_, host_, shape_, 15000));
     shape_.hostname = kHostname;
     auto started = host_->Start(shape_.id, shape_.Spec(*host_));
     ASSERT_TRUE(started.ok()) << started.status().ToString();

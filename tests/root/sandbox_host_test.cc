@@ -44,19 +44,8 @@ class SandboxHostTest : public test::SandboxTest {
   void SetUp() override {
     SandboxTest::SetUp();
     if (IsSkipped()) return;
-    config_.state_dir = test::TestStateDir();
-    config_.run_dir = test::TestRunDir();
-    config_.cgroup_parent = test::TestCgroupParent();
-    auto backend = cgroups::DetectBackend(config_.cgroup_mount);
-    ASSERT_TRUE(backend.ok()) << backend.status().ToString();
-    backend_ = std::move(*backend);
-    host_ = std::make_unique<SandboxHost>(config_, *backend_, std::string(CORRAL_BIN_DIR) + "/corral-init");
-    shape_.id = NewId("sb");
     // A uid range of our own, far from what other tests on this host use.
-    shape_.uid_base = kUidFirst + (16000 + getpid() % 300) * kUidStep;
-    shape_.memory_bytes = 256 << 20;
-    shape_.pids = 64;
-    shape_.disk_bytes = 256 << 20;
+    ASSERT_NO_FATAL_FAILURE(MakeTestHost(config_, backend_, host_, shape_, 16000));
   }
   void TearDown() override {
     if (host_) {
