@@ -4,7 +4,6 @@ corrald's log, its command lines or a sandbox), a pulled image equal to the same
 from its layout, and sandboxes made of it. Every refusal beside its positive control."""
 
 import os
-import subprocess
 import sys
 import unittest
 
@@ -24,16 +23,17 @@ class ImagePullTest(DaemonTestCase):
         cls.busybox = layout("busybox")
         cls.open_registry = Registry()
         cls.auth_registry = Registry(auth=(USER, PASSWORD))
-        cls.open_registry.start()
-        cls.auth_registry.start()
-        try:
-            cls.open_registry.push(cls.busybox, "tools/busybox:1")
-            cls.auth_registry.push(cls.busybox, "private/busybox:1")
-            cls.password_file = os.path.join(cls.open_registry.tmpdir, "password")
-            with open(cls.password_file, "w") as f:
-                f.write(PASSWORD + "\n")
-            os.chmod(cls.password_file, 0o600)
-            cls.extra_config = f"""
+        # Class cleanups run after tearDownClass, and also when setUpClass fails part way.
+        for registry in (cls.open_registry, cls.auth_registry):
+            cls.addClassCleanup(registry.stop)
+            registry.start()
+        cls.open_registry.push(cls.busybox, "tools/busybox:1")
+        cls.auth_registry.push(cls.busybox, "private/busybox:1")
+        cls.password_file = os.path.join(cls.open_registry.tmpdir, "password")
+        with open(cls.password_file, "w") as f:
+            f.write(PASSWORD + "\n")
+        os.chmod(cls.password_file, 0o600)
+        cls.extra_config = f"""
 [images]
 max_size = "1G"
 
@@ -47,19 +47,7 @@ insecure = true
 username = "{USER}"
 password_file = "{cls.password_file}"
 """
-            super().setUpClass()
-        except Exception:
-            cls.open_registry.stop()
-            cls.auth_registry.stop()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        try:
-            super().tearDownClass()
-        finally:
-            cls.open_registry.stop()
-            cls.auth_registry.stop()
+        super().setUpClass()
 
     def images(self):
         status, body = self.daemon.admin("GET", "/v1/images")
