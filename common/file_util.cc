@@ -119,4 +119,17 @@ Status MakeDirs(const std::string& path, int mode) {
   return Status();
 }
 
+StatusOr<UniqueFd> LockFileForProcess(const std::string& path) {
+  UniqueFd fd(open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!fd) return ErrnoError("open " + path);
+  struct flock lock = {};
+  lock.l_type = F_WRLCK;
+  lock.l_whence = SEEK_SET;
+  if (fcntl(fd.get(), F_SETLK, &lock) != 0) {
+    const int error = errno == EACCES ? EWOULDBLOCK : errno;
+    return Status::Error(path + " is locked by another process", error);
+  }
+  return fd;
+}
+
 }  // namespace corral

@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "common/status.h"
+#include "common/unique_fd.h"
 
 namespace corral {
 
@@ -28,5 +29,12 @@ Status RemoveTreeUnder(int parent_fd, const std::string& name);
 
 // mkdir -p with `mode` for the directories it creates.
 Status MakeDirs(const std::string& path, int mode = 0755);
+
+// Opens (creating, 0600) and locks `path` for this process alone: a POSIX record lock (F_SETLK),
+// which belongs to the process, not to the open file, so a child it forks and that has not yet
+// exec'd (a sandbox's launcher child, a helper) does not hold it after the process is gone.
+// EWOULDBLOCK (as the error's errno) when another process holds it. The lock lasts while the
+// returned fd is open and this process opens no other fd on the file.
+StatusOr<UniqueFd> LockFileForProcess(const std::string& path);
 
 }  // namespace corral

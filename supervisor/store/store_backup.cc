@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "common/file_util.h"
 #include "common/unique_fd.h"
 
 namespace corral::supervisor {
@@ -135,13 +136,13 @@ StatusOr<int64_t> CheckStoreFile(const std::string& path) {
 StatusOr<RestoreInfo> RestoreStore(const std::string& file, const std::string& state_dir) {
   ASSIGN_OR_RETURN(int64_t version, CheckStoreFile(file));
   const std::string lock_path = state_dir + "/corrald.lock";
-  UniqueFd lock(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (!lock) return ErrnoError("restore: open " + lock_path);
-  if (::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) {
+  auto lock = LockFileForProcess(lock_path);
+  if (!lock.ok() && lock.status().error_number() == EWOULDBLOCK) {
     return Status::Error("restore: a corrald is running on " + state_dir + " (" + lock_path +
                              " is locked): stop it first (systemctl stop corrald)",
                          EBUSY);
   }
+  if (!lock.ok()) return lock.status().WithContext("restore");
   RestoreInfo info;
   info.db_path = state_dir + "/corrald.db";
   info.schema_version = version;

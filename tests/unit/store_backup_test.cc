@@ -5,6 +5,8 @@
 #include "supervisor/store/store_backup.h"
 
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 #include <sys/file.h>
@@ -16,6 +18,7 @@
 #include <fstream>
 #include <thread>
 
+#include "common/file_util.h"
 #include "common/unique_fd.h"
 #include "supervisor/store/store.h"
 #include "tests/testing/temp_dir.h"
@@ -94,9 +97,26 @@ TEST_F(StoreBackupTest, RestoreWaitsForTheLockAndKeepsTheReplacedStore) {
   }
   std::ofstream(state + "/corrald.db-wal") << "";  // as a crashed daemon leaves it
   {
-    UniqueFd lock(open((state + "/corrald.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
-    ASSERT_EQ(flock(lock.get(), LOCK_EX | LOCK_NB), 0);  // a running corrald's
+    // A running corrald's lock: held by another process (the lock is the process's, so one this
+    // process holds would not refuse it).
+    int ready[2];
+    ASSERT_EQ(pipe(ready), 0);
+    const pid_t holder = fork();
+    ASSERT_GE(holder, 0);
+    if (holder == 0) {
+      auto lock = LockFileForProcess(state + "/corrald.lock");
+      (void)!write(ready[1], lock.ok() ? "y" : "n", 1);
+      pause();
+      _exit(0);
+    }
+    close(ready[1]);
+    char held = 0;
+    ASSERT_EQ(read(ready[0], &held, 1), 1);
+    close(ready[0]);
     auto refused = RestoreStore(dir_ + "/backup.db", state);
+    kill(holder, SIGKILL);
+    waitpid(holder, nullptr, 0);
+    ASSERT_EQ(held, 'y');
     ASSERT_FALSE(refused.ok());
     EXPECT_EQ(refused.status().error_number(), EBUSY);
   }

@@ -310,8 +310,8 @@ StatusOr<UniqueFd> LockStateDir(const supervisor::DaemonConfig& config) {
     RETURN_IF_ERROR(MakeDirs(dir, mode));
   }
   const std::string lock_path = config.state_dir + "/corrald.lock";
-  UniqueFd lock(open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
-  if (!lock || flock(lock.get(), LOCK_EX | LOCK_NB) != 0) {
+  auto lock = LockFileForProcess(lock_path);
+  if (!lock.ok() && lock.status().error_number() == EWOULDBLOCK) {
     return Status::Error("another corrald is running on " + config.state_dir + " (" + lock_path + " is locked)");
   }
   return lock;
