@@ -2,10 +2,12 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 
 #include "common/unique_fd.h"
 
@@ -130,6 +132,35 @@ StatusOr<UniqueFd> LockFileForProcess(const std::string& path) {
     return Status::Error(path + " is locked by another process", error);
   }
   return fd;
+}
+
+std::string FindExecutable(const std::string& name, const std::string& path_list) {
+  auto real = [](const std::string& path) {
+    char resolved[PATH_MAX];
+    return realpath(path.c_str(), resolved) != nullptr ? std::string(resolved) : std::string();
+  };
+  if (name.empty()) return std::string();
+  if (name.find('/') != std::string::npos) return access(name.c_str(), X_OK) == 0 ? real(name) : std::string();
+  size_t start = 0;
+  while (start <= path_list.size()) {
+    size_t end = path_list.find(':', start);
+    if (end == std::string::npos) end = path_list.size();
+    const std::string dir = path_list.substr(start, end - start);
+    if (!dir.empty() && dir[0] == '/') {
+      const std::string candidate = dir + "/" + name;
+      struct stat st;
+      if (stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(candidate.c_str(), X_OK) == 0) {
+        return real(candidate);
+      }
+    }
+    start = end + 1;
+  }
+  return std::string();
+}
+
+std::string FindExecutable(const std::string& name) {
+  const char* path = getenv("PATH");
+  return FindExecutable(name, path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin");
 }
 
 }  // namespace corral

@@ -30,6 +30,12 @@ Status RemoveTreeUnder(int parent_fd, const std::string& name);
 // mkdir -p with `mode` for the directories it creates.
 Status MakeDirs(const std::string& path, int mode = 0755);
 
+// The real path (no symlink) of `name` if it has a '/', else of the first executable regular
+// file `name` in `path_list` (a PATH value; relative entries are skipped). "" when there is none.
+std::string FindExecutable(const std::string& name, const std::string& path_list);
+// The same over this process's PATH ("/usr/local/bin:/usr/bin:/bin" when it has none).
+std::string FindExecutable(const std::string& name);
+
 // Opens (creating, 0600) and locks `path` for this process alone: a POSIX record lock (F_SETLK),
 // which belongs to the process, not to the open file, so a child it forks and that has not yet
 // exec'd (a sandbox's launcher child, a helper) does not hold it after the process is gone.

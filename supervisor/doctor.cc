@@ -340,17 +340,7 @@ CheckResult CheckStateDir(const std::string& state_dir) {
 }
 
 CheckResult CheckClaudeCode(const std::string& claude, const std::string& expected_version) {
-  std::string path;
-  if (claude.find('/') != std::string::npos) {
-    if (access(claude.c_str(), X_OK) == 0) path = claude;
-  } else {
-    const char* env_path = getenv("PATH");
-    std::istringstream dirs(env_path ? env_path : "/usr/local/bin:/usr/bin:/bin");
-    std::string dir;
-    while (path.empty() && std::getline(dirs, dir, ':')) {
-      if (!dir.empty() && access((dir + "/" + claude).c_str(), X_OK) == 0) path = dir + "/" + claude;
-    }
-  }
+  const std::string path = FindExecutable(claude);
   const std::string install = "npm install -g @anthropic-ai/claude-code" +
                               (expected_version.empty() ? std::string() : "@" + expected_version) +
                               " (dist/install-deps.sh does it)";

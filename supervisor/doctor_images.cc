@@ -81,24 +81,10 @@ int Probe(const std::string& base, int step_fd) {
   return 0;
 }
 
-bool InPath(const std::string& program) {
-  if (program.find('/') != std::string::npos) return access(program.c_str(), X_OK) == 0;
-  const char* path = getenv("PATH");
-  std::string dirs = path != nullptr ? path : "/usr/bin:/bin";
-  size_t start = 0;
-  while (start <= dirs.size()) {
-    size_t end = dirs.find(':', start);
-    if (end == std::string::npos) end = dirs.size();
-    if (end > start && access((dirs.substr(start, end - start) + "/" + program).c_str(), X_OK) == 0) return true;
-    start = end + 1;
-  }
-  return false;
-}
-
 }  // namespace
 
 CheckResult CheckImages(const DoctorOptions& options) {
-  const bool skopeo = InPath(options.skopeo);
+  const bool skopeo = !FindExecutable(options.skopeo).empty();
   const std::string pulls = skopeo ? "; pulls run " + options.skopeo
                                    : "; " + options.skopeo + " is not installed: `corral image pull` is unavailable "
                                                              "(apt-get install skopeo), imports work";

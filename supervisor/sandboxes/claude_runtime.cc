@@ -91,11 +91,6 @@ StatusOr<std::string> FindLibrary(const std::string& soname, const std::vector<s
   return Status::Error("library " + soname + " is not in the host's library directories", ENOENT);
 }
 
-std::string RealPath(const std::string& path) {
-  std::unique_ptr<char, decltype(&free)> real(realpath(path.c_str(), nullptr), &free);
-  return real ? std::string(real.get()) : std::string();
-}
-
 }  // namespace
 
 StatusOr<ElfNeeds> ReadElfNeeds(const std::string& path) {
@@ -123,26 +118,6 @@ StatusOr<ElfNeeds> ReadElfNeeds(const std::string& path) {
     if (ph.p_type == PT_DYNAMIC) RETURN_IF_ERROR(ReadNeeded(fd.get(), headers, ph, path, needs.needed));
   }
   return needs;
-}
-
-std::string FindExecutable(const std::string& name, const std::string& path_list) {
-  if (name.empty()) return std::string();
-  if (name.find('/') != std::string::npos) return access(name.c_str(), X_OK) == 0 ? RealPath(name) : std::string();
-  size_t start = 0;
-  while (start <= path_list.size()) {
-    size_t end = path_list.find(':', start);
-    if (end == std::string::npos) end = path_list.size();
-    const std::string dir = path_list.substr(start, end - start);
-    if (!dir.empty() && dir[0] == '/') {
-      const std::string candidate = dir + "/" + name;
-      struct stat st;
-      if (stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(candidate.c_str(), X_OK) == 0) {
-        return RealPath(candidate);
-      }
-    }
-    start = end + 1;
-  }
-  return std::string();
 }
 
 StatusOr<ClaudeRuntime> StageClaudeRuntime(const std::string& binary, const std::string& dir,

@@ -48,10 +48,6 @@ struct ElfNeeds {
 // small preads: the file may be hundreds of MB). EINVAL when it is not a 64-bit ELF file.
 StatusOr<ElfNeeds> ReadElfNeeds(const std::string& path);
 
-// The real path (no symlink) of `name` if it has a '/', else of the first executable `name` in
-// `path_list` (a PATH value). "" when there is none.
-std::string FindExecutable(const std::string& name, const std::string& path_list);
-
 // A staged runtime: its host directory and the binary it runs.
 struct ClaudeRuntime {
   std::string dir;     // <run_dir>/claude-runtime

@@ -36,7 +36,7 @@ class ClaudeRuntimeTest : public SandboxTest {
     ASSERT_EQ(symlink("busybox", (layer_ + "/bin/sh").c_str()), 0);
     ASSERT_EQ(symlink("busybox", (layer_ + "/bin/id").c_str()), 0);
     ASSERT_EQ(chmod(dir_.c_str(), 0755), 0);
-    echo_ = supervisor::FindExecutable("echo", "/bin");  // its real path: binds take no symlink
+    echo_ = FindExecutable("echo", "/bin");  // its real path: binds take no symlink
     ASSERT_FALSE(echo_.empty());
   }
   void TearDown() override {
@@ -107,7 +107,7 @@ TEST_F(ClaudeRuntimeTest, TheRuntimesStaticBashRunsInABusyboxImage) {
 
 TEST_F(ClaudeRuntimeTest, ClaudeCodeRunsInABusyboxImageThroughTheLoader) {
   const char* path = getenv("PATH");
-  const std::string claude = supervisor::FindExecutable("claude", path ? path : "");
+  const std::string claude = FindExecutable("claude", path ? path : "");
   if (claude.empty()) GTEST_SKIP() << "Claude Code is not installed (dist/install-deps.sh installs it)";
   ASSERT_TRUE(supervisor::StageClaudeRuntime(claude, runtime_).ok());
   CorralResult r = Run(claude, Loader({"--version"}));

@@ -1,5 +1,6 @@
 // Claude Code's runtime for image sandboxes (supervisor/sandboxes/claude_runtime.h): the ELF
 // reading, the staged directory, and the staged loader running real host binaries from it.
+#include "common/file_util.h"
 #include "supervisor/sandboxes/claude_runtime.h"
 
 #include <fcntl.h>

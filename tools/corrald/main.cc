@@ -175,8 +175,7 @@ StatusOr<std::string> StageMcp(const supervisor::DaemonConfig& config) {
 // Not installed, or not a binary the runtime can carry: image sandboxes' sessions are refused.
 void StageClaudeCode(const supervisor::DaemonConfig& config, supervisor::SandboxHost& host,
                      supervisor::SessionRunner& sessions) {
-  const char* path = getenv("PATH");
-  const std::string binary = supervisor::FindExecutable("claude", path ? path : "/usr/local/bin:/usr/bin:/bin");
+  const std::string binary = FindExecutable("claude");
   if (binary.empty()) {
     LogWarn("corrald", "Claude Code is not installed: agent sessions cannot start");
     return;
