@@ -380,6 +380,7 @@ StatusOr<supervisor::ExecSpec> ParseExecSpec(const json& request) {
   if (request.contains("user") && !request["user"].is_string()) {
     return Status::Error("user: expected \"agent\" or \"root\"", EINVAL);
   }
+  spec.user.clear();  // absent: the sandbox's default (its image's USER decides)
   RETURN_IF_ERROR(PresentString(request, "user", spec.user));
   RETURN_IF_ERROR(OptionalBool(request, "stdin", spec.stdin_open));
   if (request.contains("pty") && !request["pty"].is_null() && request["pty"] != false) {

@@ -23,9 +23,10 @@ constexpr size_t kRecentCommands = 256;
 
 StatusOr<ExecRequest> SandboxManager::ExecRequestFor(const SandboxRow& row, const ExecSpec& spec) const {
   ExecRequest request;
-  if (spec.user == "root") {
+  const std::string user = spec.user.empty() ? DefaultUserOf(row) : spec.user;
+  if (user == "root") {
     request.uid = request.gid = 0;
-  } else if (spec.user == "agent" || spec.user.empty()) {
+  } else if (user == "agent") {
     request.uid = isolation::kAgentUid;
     request.gid = isolation::kAgentGid;
   } else {
@@ -38,7 +39,7 @@ StatusOr<ExecRequest> SandboxManager::ExecRequestFor(const SandboxRow& row, cons
   request.env = {"PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin", "HOME=" + home,
                  std::string("USER=") + (request.uid == 0 ? "root" : "agent"), "LANG=C.UTF-8"};
   if (spec.pty) request.env.push_back("TERM=xterm-256color");
-  ApplyImageConfig(row, request, !spec.cwd.empty(), !spec.user.empty());
+  ApplyImageConfig(row, request, !spec.cwd.empty());
   if (egress_ != nullptr) {
     for (std::string& var : EgressProxyEnvironment(static_cast<uint16_t>(config_.egress_port))) {
       request.env.push_back(std::move(var));

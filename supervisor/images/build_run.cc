@@ -77,6 +77,13 @@ class RunWatcher : public StreamSubscriber {
 
 std::string Random() { return ImageService::RandomWorkName(); }
 
+// Who a RUN runs as: root until a USER names another user, then the sandbox's agent (a sandbox
+// has only root and agent; USER root or 0 stays root).
+std::string RunUser(const std::string& image_user) {
+  const std::string user = image_user.substr(0, image_user.find(':'));
+  return user.empty() || user == "root" || user == "0" ? "root" : "agent";
+}
+
 }  // namespace
 
 StatusOr<ImageService::AddedLayer> ImageBuilder::RunStep(const Caller& caller, const BuildRequest& request,
@@ -99,7 +106,7 @@ StatusOr<ImageService::AddedLayer> ImageBuilder::RunStep(const Caller& caller, c
   ASSIGN_OR_RETURN(SandboxRow sandbox, (OnLoop<SandboxRow>(io_, stopping_, [&](SandboxManager::Done<SandboxRow> done) {
                      manager_.Create(caller, caps, create, std::move(done));
                    })));
-  auto layer = RunInSandbox(caller, sandbox, step, work, log);
+  auto layer = RunInSandbox(caller, sandbox, step, RunUser(state.config.user), work, log);
   auto destroyed = OnLoop<bool>(io_, stopping_, [&](SandboxManager::Done<bool> done) {
     manager_.Destroy(caller, sandbox.id, std::move(done));
   });
@@ -114,13 +121,13 @@ StatusOr<ImageService::AddedLayer> ImageBuilder::RunStep(const Caller& caller, c
 }
 
 StatusOr<ImageService::AddedLayer> ImageBuilder::RunInSandbox(const Caller& caller, const SandboxRow& sandbox,
-                                                              const RecipeStep& step, const std::string& work,
-                                                              const BuildLog& log) {
+                                                              const RecipeStep& step, const std::string& user,
+                                                              const std::string& work, const BuildLog& log) {
   ExecSpec spec;
   spec.sandbox = sandbox.id;
   spec.argv = step.argv;
   spec.env = step.env;
-  spec.user = "root";
+  spec.user = user;
   auto watcher = std::make_shared<RunWatcher>(log);
   auto outcome = watcher->Outcome();
   std::shared_ptr<Command> command;  // touched on the loop only

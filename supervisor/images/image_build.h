@@ -16,9 +16,10 @@
 //    Any other end fails the build with the exit code and the output's tail (the last lines are
 //    in the log).
 //  - COPY: a tar of the context's sources (context_tar.h), no sandbox. ADD: the archive itself.
-//  - ENV, WORKDIR, USER: the config (USER is recorded in the config; RUN steps still run as root
-//    and sandboxes of the image run commands as their usual users). A WORKDIR the image lacks is
-//    made, as Docker's: a small layer with the directory (root's, 0755).
+//  - ENV, WORKDIR, USER: the config. A sandbox has two users, root and agent: RUN steps run as
+//    root until a USER names another user (then as agent), and commands in sandboxes of the image
+//    that name no user run as root when its USER is root (or 0), else as agent. A WORKDIR the
+//    image lacks is made, as Docker's: a small layer with the directory (root's, 0755).
 // At the end the image (config + layers) is recorded and named; the untagged images the build
 // recorded for its RUN sandboxes are removed again (their layers are the final image's). On any
 // failure no image is named and nothing half-made is left: layers unpacked without a record are
@@ -103,8 +104,10 @@ class ImageBuilder {
   };
   StatusOr<ImageService::AddedLayer> RunStep(const Caller& caller, const BuildRequest& request, State& state,
                                             const RecipeStep& step, const std::string& work, const BuildLog& log);
+  // Runs `step` as `user` ("root" or "agent") in `sandbox`; its writable layer becomes the layer.
   StatusOr<ImageService::AddedLayer> RunInSandbox(const Caller& caller, const SandboxRow& sandbox,
-                                                 const RecipeStep& step, const std::string& work, const BuildLog& log);
+                                                 const RecipeStep& step, const std::string& user,
+                                                 const std::string& work, const BuildLog& log);
   StatusOr<BuildResult> Steps(const Caller& caller, const BuildRequest& request, const Recipe& recipe, State& state,
                               const std::string& work, const BuildLog& log);
   Status Step(const Caller& caller, const BuildRequest& request, State& state, const RecipeStep& step,

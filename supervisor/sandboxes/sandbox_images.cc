@@ -60,8 +60,16 @@ StatusOr<std::vector<std::string>> SandboxManager::ImageLayersOf(const SandboxRo
   return resolved.layer_dirs;
 }
 
-void SandboxManager::ApplyImageConfig(const SandboxRow& row, ExecRequest& request, bool cwd_given,
-                                      bool user_given) const {
+std::string SandboxManager::DefaultUserOf(const SandboxRow& row) const {
+  if (row.image.empty() || row.image == isolation::kHostImage || images_ == nullptr) return "agent";
+  auto config = images_->ConfigOf(row.image);
+  if (!config.ok()) return "agent";
+  // USER is "user[:group]" by name or number; only root (0) differs from the daemon's default.
+  const std::string user = config->user.substr(0, config->user.find(':'));
+  return user == "root" || user == "0" ? "root" : "agent";
+}
+
+void SandboxManager::ApplyImageConfig(const SandboxRow& row, ExecRequest& request, bool cwd_given) const {
   if (row.image.empty() || row.image == isolation::kHostImage || images_ == nullptr) return;
   auto config = images_->ConfigOf(row.image);
   if (!config.ok()) return;
@@ -76,7 +84,6 @@ void SandboxManager::ApplyImageConfig(const SandboxRow& row, ExecRequest& reques
     request.env.push_back(var);
   }
   if (!cwd_given && !config->working_dir.empty() && config->working_dir[0] == '/') request.cwd = config->working_dir;
-  (void)user_given;
 }
 
 }  // namespace corral::supervisor

@@ -194,8 +194,11 @@ class SandboxManager {
   StatusOr<ChosenImage> ResolveImage(const UserCaps& caps, const std::string& image) const;
   // The layer directories of a stored sandbox's image (none: the host image).
   StatusOr<std::vector<std::string>> ImageLayersOf(const SandboxRow& row) const;
-  // The environment, working directory and default user its image's config gives commands.
-  void ApplyImageConfig(const SandboxRow& row, ExecRequest& request, bool cwd_given, bool user_given) const;
+  // The environment and working directory its image's config gives commands.
+  void ApplyImageConfig(const SandboxRow& row, ExecRequest& request, bool cwd_given) const;
+  // The user a command runs as when it names none: "root" when the image's USER is root (or 0),
+  // else "agent" (the host image, no USER, or any other user: the sandbox has only these two).
+  std::string DefaultUserOf(const SandboxRow& row) const;
   Command::Context CommandContext();
   void SweepIdle();
   void ComputeExhausted(const std::string& id, const ComputeSpent& spent);

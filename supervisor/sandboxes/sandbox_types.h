@@ -62,7 +62,7 @@ struct ExecSpec {
   std::vector<std::string> argv;
   std::vector<std::string> env;  // KEY=VALUE
   std::string cwd;               // "" = the user's home
-  std::string user = "agent";    // agent | root
+  std::string user = "agent";    // agent | root | "": root if the image's USER is root, else agent
   bool stdin_open = false;
   bool pty = false;
   uint16_t rows = 24;

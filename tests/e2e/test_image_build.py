@@ -78,11 +78,11 @@ class ImageBuildTest(DaemonTestCase):
         self.assertEqual(status, 200, body)
         return sorted(image["digest"] for image in body["images"])
 
-    def run_in(self, token, sandbox, argv):
+    def run_in(self, token, sandbox, argv, user="root"):
         async def go():
             c = await WsClient.connect(self.daemon.ws_url(), token)
             try:
-                return await c.run(sandbox, argv, user="root")
+                return await c.run(sandbox, argv, **({"user": user} if user else {}))
             finally:
                 await c.close()
         return self.run_async(go())
@@ -171,6 +171,31 @@ class ImageBuildTest(DaemonTestCase):
         code, built, err = self.build("-t", "good:1", recipe="FROM busybox:test\nRUN echo fine\nCOPY file.txt /x\n")
         self.assertEqual(code, 0, err + self.daemon_errors())
         self.assertEqual(self.names(), sorted(before + ["good:1"]))
+
+    def test_user_is_who_runs_and_who_commands_run_as(self):
+        # RUN runs as root until USER names another user, then as the sandbox's agent; USER root
+        # makes root the default of the image's commands, any other USER (or none) agent.
+        code, built, err = self.build("-t", "users:1", recipe="FROM busybox:test\nRUN id -u > /as-root\n"
+                                                              "USER 1000:1000\nRUN id -u > /home/agent/as-user\n"
+                                                              "USER root\n")
+        self.assertEqual(code, 0, err + self.daemon_errors())
+        self.assertEqual(built["image"]["config"]["user"], "root")
+        code, plain, err = self.build("-t", "users:2", recipe="FROM users:1\nUSER user\n")
+        self.assertEqual(code, 0, err + self.daemon_errors())
+        token = self.token("user-user")
+        box = self.create_sandbox(token, image="users:1")
+        out, errout, outcome, _ = self.run_in(token, box["id"], ["sh", "-c", "cat /as-root /home/agent/as-user; id -u; pwd"],
+                                              user=None)
+        self.assertEqual(outcome.get("exit_code"), 0, (out, errout, outcome))
+        self.assertEqual(out.decode(), "0\n1000\n0\n/\n", errout)  # busybox:test says WORKDIR /
+        # Asked for, agent it is.
+        out, _, outcome, _ = self.run_in(token, box["id"], ["id", "-u"], user="agent")
+        self.assertEqual(out.decode(), "1000\n", outcome)
+        # The controls: USER user, and the base without USER, run commands as agent.
+        for image in ("users:2", "busybox:test"):
+            other = self.create_sandbox(token, image=image)
+            out, _, outcome, _ = self.run_in(token, other["id"], ["id", "-u"], user=None)
+            self.assertEqual(out.decode(), "1000\n", (image, outcome))
 
     def test_from_scratch_with_a_rootfs_archive(self):
         # A busybox root file system as a gzip tarball in the context: no registry, no base image.

@@ -8,7 +8,6 @@ model relay, with one Bash tool call, and checks the tool's output, the file it 
 turn's result and its cost to the micro-dollar; the same flow in a host sandbox is the control.
 The image is made by tests/fixtures/make_image.sh busybox and imported on the admin socket.
 """
-import http.client
 import json
 import os
 import shutil
@@ -16,7 +15,8 @@ import sys
 import time
 import unittest
 
-from corral_e2e import DaemonTestCase, WsClient, micro_usd, operator_key_file, relay_config
+from agent_turns import AgentTurns
+from corral_e2e import DaemonTestCase, WsClient, operator_key_file, relay_config
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "fixtures"))
 import scripted_model  # noqa: E402
@@ -32,7 +32,9 @@ _key_dir, _key_file = operator_key_file("corral-e2e-image-sessions-", REAL_KEY)
 
 
 @unittest.skipUnless(shutil.which("claude"), "Claude Code is not installed (dist/install-deps.sh installs it)")
-class ImageSessions(DaemonTestCase):
+class ImageSessions(AgentTurns, DaemonTestCase):
+    upstream = _upstream
+    real_key = REAL_KEY
     extra_config = relay_config(_upstream.port, _key_file) + """
 [sessions]
 tool_call_timeout = 4
@@ -60,93 +62,13 @@ agent_silence_timeout = 20
         self.addCleanup(self.daemon.http, "DELETE", f"/v1/sandboxes/{sid}", self.owner)
         return sid
 
-    def events_until(self, session_id, done, timeout=120):
-        async def go():
-            c = await WsClient.connect(self.daemon.ws_url(), self.owner)
-            try:
-                reply = await c.request("session.attach", session=session_id, after_seq=0)
-                self.assertTrue(reply["ok"], reply)
-                events = []
-                while not done(events):
-                    events.append(await c.next_event(timeout=timeout))
-                return events
-            finally:
-                await c.close()
-        return self.run_async(go())
-
-    def run_in(self, sid, argv):
-        async def go():
-            c = await WsClient.connect(self.daemon.ws_url(), self.owner)
-            try:
-                return await c.run(sid, argv)
-            finally:
-                await c.close()
-        return self.run_async(go())
-
-    def read_file(self, sid, path):
-        conn = http.client.HTTPConnection("127.0.0.1", self.daemon.port, timeout=30)
-        conn.request("GET", f"/v1/sandboxes/{sid}/fs/read?path={path}",
-                     headers={"Authorization": f"Bearer {self.owner}"})
-        try:
-            response = conn.getresponse()
-            return response.status, response.read()
-        finally:
-            conn.close()
-
-    @staticmethod
-    def turn_done(events):
-        results = [e for e in events if e.get("kind") == "agent" and e["data"].get("type") == "result"]
-        return bool(results) and any(e.get("kind") == "state" and e.get("state") == "ready"
-                                     for e in events[events.index(results[-1]):])
-
-    @staticmethod
-    def tool_output(request):
-        """The text of the tool_result blocks in a Messages request's last user message."""
-        last = [m for m in request["body"]["messages"] if m.get("role") == "user"][-1]
-        text = ""
-        for block in last["content"] if isinstance(last["content"], list) else []:
-            if isinstance(block, dict) and block.get("type") == "tool_result":
-                content = block.get("content")
-                text += content if isinstance(content, str) else "".join(
-                    c.get("text", "") for c in content or [] if isinstance(c, dict))
-        return text
-
-    def one_turn_with_bash(self, sid):
-        """A session turn whose one Bash call runs COMMAND: (the tool's output, the session row)."""
-        turns = [
-            {"text": "Let me look.", "tool_use": {"name": "Bash", "input": {"command": COMMAND, "description": "look"}},
-             "usage": {"input_tokens": 1100, "output_tokens": 30, "cache_creation_input_tokens": 200}},
-            {"text": "done", "usage": {"input_tokens": 1200, "output_tokens": 4, "cache_read_input_tokens": 200}},
-        ]
-        _upstream.script = scripted_model.Script({"turns": turns})
-        _upstream.requests.clear()
-        status, session = self.daemon.http("POST", f"/v1/sandboxes/{sid}/sessions", self.owner,
-                                           {"prompt": "look around"})
-        self.assertEqual(status, 201, f"{session}\n{self.daemon_errors()}")
-        events = self.events_until(session["id"], self.turn_done)
-        result = [e for e in events if e.get("kind") == "agent" and e["data"].get("type") == "result"][-1]
-        self.assertFalse(result["data"].get("is_error"), result)
-        main = [r for r in _upstream.requests if r.get("kind") == "main"]
-        self.assertEqual(len(main), 2, [r.get("path") for r in _upstream.requests])
-        status, row = self.daemon.http("GET", f"/v1/sessions/{session['id']}", self.owner)
-        self.assertEqual(status, 200, row)
-        expected = sum(micro_usd(t["usage"]) for t in turns)
-        self.assertEqual(row["cost_usd"], f"{expected // 1000000}.{expected % 1000000:06d}")
-        self.assertEqual(row["turns"], 1)
-        for request in _upstream.requests:
-            self.assertEqual(request["headers"].get("x-api-key"), REAL_KEY)
-        output = self.tool_output(main[1])
-        status, content = self.read_file(sid, "/home/agent/hello.txt")
-        self.assertEqual((status, content), (200, b"hi\n"), output)
-        return output, row
-
     def test_a_session_in_a_busybox_image_runs_a_bash_tool_call_and_pays_its_usage(self):
         sid = self.sandbox(image=IMAGE)
         # The image really is busybox only: no bash, no glibc loader, no Claude Code of its own.
         out, _, outcome, _ = self.run_in(sid, ["/bin/sh", "-c", "ls /bin/bash /lib64 /usr/bin/claude 2>&1; true"])
         self.assertEqual(outcome["outcome"], "exited", outcome)
         self.assertEqual(out.count(b"No such file"), 3, out)
-        output, _ = self.one_turn_with_bash(sid)
+        output, _ = self.one_turn_with_bash(sid, COMMAND)
         self.assertIn("uid=1000", output)
         self.assertIn("bb-42", output)  # busybox has no /etc/os-release
 
@@ -200,7 +122,7 @@ agent_silence_timeout = 20
 
     def test_control_the_same_session_in_a_host_sandbox(self):
         sid = self.sandbox()
-        output, _ = self.one_turn_with_bash(sid)
+        output, _ = self.one_turn_with_bash(sid, COMMAND)
         self.assertIn("uid=1000", output)
         self.assertNotIn("bb-42", output)  # the host has /etc/os-release
         self.assertIn("ID=", output)
