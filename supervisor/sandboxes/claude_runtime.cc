@@ -163,9 +163,20 @@ StatusOr<ClaudeRuntime> StageClaudeRuntime(const std::string& binary, const std:
   return runtime;
 }
 
+Status StageClaudeExec(const std::string& dir, const std::string& exec) {
+  ASSIGN_OR_RETURN(ElfNeeds needs, ReadElfNeeds(exec));
+  if (!needs.interpreter.empty() || !needs.needed.empty()) {
+    return Status::Error(exec + " is not a static executable", EINVAL);
+  }
+  ASSIGN_OR_RETURN(std::string content, ReadFileToString(exec));
+  RETURN_IF_ERROR(MakeDirs(dir + "/shell", 0755));
+  if (chmod((dir + "/shell").c_str(), 0755) != 0) return ErrnoError("chmod " + dir + "/shell");
+  RETURN_IF_ERROR(PlaceFile(dir + "/shell", "bash", content, 0755));
+  return PlaceFile(dir, "claude", content, 0755);
+}
+
 std::vector<std::string> ClaudeLoaderArgv() {
-  return {std::string(kClaudeRuntimeInSandbox) + "/ld.so", "--inhibit-cache", "--library-path",
-          std::string(kClaudeRuntimeInSandbox) + "/lib", kClaudeBinaryInSandbox};
+  return {kClaudeLoaderInSandbox, "--inhibit-cache", "--library-path", kClaudeLibDirInSandbox, kClaudeBinaryInSandbox};
 }
 
 size_t ClaudeArgsStart(const std::vector<std::string>& argv) {

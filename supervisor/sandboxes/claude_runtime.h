@@ -12,6 +12,10 @@
 //                                          takes only a bash or a zsh, and its shell snapshot is
 //                                          bash syntax (an ash or dash fails on it), so images
 //                                          without either (busybox, alpine) get this one
+//                            claude        corral-claude (tools/corral-claude), static: Claude
+//                                          Code run by the loader under the name it is called by
+//                            shell/bash    corral-claude again: the agent's shell, which sets
+//                                          CLAUDE_CODE_EXECPATH=that claude and runs a bash
 // and each image sandbox gets two read-only binds (SandboxHost::ClaudeBinds):
 //   <run_dir>/claude-runtime -> /run/corral/claude
 //   the binary (its real path) -> /run/corral/bin/claude   (beside corral-mcp; no nested bind)
@@ -20,6 +24,9 @@
 //       /run/corral/bin/claude -p ...
 // The loader never reads the image's /etc/ld.so.cache or its libraries; the agent's own child
 // processes (its shell, git, corral-mcp) are the image's and use the image's libraries.
+// Claude Code's shell functions over find, grep and rg run its own executable again as bfs,
+// ugrep or rg (by argv[0]); its executable being the loader there, the agent's shell
+// (shell/bash) points them at corral-claude, which runs the loader with `--argv0`.
 // Host sandboxes run `claude` from the host's /usr as before.
 #pragma once
 
@@ -27,13 +34,9 @@
 #include <vector>
 
 #include "common/status.h"
+#include "supervisor/sandboxes/claude_paths.h"
 
 namespace corral::supervisor {
-
-inline constexpr char kClaudeRuntimeInSandbox[] = "/run/corral/claude";
-inline constexpr char kClaudeBinaryInSandbox[] = "/run/corral/bin/claude";
-// The shell of images without bash or zsh (CLAUDE_CODE_SHELL): the runtime's static bash.
-inline constexpr char kClaudeFallbackShell[] = "/run/corral/claude/bash";
 // Where the host's static bash is (Debian's bash-static).
 inline constexpr char kHostStaticBash[] = "/bin/bash-static";
 
@@ -65,6 +68,11 @@ StatusOr<ClaudeRuntime> StageClaudeRuntime(const std::string& binary, const std:
                                                "/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu",
                                                "/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu",
                                                "/lib64", "/usr/lib64", "/lib", "/usr/lib"});
+
+// Copies `exec` (corral-claude, a static executable) into the staged runtime `dir` as `claude`
+// and as `shell/bash`. EINVAL when `exec` is not a static executable; without it (an error
+// here), Claude Code's find, grep and rg fail in image sandboxes and the rest works.
+Status StageClaudeExec(const std::string& dir, const std::string& exec);
 
 // The head of an agent's command line in an image sandbox, up to and including the binary; the
 // Claude Code arguments follow.

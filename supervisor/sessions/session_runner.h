@@ -34,6 +34,7 @@
 #include "supervisor/relay/relay_keys.h"
 #include "supervisor/sandboxes/sandbox_manager.h"
 #include "supervisor/store/store.h"
+#include "supervisor/sessions/image_agent.h"
 #include "supervisor/sessions/tool_bridge.h"
 
 namespace corral::supervisor {
@@ -142,7 +143,7 @@ class SessionRunner : public ToolAuthority {
   void EnableTools(boost::asio::io_context& io, ToolBridge& bridge, bool mcp_in_sandboxes);
   // Whether the daemon staged Claude Code's runtime for image sandboxes (image_agent.h); without
   // it sessions there are refused with ENOTSUP.
-  void SetClaudeRuntime(bool staged) { claude_runtime_ = staged; }
+  void SetClaudeRuntime(const AgentRuntime& runtime) { claude_runtime_ = runtime; }
   // Where ended sessions are reported (nullptr: nowhere). Set at start, before Recover.
   void SetObserver(SessionObserver* observer) { observer_ = observer; }
   // Sessions whose agent runs now, by state (every running state, 0 included). For metrics.
@@ -204,7 +205,7 @@ class SessionRunner : public ToolAuthority {
   boost::asio::io_context* io_ = nullptr;
   ToolBridge* bridge_ = nullptr;
   bool mcp_in_sandboxes_ = false;
-  bool claude_runtime_ = false;
+  AgentRuntime claude_runtime_;
   struct ToolKey {
     std::string session_id;
     std::string sandbox_id;

@@ -31,8 +31,11 @@ COPY app.js /opt/app/app.js
 RUN node /opt/app/app.js > /opt/node.txt
 """
 APP_JS = "console.log('node says ' + (6 * 7));\n"
-# py-42 and js-42 appear only in the tool's output, never in the command the model sent.
+# py-42, js-42 and the search results appear only in the tool's output, never in the command the
+# model sent (find, grep and rg: Claude Code's own, as in test_image_sessions.py; no rg in the image).
 COMMAND = ("python3 -c 'print(\"py-%d\" % (6*7))'; node -e 'console.log(\"js-\" + 6*7)'; "
+           "printf 'needle\\n' > n.txt; echo g=$(grep -c needle n.txt) r=$(rg -c needle n.txt) "
+           "f=$(find . -maxdepth 1 -name n.txt); "
            "stat -c %U /usr/bin/python3; echo hi > hello.txt")
 
 _upstream = scripted_model.serve({"turns": []}, port=0)
@@ -113,6 +116,7 @@ insecure = true
         output, _ = self.one_turn_with_bash(sid, COMMAND)
         self.assertIn("py-42", output)
         self.assertIn("js-42", output)
+        self.assertIn("g=1 r=1 f=./n.txt", output)
         self.assertIn("root", output)
         return sid
 

@@ -24,8 +24,14 @@ from image_layouts import layout  # noqa: E402
 
 REAL_KEY = "sk-ant-e2e-image-sessions-operator-key"
 IMAGE = "busybox:test"
-# uid=1000 and bb-42 appear only in the tool's output, never in the command the model sent.
-COMMAND = "echo uid=$(id -u); cat /etc/os-release 2>/dev/null || echo bb-$((6*7)); echo hi > hello.txt"
+# uid=1000, bb-42 and the search results appear only in the tool's output, never in the command
+# the model sent. find, grep and rg are the functions Claude Code's shell snapshot puts over them,
+# which run its own executable as bfs, ugrep and ripgrep (the image has no rg at all): in an image
+# sandbox through corral-claude (tools/corral-claude).
+COMMAND = ("echo uid=$(id -u); cat /etc/os-release 2>/dev/null || echo bb-$((6*7)); printf 'needle\\n' > n.txt; "
+           "echo g=$(grep -c needle n.txt) r=$(rg -c needle n.txt) f=$(find . -maxdepth 1 -name n.txt); "
+           "echo hi > hello.txt")
+SEARCHED = "g=1 r=1 f=./n.txt"
 
 _upstream = scripted_model.serve({"turns": []}, port=0)
 _key_dir, _key_file = operator_key_file("corral-e2e-image-sessions-", REAL_KEY)
@@ -71,6 +77,7 @@ agent_silence_timeout = 20
         output, _ = self.one_turn_with_bash(sid, COMMAND)
         self.assertIn("uid=1000", output)
         self.assertIn("bb-42", output)  # busybox has no /etc/os-release
+        self.assertIn(SEARCHED, output)
 
     def test_the_runtime_is_read_only_inside_an_image_sandbox(self):
         sid = self.sandbox(image=IMAGE)
@@ -125,6 +132,7 @@ agent_silence_timeout = 20
         output, _ = self.one_turn_with_bash(sid, COMMAND)
         self.assertIn("uid=1000", output)
         self.assertNotIn("bb-42", output)  # the host has /etc/os-release
+        self.assertIn(SEARCHED, output)
         self.assertIn("ID=", output)
         # A host sandbox gets no runtime: it runs the host's claude from /usr.
         out, _, _, _ = self.run_in(sid, ["/bin/sh", "-c", "ls /run/corral/claude 2>&1; true"])

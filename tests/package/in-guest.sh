@@ -28,7 +28,8 @@ echo "systemd $(systemctl --version | head -1 | cut -d' ' -f2), $(stat -f -c %T 
 
 step "dpkg -i $(basename "$DEB")"
 dpkg -i "$DEB"
-for f in /usr/bin/corrald /usr/bin/corral /usr/libexec/corral/corral-init /usr/libexec/corral/corral-mcp; do
+for f in /usr/bin/corrald /usr/bin/corral /usr/libexec/corral/corral-init /usr/libexec/corral/corral-mcp \
+         /usr/libexec/corral/corral-claude; do
   [ -x "$f" ] || fail "$f is not installed"
 done
 [ -f /lib/systemd/system/corrald.service ] || fail "no unit"

@@ -125,6 +125,37 @@ TEST(ClaudeRuntime, CarriesTheHostsStaticBashOnlyWhenThereIsOne) {
   EXPECT_NE(access(tmp.Join("with/bash").c_str(), F_OK), 0);
 }
 
+TEST(ClaudeRuntime, StagesCorralClaudeAsClaudeAndAsTheAgentsShellOnlyWhenStatic) {
+  test::TempDir tmp("claude-runtime");
+  ASSERT_TRUE(StageClaudeRuntime("/bin/echo", tmp.Join("runtime"), "").ok());
+  // A dynamic executable could not run in an image without the host's libraries: refused, and
+  // nothing is placed.
+  Status dynamic = StageClaudeExec(tmp.Join("runtime"), "/bin/echo");
+  ASSERT_FALSE(dynamic.ok());
+  EXPECT_EQ(dynamic.error_number(), EINVAL);
+  EXPECT_NE(access(tmp.Join("runtime/claude").c_str(), F_OK), 0);
+  EXPECT_NE(access(tmp.Join("runtime/shell/bash").c_str(), F_OK), 0);
+  // The control: the real corral-claude, twice, 0755 (read and run by the sandbox's users).
+  Status staged = StageClaudeExec(tmp.Join("runtime"), CORRAL_CLAUDE_EXEC_PATH);
+  ASSERT_TRUE(staged.ok()) << staged.ToString();
+  auto original = ReadFileToString(CORRAL_CLAUDE_EXEC_PATH);
+  ASSERT_TRUE(original.ok());
+  for (const char* name : {"runtime/claude", "runtime/shell/bash"}) {
+    EXPECT_EQ(ModeOf(tmp.Join(name)) & 07777, 0755u) << name;
+    auto copy = ReadFileToString(tmp.Join(name));
+    ASSERT_TRUE(copy.ok()) << name;
+    EXPECT_TRUE(*copy == *original) << name;
+  }
+  EXPECT_EQ(ModeOf(tmp.Join("runtime/shell")) & 07777, 0755u);
+  // Outside a sandbox there is no /run/corral/claude/ld.so: it says so and fails as a shell
+  // fails to find a program (127), rather than running anything else.
+  if (access(kClaudeLoaderInSandbox, F_OK) == 0) GTEST_SKIP() << kClaudeLoaderInSandbox << " exists on this host";
+  int status = -1;
+  const std::string said = Output(tmp.Join("runtime/claude") + " --version 2>&1", &status);
+  EXPECT_EQ(WEXITSTATUS(status), 127) << said;
+  EXPECT_NE(said.find(std::string("corral-claude: ") + kClaudeLoaderInSandbox), std::string::npos) << said;
+}
+
 TEST(ClaudeRuntime, TheStagedLoaderRunsTheHostsClaudeCode) {
   const char* path = getenv("PATH");
   const std::string claude = FindExecutable("claude", path ? path : "");

@@ -190,8 +190,14 @@ void StageClaudeCode(const supervisor::DaemonConfig& config, supervisor::Sandbox
     LogWarn("corrald", "bash-static is not installed: agents in images without bash have no Bash tool",
             {{"path", supervisor::kHostStaticBash}});
   }
+  const std::string exec = HelperPath("corral-claude");
+  Status exec_staged = supervisor::StageClaudeExec(runtime->dir, exec);
+  if (!exec_staged.ok()) {
+    LogWarn("corrald", "corral-claude cannot be staged: in image sandboxes, Claude Code's find, grep and rg fail",
+            {{"path", exec}, {"error", exec_staged.ToString()}});
+  }
   host.SetClaudeRuntime(runtime->dir, runtime->binary);
-  sessions.SetClaudeRuntime(true);
+  sessions.SetClaudeRuntime({/*staged=*/true, runtime->has_bash, exec_staged.ok()});
 }
 
 void Usage() {
