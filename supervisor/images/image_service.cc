@@ -122,13 +122,9 @@ StatusOr<ImageRecord> ImageService::Get(const std::string& name_or_digest) {
 }
 
 StatusOr<ImageRecord> ImageService::Tag(const std::string& name_or_digest, const std::string& name, bool force) {
-  auto ref = rootfs::ParseImageRef(name);
-  if (!ref.ok() || !ref->digest.empty()) {
-    return Status::Error("image name " + name + ": " + (ref.ok() ? "a name takes no digest" : ref.status().message()),
-                         EINVAL);
-  }
+  ASSIGN_OR_RETURN(std::string canonical, CanonicalName(name));
   ASSIGN_OR_RETURN(std::string digest, DigestOf(name_or_digest));
-  RETURN_IF_ERROR(store_.SetImageTag(ref->Name(), digest, force));
+  RETURN_IF_ERROR(store_.SetImageTag(canonical, digest, force));
   return Get(digest);
 }
 
@@ -225,6 +221,11 @@ StatusOr<std::string> ImageService::CanonicalName(const std::string& name) {
   auto ref = rootfs::ParseImageRef(name);
   if (!ref.ok()) return Status::Error("image name " + name + ": " + ref.status().message(), EINVAL);
   if (!ref->digest.empty()) return Status::Error("image name " + name + ": a name takes no digest", EINVAL);
+  if (ref->registry.empty() && ref->name.rfind("builds/", 0) == 0) {
+    // GET /v1/images/builds/{id} is a build's state: an image of that name could not be read.
+    return Status::Error("image name " + name + ": \"builds/\" is reserved (GET /v1/images/builds/{id} is a build's)",
+                         EINVAL);
+  }
   return ref->Name();
 }
 

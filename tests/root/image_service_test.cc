@@ -131,6 +131,24 @@ TEST_F(ImageServiceTest, ANameMovesOnlyWhenForced) {
   EXPECT_EQ(service_->Tag(first->digest, "app:x@sha256:" + std::string(64, 'a'), false).status().error_number(), EINVAL);
 }
 
+TEST_F(ImageServiceTest, NamesUnderBuildsAreReservedForTheBuildsRoute) {
+  // GET /v1/images/builds/{id} is a build's state: an image named builds/... could not be read.
+  auto imported = service_->Import({Layout({base_}, "v1"), "builds/app:1", "", false});
+  ASSERT_FALSE(imported.ok());
+  EXPECT_EQ(imported.status().error_number(), EINVAL);
+  EXPECT_NE(imported.status().message().find("reserved"), std::string::npos) << imported.status().ToString();
+  EXPECT_EQ(service_->List()->size(), 0u);
+  EXPECT_EQ(LayerDirs().size(), 0u);
+  // The controls: the same word elsewhere in the name, or behind a registry.
+  auto app = service_->Import({Layout({base_}, "v1"), "acme/builds:1", "", false});
+  ASSERT_TRUE(app.ok()) << app.status().ToString();
+  EXPECT_TRUE(service_->Tag(app->digest, "builds:2", false).ok());
+  EXPECT_TRUE(service_->Tag(app->digest, "registry.example.com/builds/app:1", false).ok());
+  auto tagged = service_->Tag(app->digest, "builds/app:2", false);
+  ASSERT_FALSE(tagged.ok());
+  EXPECT_EQ(tagged.status().error_number(), EINVAL);
+}
+
 TEST_F(ImageServiceTest, AnImageInUseStaysAndPruneTakesOnlyUnusedLayers) {
   auto app = service_->Import({Layout({base_, app_}, "v1"), "app:1", "", false});
   auto other = service_->Import({Layout({base_, other_}, "v1"), "other:1", "", false});
