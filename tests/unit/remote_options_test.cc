@@ -585,6 +585,17 @@ TEST(TokenOptionsTest, Mint) {
   auto daily = ParseTokenOptions({"mint", "--issuer=acme", "--user=u", "--budget-usd=5"}, Env({}));
   ASSERT_TRUE(daily.ok());
   EXPECT_EQ(BuildMintTokenRequest(*daily)["budget"], nlohmann::json::parse(R"({"ai_usd": 5.0, "window": "day"})"));
+
+  auto images = ParseTokenOptions({"mint", "--issuer=acme", "--user=u", "--images", "python:*, host acme/agent:1"},
+                                  Env({}));
+  ASSERT_TRUE(images.ok()) << images.status().ToString();
+  EXPECT_EQ(BuildMintTokenRequest(*images)["limits"],
+            nlohmann::json::parse(R"({"images": ["python:*", "host", "acme/agent:1"]})"));
+  // An empty list is "no image at all", not "any image" (which is leaving --images out).
+  auto none = ParseTokenOptions({"mint", "--issuer=acme", "--user=u", "--images="}, Env({}));
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_EQ(BuildMintTokenRequest(*none)["limits"], nlohmann::json::parse(R"({"images": []})"));
+  EXPECT_FALSE(BuildMintTokenRequest(*daily).contains("limits"));
 }
 
 TEST(TokenOptionsTest, Errors) {
@@ -605,6 +616,8 @@ TEST(TokenOptionsTest, Errors) {
            {{"mint", "--issuer", "a", "--user", "u", "--budget-usd", "1", "--budget-window", "year"},
             "--budget-window: hour, day, week or month"},
            {{"mint", "--issuer", "a", "--user", "u", "--budget-window", "day"}, "--budget-window: only with"},
+           {{"mint", "--issuer", "a", "--user", "u", "--images", std::string(256, 'i')},
+            "--images: an entry is at most 255 characters"},
        }) {
     auto options = ParseTokenOptions(c.args, Env());
     ASSERT_FALSE(options.ok()) << testing::PrintToString(c.args);

@@ -100,7 +100,7 @@ StatusOr<AdminOptions> ParseTokenOptions(const std::vector<std::string>& args, c
                    Scan(args, 1,
                         {{"--issuer", 0, true}, {"--user", 0, true}, {"--ttl", 0, true},
                          {"--scope", 0, true}, {"--budget-usd", 0, true}, {"--budget-window", 0, true},
-                         kAdminSocket, kJson},
+                         {"--images", 0, true}, kAdminSocket, kJson},
                         std::nullopt, kSee));
   if (scanned.help) return HelpOnly(out);
   if (!scanned.positionals.empty()) {
@@ -149,6 +149,24 @@ StatusOr<AdminOptions> ParseTokenOptions(const std::vector<std::string>& args, c
     }
     if (!out.budget_usd) return Status::Error("--budget-window: only with --budget-usd");
     out.budget_window = window;
+  }
+  if (scanned.Has("--images")) {
+    // "python:*,host", "python:* host": the images the user may create sandboxes of; "": none.
+    std::vector<std::string> images;
+    std::string word;
+    for (char c : *scanned.Value("--images") + " ") {
+      if (c == ' ' || c == ',' || c == '\t') {
+        if (!word.empty()) images.push_back(word);
+        word.clear();
+      } else {
+        word.push_back(c);
+      }
+    }
+    if (images.size() > 64) return Status::Error("--images: at most 64 entries");
+    for (const std::string& image : images) {
+      if (image.size() > 255) return Status::Error("--images: an entry is at most 255 characters");
+    }
+    out.images = std::move(images);
   }
   out.json = scanned.Has("--json");
   out.admin = ResolveAdmin(scanned, env);

@@ -222,6 +222,7 @@ nlohmann::json BuildMintTokenRequest(const AdminOptions& options) {
   if (options.budget_usd) {
     request["budget"] = {{"ai_usd", std::stod(*options.budget_usd)}, {"window", options.budget_window.value_or("day")}};
   }
+  if (options.images) request["limits"] = {{"images", *options.images}};
   return request;
 }
 

@@ -184,6 +184,7 @@ struct AdminOptions {
   std::optional<std::string> scope;  // token mint: "exec files" (space-separated)
   std::optional<std::string> budget_usd;     // token mint: the AI budget, "5" or "0.25" USD
   std::optional<std::string> budget_window;  // token mint: hour|day|week|month (default day)
+  std::optional<std::vector<std::string>> images;  // token mint: limits.images ([]: none)
   bool json = false;
 };
 
