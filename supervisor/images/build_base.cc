@@ -23,17 +23,23 @@ namespace {
 
 constexpr char kBookworm[] = "debian:bookworm";
 
-// Runs `words` (argv[0] absolute) with its stdout and stderr going to `output`; the exit status.
-StatusOr<int> RunProgram(std::vector<std::string> words, const std::function<void(std::string_view)>& output) {
-  return RunHostProgram({std::move(words), {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", "HOME=/root"}, {}},
-                        output);
+// mmdebstrap downloads and installs a Debian: minutes from a near mirror, never this long.
+constexpr std::chrono::minutes kMmdebstrapTimeout{30};
+
+// Runs `words` (argv[0] absolute) with its stdout and stderr going to `output`, killed (its whole
+// process group) past `timeout` or once `stop` is true; the exit status.
+StatusOr<int> RunProgram(std::vector<std::string> words, const std::function<void(std::string_view)>& output,
+                         std::chrono::milliseconds timeout, const std::atomic<bool>* stop) {
+  return RunHostProgram(
+      {std::move(words), {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", "HOME=/root"}, timeout, stop}, output);
 }
 
 // The host's bookworm mirror, as apt knows it.
 StatusOr<std::string> BookwormMirror() {
   std::string listing;
   ASSIGN_OR_RETURN(int code, RunProgram({"/usr/bin/apt-get", "indextargets", "--format", "$(REPO_URI) $(RELEASE)"},
-                                        [&](std::string_view text) { listing += text; }));
+                                        [&](std::string_view text) { listing += text; }, std::chrono::seconds(60),
+                                        nullptr));
   std::istringstream lines(listing);
   std::string uri, release;
   while (code == 0 && lines >> uri >> release) {
@@ -68,7 +74,7 @@ StatusOr<ImageRecord> ImageBuilder::Bookworm(const std::string& work, const Buil
   const std::string root = work + "/bookworm";
   ASSIGN_OR_RETURN(int code, RunProgram({"/usr/bin/mmdebstrap", "--variant=minbase", "--mode=root", "bookworm", root,
                                          mirror},
-                                        log));
+                                        log, kMmdebstrapTimeout, &stopping_));
   if (code != 0) return Status::Error("mmdebstrap exited " + std::to_string(code) + " (its output is in the log)", EIO);
   // An image has an empty /dev (each sandbox mounts its own); layers refuse device nodes.
   RETURN_IF_ERROR(RemoveTree(root + "/dev"));

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <random>
 
 #include <boost/asio/post.hpp>
@@ -35,16 +36,32 @@ Status Ready(std::future<T>& future, const std::atomic<bool>& stopping) {
   return Status();
 }
 
-// Calls `call` on the event loop with a callback, and waits for the callback's value.
+// Whether the build's thread still waits for a call it posted to the loop.
+struct PostedCall {
+  std::mutex mutex;
+  bool abandoned = false;  // under mutex
+};
+
+// Calls `call` on the event loop with a callback, and waits for the callback's value. `call`
+// may refer to the calling thread's locals: when the daemon stops first, that thread marks the
+// call abandoned (waiting out a run of it on the loop now) and goes, and the loop, which may
+// still run the handler while it drains, skips it.
 template <typename T>
 StatusOr<T> OnLoop(boost::asio::io_context& io, const std::atomic<bool>& stopping,
                    std::function<void(SandboxManager::Done<T>)> call) {
   auto promise = std::make_shared<std::promise<StatusOr<T>>>();
   auto future = promise->get_future();
-  boost::asio::post(io, [call = std::move(call), promise] {
+  auto posted = std::make_shared<PostedCall>();
+  boost::asio::post(io, [call = std::move(call), promise, posted] {
+    std::lock_guard<std::mutex> lock(posted->mutex);
+    if (posted->abandoned) return;
     call([promise](StatusOr<T> result) { promise->set_value(std::move(result)); });
   });
-  RETURN_IF_ERROR(Ready(future, stopping));
+  if (Status ready = Ready(future, stopping); !ready.ok()) {
+    std::lock_guard<std::mutex> lock(posted->mutex);
+    posted->abandoned = true;
+    return ready;
+  }
   return future.get();
 }
 

@@ -17,6 +17,7 @@ namespace {
 
 // In the child, between fork and exec: only async-signal-safe calls on prepared arrays.
 [[noreturn]] void ExecHostProgram(const std::vector<char*>& argv, const std::vector<char*>& envp, int out) {
+  if (setpgid(0, 0) != 0) _exit(126);  // its group: killed whole when cut short
   int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (null < 0 || dup2(null, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0) _exit(126);
   if (syscall(SYS_close_range, 3u, ~0u, 0u) != 0) {
@@ -56,17 +57,21 @@ StatusOr<int> RunHostProgram(const HostProgram& program, const std::function<voi
   if (pid < 0) return ErrnoError("fork for " + words[0]);
   if (pid == 0) ExecHostProgram(argv, envp, out_write.get());
   out_write.reset();
+  (void)setpgid(pid, pid);  // also here: no kill before the child's own setpgid misses the group
   const bool timed = program.timeout.count() > 0;
   const auto deadline = std::chrono::steady_clock::now() + program.timeout;
-  bool timed_out = false;
+  bool timed_out = false, stopped = false;
   char buffer[4096];
   for (;;) {
-    int wait_ms = -1;
+    int wait_ms = program.stop != nullptr ? 1000 : -1;
+    if (program.stop != nullptr && program.stop->load()) {
+      stopped = true;
+      break;
+    }
     if (timed) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) {
         timed_out = true;
-        kill(pid, SIGKILL);
         break;
       }
       wait_ms = static_cast<int>(std::min<int64_t>(left.count(), 1000));
@@ -80,6 +85,8 @@ StatusOr<int> RunHostProgram(const HostProgram& program, const std::function<voi
     if (n <= 0) break;
     output(std::string_view(buffer, static_cast<size_t>(n)));
   }
+  // Cut short: the whole group (mmdebstrap's apt and dpkg, skopeo's helpers), not only the child.
+  if (timed_out || stopped) (void)kill(-pid, SIGKILL);
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
@@ -87,6 +94,7 @@ StatusOr<int> RunHostProgram(const HostProgram& program, const std::function<voi
     return Status::Error(words[0] + " took longer than " + std::to_string(program.timeout.count() / 1000) + " s",
                          ETIMEDOUT);
   }
+  if (stopped) return Status::Error(words[0] + " was stopped: the daemon is stopping", ECANCELED);
   if (WIFEXITED(status) && WEXITSTATUS(status) == 127) return Status::Error("cannot run " + words[0], ENOENT);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
