@@ -31,7 +31,11 @@ Status OptionalBool(const json& body, const char* key, bool& out) {
 
 json ImageJson(const supervisor::ImageRecord& image) {
   json layers = json::array();
-  for (const std::string& diff_id : image.layers) layers.push_back({{"diff_id", diff_id}});
+  for (size_t i = 0; i < image.layers.size(); ++i) {
+    json layer = {{"diff_id", image.layers[i]}};
+    if (i < image.layer_bytes.size()) layer["size"] = image.layer_bytes[i];
+    layers.push_back(std::move(layer));
+  }
   const rootfs::ImageConfig& config = image.config;
   return {{"digest", image.digest},
           {"names", image.names},

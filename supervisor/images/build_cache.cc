@@ -31,6 +31,14 @@ nlohmann::json Load(const std::string& path) {
   return json;
 }
 
+Status Save(const std::string& path, const nlohmann::json& json) {
+  const std::string tmp = path + ".tmp";
+  (void)unlink(tmp.c_str());
+  RETURN_IF_ERROR(WriteNewFile(tmp, json.dump(), 0600));
+  if (rename(tmp.c_str(), path.c_str()) != 0) return ErrnoError("rename " + tmp);
+  return Status();
+}
+
 }  // namespace
 
 std::string BuildCache::StepKey(const std::string& parent, const std::string& step_text, const std::string& content) {
@@ -49,11 +57,27 @@ Status BuildCache::Put(const std::string& key, const CachedLayer& layer) {
   std::lock_guard lock(CacheMutex());
   nlohmann::json json = Load(path_);
   json[key] = {{"diff_id", layer.diff_id}, {"bytes", layer.bytes}};
-  const std::string tmp = path_ + ".tmp";
-  (void)unlink(tmp.c_str());
-  RETURN_IF_ERROR(WriteNewFile(tmp, json.dump(), 0600));
-  if (rename(tmp.c_str(), path_.c_str()) != 0) return ErrnoError("rename " + tmp);
-  return Status();
+  return Save(path_, json);
+}
+
+StatusOr<uint64_t> BuildCache::Retain(const std::function<bool(const std::string& diff_id)>& keep) {
+  std::lock_guard lock(CacheMutex());
+  if (access(path_.c_str(), F_OK) != 0) return uint64_t{0};
+  nlohmann::json json = Load(path_);
+  uint64_t dropped = 0;
+  for (auto it = json.begin(); it != json.end();) {
+    const bool live = it->is_object() && it->contains("diff_id") && (*it)["diff_id"].is_string() &&
+                      keep((*it)["diff_id"].get<std::string>());
+    if (live) {
+      ++it;
+    } else {
+      it = json.erase(it);
+      ++dropped;
+    }
+  }
+  if (dropped == 0) return dropped;
+  RETURN_IF_ERROR(Save(path_, json));
+  return dropped;
 }
 
 }  // namespace corral::supervisor

@@ -7,10 +7,13 @@
 //
 // Kept in one JSON file, <images_dir>/build-cache.json ({"<key>": {"diff_id", "bytes"}}),
 // rewritten whole (a temporary file renamed over it) under a process-wide lock. An entry whose
-// layer is gone (pruned) is a miss. A corrupt file is an empty cache (logged), not an error.
+// layer is gone (pruned) is a miss, and `corral image prune` drops such entries (Retain), so the
+// file holds no more entries than the store has layers. A corrupt file is an empty cache
+// (logged), not an error.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -29,6 +32,8 @@ class BuildCache {
 
   std::optional<CachedLayer> Lookup(const std::string& key) const;
   Status Put(const std::string& key, const CachedLayer& layer);
+  // Drops the entries whose layer `keep` says no to; how many it dropped.
+  StatusOr<uint64_t> Retain(const std::function<bool(const std::string& diff_id)>& keep);
 
   // The key of a step: sha256 hex of parent, the step's text and the sources' content hash.
   static std::string StepKey(const std::string& parent, const std::string& step_text, const std::string& content);

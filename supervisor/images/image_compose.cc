@@ -86,14 +86,9 @@ StatusOr<ImageRecord> ImageService::AddImage(const rootfs::ImageConfig& config, 
     RETURN_IF_ERROR(busy.Add("name " + canonical, "image " + canonical));
   }
   RETURN_IF_ERROR(busy.Add("image " + image.digest, "image " + image.digest));
-  ASSIGN_OR_RETURN(std::optional<ImageRow> existing, store_.GetImage(image.digest));
-  if (existing) {
-    if (!canonical.empty()) RETURN_IF_ERROR(store_.SetImageTag(canonical, image.digest, force));
-    return Get(image.digest);
-  }
-  ASSIGN_OR_RETURN(std::vector<LayerRow> known_rows, store_.ListLayers());
-  std::map<std::string, int64_t> known;
-  for (const LayerRow& row : known_rows) known[row.diff_id] = row.bytes;
+  ASSIGN_OR_RETURN(std::optional<ImageRecord> existing, Existing(image.digest, canonical, force));
+  if (existing) return *existing;
+  ASSIGN_OR_RETURN(auto known, KnownLayers());
   std::vector<LayerRow> new_layers;
   uint64_t total = 0;
   for (const AddedLayer& layer : layers) {

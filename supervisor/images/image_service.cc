@@ -18,6 +18,7 @@
 #include "rootfs/image_ref.h"
 #include "rootfs/layer_unpack.h"
 #include "rootfs/mount_plan.h"
+#include "supervisor/images/build_cache.h"
 
 namespace corral::supervisor {
 namespace {
@@ -46,8 +47,10 @@ std::string ImageService::RandomWorkName() { return RandomName(); }
 namespace {
 
 ImageRecord RecordOf(const ImageRow& row) {
-  return ImageRecord{row.digest, row.names, row.config, row.layers, static_cast<uint64_t>(row.bytes),
-                     row.created_at, row.source};
+  ImageRecord record{row.digest, row.names, row.config, row.layers, static_cast<uint64_t>(row.bytes),
+                     {}, row.created_at, row.source};
+  for (int64_t bytes : row.layer_bytes) record.layer_bytes.push_back(static_cast<uint64_t>(bytes));
+  return record;
 }
 
 }  // namespace
@@ -190,6 +193,11 @@ StatusOr<PruneReport> ImageService::Prune() {
   }
   ASSIGN_OR_RETURN(uint64_t strays, RemoveStrayLayers());
   report.layers += strays;
+  // The build cache's entries of the layers gone (the store's records: what is left).
+  auto dropped = BuildCache(images_dir() + "/build-cache.json").Retain([this](const std::string& diff_id) {
+    return HasLayer(diff_id);
+  });
+  if (!dropped.ok()) LogWarn("images", "cannot prune the build cache", {{"error", dropped.status().ToString()}});
   return report;
 }
 
@@ -229,6 +237,23 @@ StatusOr<std::string> ImageService::CanonicalName(const std::string& name) {
   return ref->Name();
 }
 
+StatusOr<std::optional<ImageRecord>> ImageService::Existing(const std::string& digest, const std::string& name,
+                                                             bool force) {
+  ASSIGN_OR_RETURN(std::optional<ImageRow> existing, store_.GetImage(digest));
+  if (!existing) return std::optional<ImageRecord>();
+  // The same image again: only its name is new.
+  if (!name.empty()) RETURN_IF_ERROR(store_.SetImageTag(name, digest, force));
+  ASSIGN_OR_RETURN(ImageRecord record, Get(digest));
+  return std::optional<ImageRecord>(std::move(record));
+}
+
+StatusOr<std::map<std::string, int64_t>> ImageService::KnownLayers() {
+  ASSIGN_OR_RETURN(std::vector<LayerRow> rows, store_.ListLayers());
+  std::map<std::string, int64_t> known;
+  for (const LayerRow& row : rows) known[row.diff_id] = row.bytes;
+  return known;
+}
+
 Status ImageService::CheckTagFree(const std::string& name, bool force, const std::string& digest) {
   ASSIGN_OR_RETURN(std::optional<std::string> current, store_.ImageOfTag(name));
   if (current && !force && *current != digest) {
@@ -251,15 +276,9 @@ StatusOr<ImageRecord> ImageService::ImportArchive(const std::string& path, const
   }
   RETURN_IF_ERROR(busy.Add("image " + archive.config_digest, "image " + archive.config_digest));
   if (!name.empty()) RETURN_IF_ERROR(CheckTagFree(name, force, archive.config_digest));
-  ASSIGN_OR_RETURN(std::optional<ImageRow> existing, store_.GetImage(archive.config_digest));
-  if (existing) {
-    // The same image again: only its name is new.
-    if (!name.empty()) RETURN_IF_ERROR(store_.SetImageTag(name, archive.config_digest, force));
-    return Get(archive.config_digest);
-  }
-  ASSIGN_OR_RETURN(std::vector<LayerRow> known_rows, store_.ListLayers());
-  std::map<std::string, int64_t> known;
-  for (const LayerRow& row : known_rows) known[row.diff_id] = row.bytes;
+  ASSIGN_OR_RETURN(std::optional<ImageRecord> existing, Existing(archive.config_digest, name, force));
+  if (existing) return *existing;
+  ASSIGN_OR_RETURN(auto known, KnownLayers());
 
   ImageRow image;
   image.digest = archive.config_digest;

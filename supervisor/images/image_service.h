@@ -29,6 +29,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -46,6 +47,7 @@ struct ImageRecord {
   rootfs::ImageConfig config;       // env, working dir, user, os, architecture
   std::vector<std::string> layers;  // diff_ids, bottom first
   uint64_t bytes = 0;               // unpacked size of its layers
+  std::vector<uint64_t> layer_bytes;  // each layer's unpacked size, as `layers` (records read back)
   int64_t created_at = 0;
   std::string source;               // "import", "pull REF" or "build"
 };
@@ -152,6 +154,11 @@ class ImageService {
   StatusOr<uint64_t> RemoveStrayLayers();
   StatusOr<std::string> DigestOf(const std::string& name_or_digest);
   static StatusOr<std::string> CanonicalName(const std::string& name);
+  // The image `digest` when the store has it already (then named `name` too, when given);
+  // nullopt when it is new.
+  StatusOr<std::optional<ImageRecord>> Existing(const std::string& digest, const std::string& name, bool force);
+  // The store's layers and their unpacked sizes.
+  StatusOr<std::map<std::string, int64_t>> KnownLayers();
   // EEXIST when `name` names an image other than `digest` and !force.
   Status CheckTagFree(const std::string& name, bool force, const std::string& digest);
   // The archive at `path` (unpacked under `work`) into the store, named `name` if not empty.

@@ -105,6 +105,7 @@ struct ImageRow {
   int64_t created_at = 0;
   std::string source;                 // "import", "pull REF", "build"
   std::vector<std::string> layers;    // diff_ids, bottom first
+  std::vector<int64_t> layer_bytes;   // each layer's unpacked size, in the order of `layers` (read only)
   std::vector<std::string> names;     // the tags pointing at it, sorted
 };
 

@@ -17,6 +17,11 @@ Status FillImage(sqlite3* db, ImageRow& image) {
   ASSIGN_OR_RETURN(image.layers,
                    Query<std::string>(db, "SELECT diff_id FROM image_layers WHERE image = ?1 ORDER BY position",
                                       {image.digest}, "list the layers of image " + image.digest));
+  ASSIGN_OR_RETURN(image.layer_bytes,
+                   Query<int64_t>(db,
+                                  "SELECT l.bytes FROM image_layers il JOIN layers l ON l.diff_id = il.diff_id "
+                                  "WHERE il.image = ?1 ORDER BY il.position",
+                                  {image.digest}, "list the layer sizes of image " + image.digest));
   ASSIGN_OR_RETURN(image.names, Query<std::string>(db, "SELECT name FROM image_tags WHERE image = ?1 ORDER BY name",
                                                    {image.digest}, "list the names of image " + image.digest));
   return Status();

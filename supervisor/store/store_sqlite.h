@@ -144,6 +144,7 @@ class Columns {
 };
 
 inline void Read(Columns& c, std::string& text) { c.Into(text); }
+inline void Read(Columns& c, int64_t& number) { c.Into(number); }
 
 template <typename Row>
 void Read(Columns& c, Row& row) {

@@ -84,6 +84,11 @@ TEST_F(ImageServiceTest, ImportsAnImageWithItsConfigAndName) {
   EXPECT_EQ(image->config.env, (std::vector<std::string>{"PATH=/opt/bin:/usr/bin", "APP=1"}));
   EXPECT_EQ(image->source, "import");
   EXPECT_GT(image->bytes, 0u);
+  // Each layer's size, and they add up to the image's.
+  ASSERT_EQ(image->layer_bytes.size(), 2u);
+  EXPECT_GT(image->layer_bytes[0], 0u);
+  EXPECT_GT(image->layer_bytes[1], 0u);
+  EXPECT_EQ(image->layer_bytes[0] + image->layer_bytes[1], image->bytes);
   // By name, by digest; top layer first for the overlay.
   auto resolved = service_->Resolve("acme/app:1");
   ASSERT_TRUE(resolved.ok()) << resolved.status().ToString();

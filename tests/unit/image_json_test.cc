@@ -28,9 +28,18 @@ supervisor::ImageRecord Busybox() {
   image.config.architecture = "amd64";
   image.layers = {"sha256:" + std::string(64, '1'), "sha256:" + std::string(64, '2')};
   image.bytes = 1234567;
+  image.layer_bytes = {1000000, 234567};
   image.created_at = 1700000000;
   image.source = "import";
   return image;
+}
+
+TEST(ImageJsonTest, ALayerWithoutAKnownSizeHasNone) {
+  auto image = Busybox();
+  image.layer_bytes = {1000000};  // a record not read back from the store
+  const json j = ImageJson(image);
+  EXPECT_EQ(j["layers"][0]["size"], 1000000);
+  EXPECT_FALSE(j["layers"][1].contains("size"));
 }
 
 TEST(ImageJsonTest, AnImageAsAReply) {
@@ -40,6 +49,8 @@ TEST(ImageJsonTest, AnImageAsAReply) {
   ASSERT_EQ(j["layers"].size(), 2u);
   EXPECT_EQ(j["layers"][0]["diff_id"], "sha256:" + std::string(64, '1'));  // bottom first
   EXPECT_EQ(j["layers"][1]["diff_id"], "sha256:" + std::string(64, '2'));
+  EXPECT_EQ(j["layers"][0]["size"], 1000000);
+  EXPECT_EQ(j["layers"][1]["size"], 234567);
   EXPECT_EQ(j["size"], 1234567);
   EXPECT_EQ(j["created_at"], 1700000000);
   EXPECT_EQ(j["source"], "import");
