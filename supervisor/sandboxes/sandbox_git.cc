@@ -10,7 +10,9 @@ namespace {
 
 // Every script starts in $1, the repository (the argument, never the command's cwd: a missing
 // directory is then git's kind of error, not a failed start).
+// An image without git: exit 127 and a message of ours rather than the shell's.
 constexpr char kEnterRepo[] = R"sh(set -e
+command -v git >/dev/null 2>&1 || { echo "this sandbox has no git (its image has none)" >&2; exit 127; }
 cd -- "$1" 2>/dev/null || { printf 'no such directory: %s\n' "$1" >&2; exit 2; }
 git rev-parse --git-dir >/dev/null
 )sh";
@@ -75,15 +77,15 @@ std::string Trim(std::string text) {
   return text;
 }
 
-// A script that did not succeed: git's message (the last lines of stderr) as EINVAL, or the
-// error RunToEnd gave.
+// A script that did not succeed: git's message (the last lines of stderr) as EINVAL (ENOTSUP
+// when the sandbox has no git), or the error RunToEnd gave.
 Status Failure(const std::string& what, const StatusOr<RunToEndResult>& run) {
   if (!run.ok()) return run.status().WithContext(what);
   std::string message = Trim(run->err);
   constexpr size_t kMaxMessage = 2000;
   if (message.size() > kMaxMessage) message = "..." + message.substr(message.size() - kMaxMessage);
   if (run->exit_code) {
-    return Status::Error(what + ": " + (message.empty() ? "git failed" : message), EINVAL);
+    return Status::Error(what + ": " + (message.empty() ? "git failed" : message), *run->exit_code == 127 ? ENOTSUP : EINVAL);
   }
   // Killed or never started: the outcome says how.
   const std::string outcome = run->outcome.is_object() ? run->outcome.value("outcome", "?") : "?";

@@ -264,6 +264,24 @@ class ImagesTest(DaemonTestCase):
         self.assertNotIn(b"/dev/pts/", out)
         self.assertIn(b"not a tty", out)
 
+    def test_git_in_an_image_without_git_says_so(self):
+        # The git routes run the sandbox's own git; busybox has none.
+        self.import_busybox("busybox:git")
+        self.addCleanup(self.remove_all)
+        token = self.token(sub="git-user")
+        sandbox = self.create_sandbox(token, image="busybox:git")
+        self.addCleanup(self.daemon.http, "DELETE", f"/v1/sandboxes/{sandbox['id']}", token)
+        status, body = self.daemon.http("GET", f"/v1/sandboxes/{sandbox['id']}/git/diff?path=/home", token)
+        self.assertEqual(status, 501, body)
+        self.assertEqual(body["error"]["code"], "unsupported")
+        self.assertIn("has no git", body["error"]["message"])
+        # The control: a host sandbox has the host's git, which answers about the directory.
+        host = self.create_sandbox(token)
+        self.addCleanup(self.daemon.http, "DELETE", f"/v1/sandboxes/{host['id']}", token)
+        status, body = self.daemon.http("GET", f"/v1/sandboxes/{host['id']}/git/diff?path=/home", token)
+        self.assertEqual(status, 400, body)
+        self.assertIn("not a git repository", body["error"]["message"])
+
     def test_bad_imports_are_refused_and_change_nothing(self):
         self.addCleanup(self.remove_all)
         before = self.images()
