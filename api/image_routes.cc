@@ -16,6 +16,7 @@
 namespace corral::api {
 namespace {
 
+using supervisor::ImageRecord;
 using supervisor::ImageService;
 
 // The image service's errors as the API's: an image over images.max_size (EFBIG) is over a limit
@@ -53,34 +54,35 @@ auto ParsedImageBody(const HttpRequest& request, const Responder& respond, Parse
   return parsed;
 }
 
-void ImportImage(boost::asio::io_context& io, boost::asio::thread_pool& pool, ImageService& images, HttpRequest request,
-            Responder respond) {
-  auto parsed = ParsedImageBody(request, respond, ParseImport);
-  if (!parsed.ok()) return;
-  ImageOnPool(io, pool, std::move(respond), [&images, import = std::move(*parsed)] {
-    auto image = images.Import(import);
+// An import or a pull on the pool: logged either way (`what` and the request's `subject` field,
+// e.g. "path"), then 201 with the image.
+void AddImageOnPool(boost::asio::io_context& io, boost::asio::thread_pool& pool, Responder respond, std::string what,
+                    std::pair<std::string, std::string> subject, std::function<StatusOr<ImageRecord>()> add) {
+  ImageOnPool(io, pool, std::move(respond), [what = std::move(what), subject = std::move(subject), add = std::move(add)] {
+    auto image = add();
     if (image.ok()) {
-      LogInfo("images", "imported", {{"path", import.path}, {"digest", image->digest}, {"name", import.name}});
+      LogInfo("images", what + " done", {{subject.first, subject.second}, {"digest", image->digest}});
     } else {
-      LogWarn("images", "import refused", {{"path", import.path}, {"error", image.status().ToString()}});
+      LogWarn("images", what + " refused", {{subject.first, subject.second}, {"error", image.status().ToString()}});
     }
     return ImageResponse(201, image, ImageJson);
   });
 }
 
+void ImportImage(boost::asio::io_context& io, boost::asio::thread_pool& pool, ImageService& images, HttpRequest request,
+                 Responder respond) {
+  auto parsed = ParsedImageBody(request, respond, ParseImport);
+  if (!parsed.ok()) return;
+  AddImageOnPool(io, pool, std::move(respond), "import", {"path", parsed->path},
+                 [&images, import = std::move(*parsed)] { return images.Import(import); });
+}
+
 void PullImage(boost::asio::io_context& io, boost::asio::thread_pool& pool, ImageService& images, HttpRequest request,
-          Responder respond) {
+               Responder respond) {
   auto parsed = ParsedImageBody(request, respond, ParsePull);
   if (!parsed.ok()) return;
-  ImageOnPool(io, pool, std::move(respond), [&images, pull = std::move(*parsed)] {
-    auto image = images.Pull(pull);
-    if (image.ok()) {
-      LogInfo("images", "pulled", {{"ref", pull.ref}, {"digest", image->digest}});
-    } else {
-      LogWarn("images", "pull refused", {{"ref", pull.ref}, {"error", image.status().ToString()}});
-    }
-    return ImageResponse(201, image, ImageJson);
-  });
+  AddImageOnPool(io, pool, std::move(respond), "pull", {"ref", parsed->ref},
+                 [&images, pull = std::move(*parsed)] { return images.Pull(pull); });
 }
 
 void TagImage(ImageService& images, HttpRequest request, Responder respond) {

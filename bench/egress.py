@@ -21,7 +21,6 @@ CORRAL_BUILD_DIR (or the BUILD_DIR argument).
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import time
 
@@ -36,7 +35,7 @@ sys.path.insert(0, HERE)
 
 from corral_e2e import Daemon, WsClient, mint  # noqa: E402
 from fake_internet import FakeInternet, NETNS_DNS_ADDRESS, PUBLIC_ADDRESS  # noqa: E402
-from results_md import write_section  # noqa: E402
+from results_md import publish  # noqa: E402
 import asyncio  # noqa: E402
 
 RUNS = int(os.environ.get("RUNS", "50"))
@@ -162,12 +161,7 @@ curl run straight in the fake internet's namespace: the proxy's extra copy (sand
 daemon → namespace), and for full network two veth hops, the filter and NAT.
 """
     print(body)
-    full = RUNS >= 50
-    target = os.environ.get("RESULTS_MD") or (os.path.join(HERE, "RESULTS.md") if full
-                                              else os.path.join(HERE, "out", "RESULTS-egress-trial.md"))
-    os.makedirs(os.path.dirname(target), exist_ok=True)
-    write_section(target, "egress", body)
-    print(f"wrote {target}")
+    publish("egress", body, full=RUNS >= 50)
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
 sys.path.insert(0, HERE)
 
 from corral_e2e import CORRAL, Daemon, mint  # noqa: E402
-from results_md import pct, write_section  # noqa: E402
+from results_md import pct, publish  # noqa: E402
 from test_images import busybox_entries, umoci_layout  # noqa: E402
 
 N = int(os.environ.get("N", "100"))
@@ -241,11 +241,7 @@ max_size = "{SIZES['large'] + 512}M"
         json.dump(figures, f, indent=1)
     body = report(figures, time.monotonic() - started)
     print(body)
-    full = N >= 100 and RUNS >= 3
-    target = os.environ.get("RESULTS_MD") or (os.path.join(HERE, "RESULTS.md") if full
-                                              else os.path.join(HERE, "out", "RESULTS-images-trial.md"))
-    write_section(target, "images", body)
-    print(f"wrote {target}")
+    publish("images", body, full=N >= 100 and RUNS >= 3)
 
 
 if __name__ == "__main__":

@@ -42,6 +42,18 @@ def write_section(path, name, body):
 
 
 
+def publish(name, body, full):
+    """Writes the section `name` of bench/RESULTS.md when the run was `full`, else of
+    bench/out/RESULTS-<name>-trial.md; RESULTS_MD (environment) overrides the file. Returns it."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    target = os.environ.get("RESULTS_MD") or (os.path.join(here, "RESULTS.md") if full
+                                              else os.path.join(here, "out", f"RESULTS-{name}-trial.md"))
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    write_section(target, name, body)
+    print(f"wrote {target}")
+    return target
+
+
 def pct(xs, q):
     """The q-quantile of xs (linear between the two nearest ranks); NaN when xs is empty."""
     xs = sorted(xs)

@@ -37,7 +37,7 @@ sys.path.insert(0, HERE)
 
 import scripted_model  # noqa: E402
 from corral_e2e import Daemon, WsClient, mint  # noqa: E402
-from results_md import write_section  # noqa: E402
+from results_md import publish  # noqa: E402
 
 RUNS = int(os.environ.get("RUNS", "30"))
 WARMUP = int(os.environ.get("WARMUP", "3"))
@@ -193,11 +193,7 @@ default of one CPU it starts about 60 ms later. Raw times: `bench/out/sessions/`
 """
     print(relay_text)
     print(body)
-    full = RUNS >= 30
-    target = os.environ.get("RESULTS_MD") or (os.path.join(HERE, "RESULTS.md") if full
-                                              else os.path.join(HERE, "out", "RESULTS-sessions-trial.md"))
-    write_section(target, "sessions", body)
-    print(f"wrote {target}")
+    publish("sessions", body, full=RUNS >= 30)
 
 
 if __name__ == "__main__":

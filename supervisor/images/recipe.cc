@@ -334,13 +334,8 @@ Status Parser::Env(const Line& line, const std::string& rest) {
   }
   for (const auto& [key, value] : pairs) {
     if (!IsVarName(key)) return LineError(line.number, "ENV: bad variable name '" + key + "'");
-    RecipeStep step;
-    step.kind = StepKind::kEnv;
-    step.line = line.number;
-    step.key = key;
-    step.value = value;
     env[key] = value;
-    recipe.steps.push_back(std::move(step));
+    recipe.steps.push_back({.kind = StepKind::kEnv, .line = line.number, .key = key, .value = value});
   }
   return Status();
 }
@@ -367,11 +362,7 @@ Status Parser::Workdir(const Line& line, const std::string& rest) {
   ASSIGN_OR_RETURN(std::vector<std::string> words, Words(rest, &all, line.number));
   if (words.size() != 1 || words[0].empty()) return LineError(line.number, "WORKDIR takes one path");
   workdir = Resolve(workdir, words[0]);
-  RecipeStep step;
-  step.kind = StepKind::kWorkdir;
-  step.line = line.number;
-  step.path = workdir;
-  recipe.steps.push_back(std::move(step));
+  recipe.steps.push_back({.kind = StepKind::kWorkdir, .line = line.number, .path = workdir});
   return Status();
 }
 
@@ -383,11 +374,7 @@ Status Parser::User(const Line& line, const std::string& rest) {
   if (!IsUserWord(user.substr(0, colon)) || (colon != std::string::npos && !IsUserWord(user.substr(colon + 1)))) {
     return LineError(line.number, "USER takes name|uid[:group|gid], got '" + rest + "'");
   }
-  RecipeStep step;
-  step.kind = StepKind::kUser;
-  step.line = line.number;
-  step.user = user;
-  recipe.steps.push_back(std::move(step));
+  recipe.steps.push_back({.kind = StepKind::kUser, .line = line.number, .user = user});
   return Status();
 }
 
