@@ -128,8 +128,10 @@ def bench_create(daemon, token, image):
 
 def bench_build(daemon, context, cached):
     times = []
-    for _ in range(RUNS):
-        argv = [CORRAL, "image", "build", "--admin-socket", daemon.admin_socket, "--json", "-t", "built:1",
+    for i in range(RUNS):
+        # A RUN again makes a new layer (its files' times), so each uncached build its own tag.
+        tag = "built:cached" if cached else f"built:{i}"
+        argv = [CORRAL, "image", "build", "--admin-socket", daemon.admin_socket, "--json", "-t", tag,
                 *([] if cached else ["--no-cache"]), context]
         seconds, proc = timed(lambda: subprocess.run(argv, capture_output=True, text=True))
         if proc.returncode != 0:
