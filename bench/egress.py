@@ -21,17 +21,9 @@ CORRAL_BUILD_DIR (or the BUILD_DIR argument).
 import os
 import platform
 import statistics
-import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-if len(sys.argv) > 1:
-    os.environ["CORRAL_BUILD_DIR"] = os.path.abspath(sys.argv[1])
-os.environ.setdefault("CORRAL_BUILD_DIR", os.path.join(REPO, "build"))
-sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
-sys.path.insert(0, os.path.join(REPO, "tests", "fixtures"))
-sys.path.insert(0, HERE)
+import bench_env  # noqa: F401 (first: sets up the paths)
 
 from corral_e2e import Daemon, WsClient, mint  # noqa: E402
 from fake_internet import FakeInternet, NETNS_DNS_ADDRESS, PUBLIC_ADDRESS  # noqa: E402

@@ -22,17 +22,10 @@ import os
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-if len(sys.argv) > 1:
-    os.environ["CORRAL_BUILD_DIR"] = os.path.abspath(sys.argv[1])
-BUILD = os.environ.setdefault("CORRAL_BUILD_DIR", os.path.join(REPO, "build"))
-sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
-sys.path.insert(0, HERE)
+from bench_env import HERE  # first: sets up the paths
 
 from corral_e2e import CORRAL, Daemon, mint  # noqa: E402
 from results_md import pct, publish  # noqa: E402

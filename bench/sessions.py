@@ -21,19 +21,11 @@ import platform
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-if len(sys.argv) > 1:
-    os.environ["CORRAL_BUILD_DIR"] = os.path.abspath(sys.argv[1])
-BUILD = os.environ.setdefault("CORRAL_BUILD_DIR", os.path.join(REPO, "build"))
-sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
-sys.path.insert(0, os.path.join(REPO, "tests", "fixtures"))
-sys.path.insert(0, HERE)
+from bench_env import BUILD, HERE  # first: sets up the paths
 
 import scripted_model  # noqa: E402
 from corral_e2e import Daemon, WsClient, mint  # noqa: E402
