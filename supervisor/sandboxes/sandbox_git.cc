@@ -85,7 +85,8 @@ Status Failure(const std::string& what, const StatusOr<RunToEndResult>& run) {
   constexpr size_t kMaxMessage = 2000;
   if (message.size() > kMaxMessage) message = "..." + message.substr(message.size() - kMaxMessage);
   if (run->exit_code) {
-    return Status::Error(what + ": " + (message.empty() ? "git failed" : message), *run->exit_code == 127 ? ENOTSUP : EINVAL);
+    return Status::Error(what + ": " + (message.empty() ? "git failed" : message),
+                         *run->exit_code == 127 ? ENOTSUP : EINVAL);
   }
   // Killed or never started: the outcome says how.
   const std::string outcome = run->outcome.is_object() ? run->outcome.value("outcome", "?") : "?";
