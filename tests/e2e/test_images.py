@@ -2,8 +2,13 @@
 one owned by 1000) imported with `corral image import`, listed by the CLI and by a user's token,
 a sandbox created from it by name, root-owned files owned by root inside; removal refused while
 the sandbox exists and allowed after; tags (with a '/' in the name); prune removes the layer
-directories; a token's limits.images; bad imports refused with the cause named and nothing
-listed. Every denial beside its positive control."""
+directories; a token's limits.images; every bad input of issue 18 refused through the API with its cause
+named and nothing left (no image, no layer directory): a missing or relative path, `../`, an
+absolute path, a write through a symlink, a hard link out, a device node, a whiteout outside, a
+corrupt and a truncated blob, a layer over images.max_size (a gzip bomb of zeros), a manifest of
+10,000 layers, a name with `/../`, a taken name without force; two imports of one image at once
+end with one image. Every denial beside its positive control."""
+import hashlib
 import io
 import json
 import os
@@ -11,6 +16,7 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
+import threading
 import unittest
 
 from corral_e2e import CORRAL, DaemonTestCase, WsClient
@@ -19,7 +25,8 @@ BUSYBOX = "/bin/busybox"
 
 
 def layer_tar(path, entries):
-    """A layer tar at `path`: entries are (name, kind, data_or_target, uid, mode)."""
+    """A layer tar at `path`: entries are (name, kind, data_or_target, uid, mode); kind is dir,
+    file, symlink or hardlink (data: the target), or chardev (data: (major, minor))."""
     with tarfile.open(path, "w", format=tarfile.PAX_FORMAT) as tar:
         for name, kind, data, uid, mode in entries:
             info = tarfile.TarInfo(name)
@@ -29,9 +36,13 @@ def layer_tar(path, entries):
             if kind == "dir":
                 info.type = tarfile.DIRTYPE
                 tar.addfile(info)
-            elif kind == "symlink":
-                info.type = tarfile.SYMTYPE
+            elif kind in ("symlink", "hardlink"):
+                info.type = tarfile.SYMTYPE if kind == "symlink" else tarfile.LNKTYPE
                 info.linkname = data
+                tar.addfile(info)
+            elif kind == "chardev":
+                info.type = tarfile.CHRTYPE
+                info.devmajor, info.devminor = data
                 tar.addfile(info)
             else:
                 info.size = len(data)
@@ -66,7 +77,43 @@ def umoci_layout(work, name, entries):
     return layout
 
 
+def layout_blob(layout, what):
+    """The path of the layout's (tagged "latest") manifest or first layer blob."""
+    def blob(digest):
+        return os.path.join(layout, "blobs", "sha256", digest.split(":", 1)[1])
+    with open(os.path.join(layout, "index.json")) as f:
+        manifest_path = blob(json.load(f)["manifests"][0]["digest"])
+    if what == "manifest":
+        return manifest_path
+    with open(manifest_path) as f:
+        return blob(json.load(f)["layers"][0]["digest"])
+
+
+def many_layers_layout(work, base, count):
+    """A copy of layout `base` whose manifest lists its one layer `count` times."""
+    layout = os.path.join(work, f"many-{count}")
+    shutil.copytree(base, layout)
+    with open(layout_blob(layout, "manifest")) as f:
+        manifest = json.load(f)
+    manifest["layers"] = manifest["layers"][:1] * count
+    data = json.dumps(manifest).encode()
+    digest = hashlib.sha256(data).hexdigest()
+    with open(os.path.join(layout, "blobs", "sha256", digest), "wb") as f:
+        f.write(data)
+    with open(os.path.join(layout, "index.json")) as f:
+        index = json.load(f)
+    index["manifests"][0].update({"digest": "sha256:" + digest, "size": len(data)})
+    with open(os.path.join(layout, "index.json"), "w") as f:
+        json.dump(index, f)
+    return layout
+
+
 class ImagesTest(DaemonTestCase):
+    # Small enough for a layer of zeros to be a bomb here (the busybox layout is ~2 MB).
+    extra_config = """
+[images]
+max_size = "32M"
+"""
 
     @classmethod
     def setUpClass(cls):
@@ -117,6 +164,16 @@ class ImagesTest(DaemonTestCase):
     def remove_all(self):
         for image in self.images():
             self.daemon.admin("DELETE", "/v1/images/" + image["digest"])
+
+    def layer_dirs(self):
+        """The store's layer directories, after every image is removed and pruned at the start."""
+        path = os.path.join(self.daemon.state_dir, "images", "layers")
+        return sorted(os.listdir(path)) if os.path.isdir(path) else []
+
+    def from_nothing(self):
+        self.remove_all()
+        self.assertEqual(self.daemon.admin("POST", "/v1/images/prune")[0], 200)
+        self.assertEqual(self.layer_dirs(), [])
 
     def test_import_list_run_remove_prune(self):
         image = self.import_busybox()
@@ -283,14 +340,39 @@ class ImagesTest(DaemonTestCase):
         self.assertIn("not a git repository", body["error"]["message"])
 
     def test_bad_imports_are_refused_and_change_nothing(self):
+        self.from_nothing()
         self.addCleanup(self.remove_all)
         before = self.images()
-        escape = umoci_layout(self.work, "escape", [("bin", "dir", None, 0, 0o755),
-                                                    ("../escape", "file", b"out\n", 0, 0o644)])
+        base = [("bin", "dir", None, 0, 0o755), ("etc", "dir", None, 0, 0o755)]
+
+        def bad(name, entries):
+            return umoci_layout(self.work, name, base + entries)
+        corrupt = os.path.join(self.work, "corrupt")
+        shutil.copytree(self.layout, corrupt)
+        with open(layout_blob(corrupt, "layer"), "r+b") as f:
+            f.seek(100)
+            byte = f.read(1)
+            f.seek(100)
+            f.write(bytes([byte[0] ^ 0xff]))
+        truncated = os.path.join(self.work, "truncated")
+        shutil.copytree(self.layout, truncated)
+        with open(layout_blob(truncated, "layer"), "r+b") as f:
+            f.truncate(os.path.getsize(layout_blob(truncated, "layer")) // 2)
         cases = [
             ({"path": os.path.join(self.work, "nonexistent")}, 404, "not_found"),
             ({"path": "busybox"}, 400, "absolute"),
-            ({"path": escape, "name": "escape:1"}, 400, ".."),
+            ({"path": bad("escape", [("../escape", "file", b"out\n", 0, 0o644)]), "name": "escape:1"}, 400, ".."),
+            ({"path": bad("absolute", [("/etc/absolute", "file", b"x", 0, 0o644)])}, 400, "absolute"),
+            ({"path": bad("through-link", [("out", "symlink", "/tmp", 0, 0o777),
+                                           ("out/through", "file", b"x", 0, 0o644)])}, 400, "symlink"),
+            ({"path": bad("hardlink-out", [("etc/shadow", "hardlink", "../../etc/shadow", 0, 0o644)])}, 400, "link"),
+            ({"path": bad("device", [("etc/mem", "chardev", (1, 1), 0, 0o666)])}, 400, "device"),
+            ({"path": bad("whiteout-out", [("../.wh.passwd", "file", b"", 0, 0o644)])}, 400, ".."),
+            ({"path": corrupt}, 400, "digest"),
+            ({"path": truncated}, 400, "digest"),
+            ({"path": bad("bomb", [("etc/zeros", "file", bytes(64 << 20), 0, 0o644)])}, 429, "max_size"),
+            ({"path": many_layers_layout(self.work, self.layout, 10000)}, 400, "layers"),
+            ({"path": self.layout, "name": "acme/../busybox:1"}, 400, ".."),
         ]
         for body, code, says in cases:
             status, reply = self.daemon.admin("POST", "/v1/images/import", body)
@@ -299,6 +381,7 @@ class ImagesTest(DaemonTestCase):
             self.assertEqual(self.images(), before, body)
         self.assertFalse(os.path.exists(os.path.join(self.daemon.state_dir, "images", "escape")))
         self.assertFalse(os.path.exists(os.path.join(self.daemon.state_dir, "escape")))
+        self.assertEqual(self.layer_dirs(), [], "a refused import left a layer")
         # The CLI says why too.
         code, _, err = self.admin_cli("import", "nonexistent", cwd=self.work)
         self.assertEqual(code, 1)
@@ -307,7 +390,33 @@ class ImagesTest(DaemonTestCase):
         status, image = self.daemon.admin("POST", "/v1/images/import", {"path": self.layout, "name": "busybox:good"})
         self.assertEqual(status, 201, (image, self.daemon_errors()))
         self.assertEqual([i["names"] for i in self.images()], [["busybox:good"]])
+        # A name that is taken: refused without force, moved with it.
+        other = umoci_layout(self.work, "other", base + [("etc/other", "file", b"o\n", 0, 0o644)])
+        status, reply = self.daemon.admin("POST", "/v1/images/import", {"path": other, "name": "busybox:good"})
+        self.assertEqual(status, 409, reply)
+        self.assertIn("force", reply["error"]["message"])
+        status, moved = self.daemon.admin("POST", "/v1/images/import", {"path": other, "name": "busybox:good",
+                                                                       "force": True})
+        self.assertEqual(status, 201, moved)
+        self.assertNotEqual(moved["digest"], image["digest"])
 
+    def test_two_imports_of_one_image_at_once_end_with_one_image(self):
+        self.from_nothing()
+        self.addCleanup(self.remove_all)
+        results = []
+
+        def one(name):
+            results.append(self.daemon.admin("POST", "/v1/images/import", {"path": self.layout, "name": name}))
+        threads = [threading.Thread(target=one, args=(f"twice:{i}",)) for i in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        statuses = sorted(status for status, _ in results)
+        # Both in, or the second told the first is under way (conflict): never two images.
+        self.assertIn(statuses, ([201, 201], [201, 409]), results)
+        self.assertEqual(len(self.images()), 1, self.images())
+        self.assertEqual(len(self.layer_dirs()), 1)
 
 if __name__ == "__main__":
     unittest.main()
