@@ -89,6 +89,25 @@ StatusOr<AdminOptions> ParseAdminOptions(const std::vector<std::string>& args, c
   return out;
 }
 
+namespace {
+
+// The words of a list a flag takes, separated by spaces, tabs or commas ("a, b" is a and b).
+std::vector<std::string> ListWords(const std::string& text) {
+  std::vector<std::string> words;
+  std::string word;
+  for (char c : text + " ") {
+    if (c == ' ' || c == ',' || c == '\t') {
+      if (!word.empty()) words.push_back(word);
+      word.clear();
+    } else {
+      word.push_back(c);
+    }
+  }
+  return words;
+}
+
+}  // namespace
+
 StatusOr<AdminOptions> ParseTokenOptions(const std::vector<std::string>& args, const EnvLookup& env) {
   constexpr char kSee[] = "corral token --help";
   AdminOptions out;
@@ -121,15 +140,7 @@ StatusOr<AdminOptions> ParseTokenOptions(const std::vector<std::string>& args, c
   if (scanned.Has("--scope")) {
     // "exec files", "exec,files" and "exec, files" all mean the same two scopes.
     std::string scope;
-    std::string word;
-    for (char c : *scanned.Value("--scope") + " ") {
-      if (c == ' ' || c == ',' || c == '\t') {
-        if (!word.empty()) scope += (scope.empty() ? "" : " ") + word;
-        word.clear();
-      } else {
-        word.push_back(c);
-      }
-    }
+    for (const std::string& word : ListWords(*scanned.Value("--scope"))) scope += (scope.empty() ? "" : " ") + word;
     if (scope.empty()) return Status::Error("--scope: empty (omit it for all scopes)");
     out.scope = scope;
   }
@@ -152,16 +163,7 @@ StatusOr<AdminOptions> ParseTokenOptions(const std::vector<std::string>& args, c
   }
   if (scanned.Has("--images")) {
     // "python:*,host", "python:* host": the images the user may create sandboxes of; "": none.
-    std::vector<std::string> images;
-    std::string word;
-    for (char c : *scanned.Value("--images") + " ") {
-      if (c == ' ' || c == ',' || c == '\t') {
-        if (!word.empty()) images.push_back(word);
-        word.clear();
-      } else {
-        word.push_back(c);
-      }
-    }
+    std::vector<std::string> images = ListWords(*scanned.Value("--images"));
     if (images.size() > 64) return Status::Error("--images: at most 64 entries");
     for (const std::string& image : images) {
       if (image.size() > 255) return Status::Error("--images: an entry is at most 255 characters");
