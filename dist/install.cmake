@@ -2,8 +2,8 @@
 # CPack builds from the same rules (`cpack --config <build>/CPackConfig.cmake`, or dist/package.sh).
 #
 #   <bindir>/corrald, <bindir>/corral                 /usr/bin
-#   <libexecdir>/corral/corral-init, corral-mcp,      /usr/libexec/corral (static: they run in sandboxes)
-#     corral-claude
+#   <libexecdir>/corral/corral-init, corral-mcp,      /usr/libexec/corral (static: they run in sandboxes;
+#     corral-claude, corral-cli                      corral-cli is the full client `corral` runs)
 #   <datadir>/corral/web/                             /usr/share/corral/web (when the page was built)
 #   <sysconfdir>/corral/corrald.toml                  /etc/corral, every key commented with its default
 #   corrald.service                                   systemd's unit directory (/lib/systemd/system)
@@ -13,7 +13,7 @@
 # by the package's postinst (dist/debian/); corrald makes its state_dir itself where there is none.
 
 install(TARGETS corrald corral RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-install(TARGETS corral-init corral-mcp corral-claude RUNTIME DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/corral)
+install(TARGETS corral-init corral-mcp corral-claude corral-cli RUNTIME DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/corral)
 install(DIRECTORY ${CMAKE_BINARY_DIR}/tools/web/ DESTINATION ${CMAKE_INSTALL_DATADIR}/corral/web OPTIONAL)
 # Absolute: with prefix /usr, GNUInstallDirs puts sysconfdir at /etc (its relative form would be
 # /usr/etc).

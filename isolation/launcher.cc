@@ -118,15 +118,15 @@ int BringLoopbackUp() {
   return rc;
 }
 
-// After barrier 1: CPU affinity, the cgroup namespace, a session, the mount plan, the hostname
-// and lo.
+// CPU affinity, a session, the mount plan, the hostname and lo: all of it while the parent may
+// still be putting us in our cgroup (on cgroup v1 that write waits for an RCU grace period, a few
+// milliseconds this work overlaps). What this allocates before then (mounts, the skeleton's few
+// generated files) is charged to the launcher's cgroup, as the namespaces made by clone are.
 void ChildEnterSandbox(const LaunchPlan& plan, int sync_fd) {
   if (!plan.cpu_mask.empty() &&
       syscall(SYS_sched_setaffinity, 0, plan.cpu_mask.size() * sizeof(unsigned long), plan.cpu_mask.data()) != 0) {
     ChildFail(sync_fd, ChildStep::kCpuAffinity, errno);
   }
-  // Rooted at the cgroup we are in: the sandbox's own, which rootfs shows at /sys/fs/cgroup.
-  if (unshare(CLONE_NEWCGROUP) != 0) ChildFail(sync_fd, ChildStep::kCgroupNamespace, errno);
   if (setsid() < 0) ChildFail(sync_fd, ChildStep::kSession, errno);
 
   rootfs::MountFailure mount_failure;
@@ -244,11 +244,13 @@ void ChildPlaceFds(const LaunchPlan& plan, int sync_fd, const int* listeners) {
   sigemptyset(&empty);
   sigprocmask(SIG_SETMASK, &empty, nullptr);
 
-  // Barrier 1: the parent has put us in our cgroup.
-  if (!ChildWaitFor(sync_fd, SyncType::kGo)) _exit(125);
   ChildEnterSandbox(plan, sync_fd);
   int listeners[kMaxLoopbackListeners];
   ChildOpenListeners(plan, sync_fd, listeners);
+  // Barrier 1: the parent has put us in our cgroup. The cgroup namespace is rooted at it: the
+  // sandbox's own, which the mount plan showed at /sys/fs/cgroup.
+  if (!ChildWaitFor(sync_fd, SyncType::kGo)) _exit(125);
+  if (unshare(CLONE_NEWCGROUP) != 0) ChildFail(sync_fd, ChildStep::kCgroupNamespace, errno);
   // The host root's supplementary groups must not follow us in. Raw syscalls, here and for the
   // ids below: glibc's set*id wrappers apply the change to every thread of the process they think
   // they are in (__nptl_setxid), and this child, cloned from a multi-threaded daemon, still has
@@ -467,15 +469,17 @@ StatusOr<LaunchedSandbox> Launch(const LaunchPlan& plan, const AttachFn& attach,
     Status attached = attach(pid);
     if (!attached.ok()) return abort_child(attached.WithContext("attach to cgroup"));
   }
+  // The child may already have failed a step of its own (and exited): its message is still
+  // queued, so a failed send is not the end of the story.
   SyncMessage go = {SyncType::kGo, 0, 0, 0, 0};
-  if (send(parent_end.get(), &go, sizeof(go), MSG_NOSIGNAL) != sizeof(go)) {
-    return abort_child(ErrnoError("sync with child"));
-  }
+  const bool go_sent = send(parent_end.get(), &go, sizeof(go), MSG_NOSIGNAL) == sizeof(go);
+  const int go_errno = errno;
   for (;;) {
     SyncMessage msg;
     ssize_t n = recv(parent_end.get(), &msg, sizeof(msg), 0);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return abort_child(ErrnoError("sync with child"));
+    if (n == 0 && !go_sent) return abort_child(Status::Error("sync with child", go_errno));
     if (n == 0) return sandbox;  // EOF: the sync socket closed at exec.
     if (n != sizeof(msg)) return abort_child(Status::Error("sync with child: short message"));
     if (msg.type == SyncType::kSetupError) return child_error(msg);

@@ -7,10 +7,13 @@
 //
 // Order of the recipe (parent <-> child over a SOCK_SEQPACKET pair):
 //   parent: clone3(NEWPID|NEWNS|NEWUTS|NEWIPC|NEWNET, CLONE_PIDFD, CLONE_INTO_CGROUP on v2)
-//   parent: attach the child to its cgroup (v1), send kGo            -- barrier 1
-//   child:  CPU affinity, cgroup namespace (rooted at that cgroup), new session, mounts +
-//           pivot_root, hostname, lo up
-//   child:  drop supplementary groups, unshare(CLONE_NEWUSER), send kUserNsReady
+//   parent: attach the child to its cgroup (v1), send kGo      | child: CPU affinity, new
+//                                                              |   session, mounts + pivot_root,
+//                                                              |   hostname, lo up, listeners
+//           (the two columns run at once: a v1 attach waits for an RCU grace period)
+//   child:  wait for kGo                                              -- barrier 1
+//   child:  cgroup namespace (rooted at that cgroup), drop supplementary groups,
+//           unshare(CLONE_NEWUSER), send kUserNsReady
 //   parent: the after_cgroup_namespace hook (the daemon moves its init into a leaf below the
 //           namespace's root), write uid_map/gid_map (inside 0..65535 -> host
 //           base..base+65535), send kMapsGo                          -- barrier 2

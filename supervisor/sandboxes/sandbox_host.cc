@@ -181,6 +181,14 @@ Status SandboxHost::Prepare(const isolation::SandboxSpec& spec) {
   return rootfs::EnsureDiskImage(image, spec.limits().disk_bytes.value_or(0), base, base);
 }
 
+StatusOr<int> SandboxHost::InitProgram() {
+  std::lock_guard lock(init_mu_);
+  if (!init_fd_) {
+    ASSIGN_OR_RETURN(init_fd_, isolation::LoadSealedExecutable(init_path_));
+  }
+  return init_fd_.get();
+}
+
 StatusOr<SandboxProcess> SandboxHost::Start(const std::string& id, const isolation::SandboxSpec& spec) {
   RETURN_IF_ERROR(Prepare(spec));
   RETURN_IF_ERROR(isolation::MakeRunDirs(config_.run_dir));
@@ -198,7 +206,7 @@ StatusOr<SandboxProcess> SandboxHost::Start(const std::string& id, const isolati
   RETURN_IF_ERROR(backend_.Destroy(cgroup));
 
   ASSIGN_OR_RETURN(UniqueFd listener, ListenControl(ControlPath(id)));
-  ASSIGN_OR_RETURN(UniqueFd init_fd, isolation::LoadSealedExecutable(init_path_));
+  ASSIGN_OR_RETURN(int init_fd, InitProgram());
   // The child starts in the sandbox's cgroup itself, so that the cgroup namespace it makes is
   // rooted there (commands see "/cmd-N", and /sys/fs/cgroup is the whole sandbox); once it has
   // made it, init moves to its own leaf, <cgroup>/init. CPU-limited sandboxes are spread over
@@ -207,7 +215,7 @@ StatusOr<SandboxProcess> SandboxHost::Start(const std::string& id, const isolati
   site.cgroup = cgroup;
   site.run_dir = config_.run_dir;
   site.cpu_slot = static_cast<uint64_t>((static_cast<int64_t>(*spec.host_uid_base()) - kUidFirst) / kUidStep);
-  site.init_fd = init_fd.get();
+  site.init_fd = init_fd;
   site.status_fd = listener.get();
   ASSIGN_OR_RETURN(isolation::PreparedLaunch prepared, isolation::PrepareLaunch(spec, site, backend_));
   auto to_leaf = [&](pid_t pid) { return backend_.AttachToNewLeaf(cgroup, "init", pid); };

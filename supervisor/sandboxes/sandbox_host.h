@@ -148,6 +148,12 @@ class SandboxHost {
   // Running sandboxes whose cgroup is not <cgroup_parent_>/<id> (adopted at an older place).
   mutable std::mutex placed_mu_;
   std::map<std::string, std::string> placed_;
+  // corral-init in one sealed memfd that every sandbox executes, so its pages are in memory once
+  // (InitProgram): read at the first start and kept for the daemon's life, so a package upgrade
+  // reaches new sandboxes when corrald restarts, as its own code does.
+  StatusOr<int> InitProgram();
+  std::mutex init_mu_;
+  UniqueFd init_fd_;
   std::string init_path_;
   std::string mcp_binary_;
   std::string claude_runtime_;

@@ -17,6 +17,7 @@ expected="0644 /etc/corral/corrald.toml
 0755 /usr/bin/corral
 0755 /usr/bin/corrald
 0755 /usr/libexec/corral/corral-claude
+0755 /usr/libexec/corral/corral-cli
 0755 /usr/libexec/corral/corral-init
 0755 /usr/libexec/corral/corral-mcp
 0644 /usr/share/doc/corral/README.md

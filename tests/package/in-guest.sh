@@ -29,7 +29,7 @@ echo "systemd $(systemctl --version | head -1 | cut -d' ' -f2), $(stat -f -c %T 
 step "dpkg -i $(basename "$DEB")"
 dpkg -i "$DEB"
 for f in /usr/bin/corrald /usr/bin/corral /usr/libexec/corral/corral-init /usr/libexec/corral/corral-mcp \
-         /usr/libexec/corral/corral-claude; do
+         /usr/libexec/corral/corral-claude /usr/libexec/corral/corral-cli; do
   [ -x "$f" ] || fail "$f is not installed"
 done
 [ -f /lib/systemd/system/corrald.service ] || fail "no unit"
@@ -205,6 +205,7 @@ if [ -n "$PREV" ]; then
   dpkg -i "$DEB" > /dev/null
   cp "$PREV/corrald" "$PREV/corral" /usr/bin/
   cp "$PREV/corral-init" "$PREV/corral-mcp" /usr/libexec/corral/
+  [ ! -f "$PREV/corral-cli" ] || cp "$PREV/corral-cli" /usr/libexec/corral/
   cp "$PREV/corrald.toml" /etc/corral/corrald.toml
   systemctl start corrald
   corral admin issuer add acme > /dev/null

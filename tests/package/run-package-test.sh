@@ -73,6 +73,8 @@ if [ "$prev_rc" -eq 0 ]; then
   mkdir "$WORK/prev"
   cp "$prev_build"/tools/corrald "$prev_build"/tools/corral "$prev_build"/tools/corral-init \
      "$prev_build"/tools/corral-mcp "$prev_build/../src/dist/corrald.toml" "$WORK/prev/"
+  # Since the front split (corral runs corral-cli for everything but run and gc).
+  [ ! -x "$prev_build"/tools/corral-cli ] || cp "$prev_build"/tools/corral-cli "$WORK/prev/"
   grep -v '^#' "$SRC/dist/previous-release" | head -1 | awk '{print $1}' > "$WORK/prev/commit"
   PREV_ARG=$WORK/prev
 elif [ "$prev_rc" -eq 77 ]; then

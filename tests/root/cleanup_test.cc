@@ -104,8 +104,9 @@ TEST_F(CleanupTest, SignalSentDuringSetupStillReachesTheCommand) {
 }
 
 TEST_F(CleanupTest, ParallelRunsShareTheParentCgroupSafely) {
-  // Each run removes the shared parent cgroup when it leaves it empty; a run creating its own
-  // cgroup under that parent at the same moment must still succeed.
+  // Runs share the parent cgroup (a run leaves it for the next, `corral gc` removes it when
+  // empty); runs creating their cgroups under it at once, and a gc at the same time, must all
+  // succeed.
   std::atomic<int> failures{0};
   auto worker = [&failures] {
     for (int i = 0; i < 15; ++i) {
@@ -116,9 +117,19 @@ TEST_F(CleanupTest, ParallelRunsShareTheParentCgroupSafely) {
       }
     }
   };
-  std::thread a(worker), b(worker);
+  auto collector = [&failures] {
+    for (int i = 0; i < 15; ++i) {
+      CorralResult r = RunCorral({"gc"});
+      if (r.exit_code != 0) {
+        ++failures;
+        ADD_FAILURE() << "gc failed: " << r.err;
+      }
+    }
+  };
+  std::thread a(worker), b(worker), c(collector);
   a.join();
   b.join();
+  c.join();
   EXPECT_EQ(failures.load(), 0);
 }
 

@@ -324,19 +324,19 @@ int RunSandbox(const RunOptions& options, const RunEnvironment& env) {
   timer.Mark("gc");
 
   PreparedRun run;
-  // Whatever happens below, the cgroup goes when this function returns.
+  // Whatever happens below, the cgroup goes when this function returns. Its parent stays, empty,
+  // for the next run (making and removing it in every hierarchy each time cost more than the
+  // run's own cgroup); `corral gc` removes it.
   struct CgroupCleanup {
     cgroups::CgroupBackend& backend;
     const PreparedRun& run;
-    const RunEnvironment& env;
     ~CgroupCleanup() {
       if (!run.cgroup.empty()) {
         Status destroyed = backend.Destroy(run.cgroup);
         if (!destroyed.ok()) PrintError("cleanup: " + destroyed.ToString());
-        (void)backend.RemoveIfEmpty(env.cgroup_parent);
       }
     }
-  } cleanup{backend, run, env};
+  } cleanup{backend, run};
 
   int status_pipe[2];
   if (pipe2(status_pipe, O_CLOEXEC) != 0) return setup_failed(ErrnoError("pipe"));
