@@ -14,7 +14,7 @@
 #
 # Environment:
 #   CORRAL      corral binary (default BUILD_DIR/tools/corral; BUILD_DIR defaults to ./build)
-#   TOOLS       subset/order of: corral bwrap-cg bwrap crun runc cgwrap true
+#   TOOLS       subset/order of: corral bwrap-cg bwrap unshare crun runc cgwrap true
 #               (default: all of them; the first one present of corral, bwrap-cg is the
 #               reference of the ratios, or REF=tool)
 #   RUNS=100 WARMUP=5 TP_SECONDS=10 TP_WORKERS=2 RSS_RUNS=10 MEM=256M PIDS=256
@@ -27,7 +27,7 @@ REPO=$(cd "$HERE/.." && pwd -P)
 BUILD=${1:-$REPO/build}
 [ ! -d "$BUILD" ] || BUILD=$(cd "$BUILD" && pwd -P)   # absolute: the commands go into the report
 CORRAL=${CORRAL:-$BUILD/tools/corral}
-ALL_TOOLS="corral bwrap-cg bwrap crun runc cgwrap true"
+ALL_TOOLS="corral bwrap-cg bwrap unshare crun runc cgwrap true"
 TOOLS=${TOOLS:-$ALL_TOOLS}
 RUNS=${RUNS:-100} WARMUP=${WARMUP:-5} TP_SECONDS=${TP_SECONDS:-10} TP_WORKERS=${TP_WORKERS:-2}
 RSS_RUNS=${RSS_RUNS:-10} MEM=${MEM:-256M} PIDS=${PIDS:-256} MAP_UID=${MAP_UID:-200000}
@@ -102,6 +102,8 @@ CMD[bwrap-cg]="$CGWRAP $CGMODE $CGBASE $MEM_BYTES $PIDS -- $(command -v bwrap) $
 WHAT[bwrap-cg]="\`bwrap --unshare-all\` in a memory+pids cgroup made by \`cgwrap\`, no seccomp"
 CMD[bwrap]="$(command -v bwrap) $BWRAP_ARGS /bin/true"
 WHAT[bwrap]="\`bwrap --unshare-all\` alone: no cgroup, no seccomp (reference)"
+CMD[unshare]="$(command -v unshare) --user --map-root-user --pid --fork --mount --net --uts --ipc /bin/true"
+WHAT[unshare]="\`unshare\` of user, pid, mount, net, uts and ipc namespaces around \`/bin/true\`: the namespaces alone, no root file system, cgroup or seccomp"
 CMD[cgwrap]="$CGWRAP $CGMODE $CGBASE $MEM_BYTES $PIDS -- /bin/true"
 WHAT[cgwrap]="the cgroup wrapper alone around \`/bin/true\`, no sandbox (its own cost)"
 CMD[true]=/bin/true

@@ -12,8 +12,13 @@
 #      $STREAM_REPEAT, with the CPU time of corrald, corral-init, cat and the client
 #   3. corrald's RSS with $IDLE_SANDBOXES idle sandboxes (and corral-init's), their creation time
 #      (sequential, then $CREATE_CONCURRENCY concurrent clients), destruction, leak check
+#   4. density (issue 19): create then first command done ($CREATE_RUNS, without and with a warm
+#      pool of $POOL_SIZE), creates per second ($DENSITY_CONCURRENCY clients, $CREATE_TP_SECONDS s),
+#      $DENSITY idle sandboxes (create latency first vs last, host memory and disk per sandbox,
+#      exec at that density, destroying them all); bench/daemon_bench_density.py
 # and writes the "daemon" section of bench/RESULTS.md (a full run: every phase and runtime,
-# RUNS >= 200, WARMUP >= 10, STREAM_BYTES >= 1G, STREAM_REPEAT >= 3, IDLE_SANDBOXES >= 200) or of
+# RUNS >= 200, WARMUP >= 10, STREAM_BYTES >= 1G, STREAM_REPEAT >= 3, IDLE_SANDBOXES >= 200,
+# DENSITY >= 2000, CREATE_RUNS >= 200) or of
 # bench/out/RESULTS-daemon-trial.md (anything less). Raw data goes to bench/out/daemon/, the
 # daemon's state, bundles and rootfs to bench/.work/ (both git-ignored, removed at the end but
 # for the raw data). Run as root. See bench/README.md.
@@ -21,10 +26,11 @@
 # Environment:
 #   CORRALD, CORRAL  the binaries (default BUILD_DIR/tools/{corrald,corral}; BUILD_DIR: ./build)
 #   EXEC_RTT         the lean exec client (default BUILD_DIR/bench/exec_rtt)
-#   PHASES="exec stream idle"   RUNTIMES="crun runc"   (subsets for a trial)
+#   PHASES="exec stream idle density"   RUNTIMES="crun runc"   (subsets for a trial)
 #   RUNS=200 WARMUP=10
 #   STREAM_BYTES=1G STREAM_REPEAT=3 SANDBOX_MEMORY=3G SANDBOX_DISK=2G  (the exec/stream sandbox)
 #   IDLE_SANDBOXES=200 CREATE_CONCURRENCY=8 IDLE_MEMORY=64M IDLE_DISK=64M
+#   DENSITY=2000 DENSITY_CONCURRENCY=4 CREATE_RUNS=200 CREATE_TP_SECONDS=10 POOL_SIZE=8
 #   MEM=256M PIDS=256 MAP_UID=200000   (the crun/runc containers, as in cold_start.sh)
 #   RESULTS_MD=path    where to write the report (overrides the choice above)
 set -euo pipefail
@@ -37,7 +43,7 @@ CORRALD=${CORRALD:-$BUILD/tools/corrald}
 CORRAL=${CORRAL:-$BUILD/tools/corral}
 EXEC_RTT=${EXEC_RTT:-$BUILD/bench/exec_rtt}
 CORRALD_REAL=$(readlink -f "$CORRALD" || true)   # how cleanup recognises the daemon it started
-ALL_PHASES="exec stream idle"
+ALL_PHASES="exec stream idle density"
 PHASES=${PHASES:-$ALL_PHASES}
 RUNTIMES=${RUNTIMES-crun runc}
 RUNS=${RUNS:-200} WARMUP=${WARMUP:-10}
@@ -45,8 +51,11 @@ STREAM_BYTES=${STREAM_BYTES:-1G} STREAM_REPEAT=${STREAM_REPEAT:-3}
 SANDBOX_MEMORY=${SANDBOX_MEMORY:-3G} SANDBOX_DISK=${SANDBOX_DISK:-2G}
 IDLE_SANDBOXES=${IDLE_SANDBOXES:-200} CREATE_CONCURRENCY=${CREATE_CONCURRENCY:-8}
 IDLE_MEMORY=${IDLE_MEMORY:-64M} IDLE_DISK=${IDLE_DISK:-64M}
+DENSITY=${DENSITY:-2000} DENSITY_CONCURRENCY=${DENSITY_CONCURRENCY:-4} CREATE_RUNS=${CREATE_RUNS:-200}
+CREATE_TP_SECONDS=${CREATE_TP_SECONDS:-10} POOL_SIZE=${POOL_SIZE:-8}
 MEM=${MEM:-256M} PIDS=${PIDS:-256} MAP_UID=${MAP_UID:-200000}
-export RUNS WARMUP STREAM_BYTES STREAM_REPEAT IDLE_SANDBOXES CREATE_CONCURRENCY IDLE_MEMORY IDLE_DISK
+export RUNS WARMUP STREAM_BYTES STREAM_REPEAT IDLE_SANDBOXES CREATE_CONCURRENCY IDLE_MEMORY IDLE_DISK \
+  DENSITY DENSITY_CONCURRENCY CREATE_RUNS CREATE_TP_SECONDS POOL_SIZE
 PY=/usr/bin/python3          # Debian's, with python3-websockets (not a pyenv shim)
 DRIVER=$HERE/daemon_bench.py
 OUT=$HERE/out/daemon
@@ -148,6 +157,11 @@ fi
 # ------------------------------------------------------------------- corrald
 STATE_DIR=$WORK/state
 CFG=$WORK/corrald.toml
+MOST=$IDLE_SANDBOXES
+if has_phase density && [ "$DENSITY" -gt "$MOST" ]; then MOST=$DENSITY; fi
+# About 16 of corrald's descriptors per sandbox (corral doctor's open_files): its hard limit is
+# raised for this run (corrald raises its soft limit to it), as the unit's LimitNOFILE does.
+ulimit -Hn 1048576 2>/dev/null || ulimit -Hn "$(cat /proc/sys/fs/nr_open)" || true
 LOG=$OUT/corrald.log
 cat > "$CFG" <<EOF
 [daemon]
@@ -163,16 +177,20 @@ listen = "127.0.0.1:0"
 requests_per_minute = 0
 
 [sandbox]
-max_sandboxes_per_user = $((IDLE_SANDBOXES + 16))
-max_sandboxes = $((IDLE_SANDBOXES + 16 > 1000 ? IDLE_SANDBOXES + 16 : 1000))
+max_sandboxes_per_user = $((MOST + 64))
+max_sandboxes = $((MOST + 64 > 1000 ? MOST + 64 : 1000))
 stop_grace = 2
+
+# The density phase sets it through reloads (daemon_bench_density.py).
+[pool]
+sizes = {}
 EOF
 : > "$LOG"
 setsid "$CORRALD" --config "$CFG" --foreground >>"$LOG" 2>&1 </dev/null &
 DAEMON_PID=$!
 sleep 0.1
 daemon_alive || die "corrald did not start (pid $DAEMON_PID): $(tail -5 "$LOG")"
-export BENCH_LOG=$LOG BENCH_ADMIN_SOCKET=$RUN_DIR/admin.sock BENCH_STATE_DIR=$STATE_DIR \
+export BENCH_LOG=$LOG BENCH_ADMIN_SOCKET=$RUN_DIR/admin.sock BENCH_STATE_DIR=$STATE_DIR BENCH_CONFIG=$CFG \
   BENCH_RUN_DIR=$RUN_DIR BENCH_CGROUP_PARENT=$CGPARENT BENCH_DAEMON_PID=$DAEMON_PID CORRAL
 "$PY" "$DRIVER" setup "$WORK/env" || die "corrald setup failed: $(tail -5 "$LOG")"
 set -a; . "$WORK/env"; set +a       # CORRAL_URL, CORRAL_TOKEN (for the driver and the CLI)
@@ -184,6 +202,10 @@ LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 if has_phase idle; then
   say "idle: $IDLE_SANDBOXES sandboxes (memory $IDLE_MEMORY, disk $IDLE_DISK), sequential then $CREATE_CONCURRENCY concurrent"
   "$PY" "$DRIVER" idle "$OUT/idle.json" || die "idle sandboxes phase"
+fi
+if has_phase density; then
+  say "density: create then first command ($CREATE_RUNS, pool off and $POOL_SIZE), creates/s, $DENSITY idle sandboxes"
+  "$PY" "$DRIVER" density "$OUT/density.json" || die "density phase"
 fi
 if has_phase exec || has_phase stream; then
   BENCH_SANDBOX=$("$PY" "$DRIVER" create bench "$SANDBOX_MEMORY" "$SANDBOX_DISK") || die "cannot create the bench sandbox"
@@ -221,8 +243,8 @@ fi
 # ------------------------------------------------------------------- report
 TRIAL=
 [ "$RUNS" -ge 200 ] && [ "$WARMUP" -ge 10 ] && [ "$STREAM_REPEAT" -ge 3 ] && [ "$IDLE_SANDBOXES" -ge 200 ] \
-  && [ "$(numfmt --from=iec "$STREAM_BYTES")" -ge $((1 << 30)) ] \
-  || TRIAL="RUNS=$RUNS WARMUP=$WARMUP STREAM_BYTES=$STREAM_BYTES STREAM_REPEAT=$STREAM_REPEAT IDLE_SANDBOXES=$IDLE_SANDBOXES"
+  && [ "$(numfmt --from=iec "$STREAM_BYTES")" -ge $((1 << 30)) ] && [ "$DENSITY" -ge 2000 ] && [ "$CREATE_RUNS" -ge 200 ] \
+  || TRIAL="RUNS=$RUNS WARMUP=$WARMUP STREAM_BYTES=$STREAM_BYTES STREAM_REPEAT=$STREAM_REPEAT IDLE_SANDBOXES=$IDLE_SANDBOXES DENSITY=$DENSITY CREATE_RUNS=$CREATE_RUNS"
 for p in $ALL_PHASES; do has_phase $p || TRIAL="${TRIAL:+$TRIAL, }without $p"; done
 for r in crun runc; do case " $RUNTIMES " in *" $r "*) ;; *) TRIAL="${TRIAL:+$TRIAL, }without $r" ;; esac; done
 RESULTS_MD=${RESULTS_MD:-$([ -z "$TRIAL" ] && echo "$HERE/RESULTS.md" || echo "$HERE/out/RESULTS-daemon-trial.md")}
@@ -235,7 +257,8 @@ meta=(
   "phases=$PHASES" "runtimes=$RUNTIMES" "trial=$TRIAL" "runs=$RUNS" "warmup=$WARMUP"
   "stream_bytes=$STREAM_BYTES" "stream_repeat=$STREAM_REPEAT" "sandbox_memory=$SANDBOX_MEMORY"
   "sandbox_disk=$SANDBOX_DISK" "idle_sandboxes=$IDLE_SANDBOXES" "create_concurrency=$CREATE_CONCURRENCY"
-  "idle_memory=$IDLE_MEMORY" "idle_disk=$IDLE_DISK" "mem=$MEM" "pids=$PIDS"
+  "idle_memory=$IDLE_MEMORY" "idle_disk=$IDLE_DISK" "mem=$MEM" "pids=$PIDS" "density=$DENSITY"
+  "pool_size=$POOL_SIZE"
   "versions.corral=$corral_version"
   "versions.crun=$(ver crun --version)" "versions.runc=$(ver runc --version)"
   "versions.hyperfine=$(ver hyperfine --version)"

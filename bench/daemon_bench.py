@@ -10,6 +10,8 @@ environment (BENCH_* below, CORRAL_URL, CORRAL_TOKEN), and writes JSON into OUT_
   stream OUT_JSON       cat of a STREAM_BYTES file to three clients, STREAM_REPEAT times each
   idle OUT_JSON         IDLE_SANDBOXES idle sandboxes: creation (sequential, then concurrent),
                         RSS, destruction, leak check
+  density OUT_JSON      create then first command (pool off and on), creates per second, DENSITY
+                        idle sandboxes (daemon_bench_density.py)
   rss OUT_JSON          corrald's VmRSS now
   destroy-all           destroy every sandbox of the daemon (cleanup; admin socket)
   report OUT_DIR RESULTS_MD   the "corrald (issue 3)" section of RESULTS_MD
@@ -39,6 +41,7 @@ from daemon_bench_proc import (CpuSampler, leak_check, our_loop_devices,  # noqa
                                sandbox_memory_bytes)
 from daemon_bench_report import report  # noqa: E402
 from daemon_bench_stream import cmd_stream  # noqa: E402
+from daemon_bench_density import cmd_density  # noqa: E402
 
 
 # ------------------------------------------------------------------------------- setup
@@ -270,6 +273,8 @@ if __name__ == "__main__":
         cmd_stream(*args)
     elif cmd == "idle":
         cmd_idle(*args)
+    elif cmd == "density":
+        cmd_density(*args)
     elif cmd == "report":
         report(*args)
     elif cmd == "leaks":

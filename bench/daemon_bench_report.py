@@ -6,6 +6,7 @@ import os
 
 import results_md  # bench/results_md.py: the marker-delimited sections
 from daemon_bench_client import stats_ms
+from daemon_bench_density import report_density
 
 
 def load(out_dir, name):
@@ -29,12 +30,13 @@ def yes(ok):
 
 def report(out_dir, results_md_path):
     meta = load(out_dir, "meta.json")
-    L = results_md.report_head("corrald (issue 3): exec round trip, streaming, idle sandboxes", meta,
+    L = results_md.report_head("corrald: exec round trip, streaming, idle sandboxes, density", meta,
                                "`bench/daemon.sh` (against a private corrald it starts)")
     L.append("")
     report_exec(L, out_dir, meta)
     report_stream(L, out_dir, meta)
     report_idle(L, out_dir)
+    report_density(L, load(out_dir, "density.json"))
     report_end(L, out_dir, meta)
     results_md.write_section(results_md_path, "daemon", "\n".join(L))
     print("\n".join(L))

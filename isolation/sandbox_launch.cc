@@ -49,15 +49,6 @@ StatusOr<rootfs::MountPlan> PlanMounts(const SandboxSpec& spec, const LaunchSite
   return rootfs::BuildMountPlan(input);
 }
 
-// The sandbox's cgroup limits: memory, pids, and the CPU quota of its millicores.
-cgroups::CgroupLimits CgroupLimitsOf(const ResourceLimits& limits) {
-  cgroups::CgroupLimits out;
-  out.memory_max_bytes = limits.memory_bytes;
-  out.pids_max = limits.pids;
-  if (limits.cpu_millicores) out.cpu_quota_us = *limits.cpu_millicores * out.cpu_period_us / 1000;
-  return out;
-}
-
 // The plan but its mounts, CPUs and cgroup: identity, rlimits, and corral-init's argv and
 // environment for the spec's init mode.
 void FillProcess(const SandboxSpec& spec, const LaunchSite& site, uid_t base, LaunchPlan& plan) {
@@ -88,6 +79,14 @@ void FillProcess(const SandboxSpec& spec, const LaunchSite& site, uid_t base, La
 }
 
 }  // namespace
+
+cgroups::CgroupLimits CgroupLimitsOf(const ResourceLimits& limits) {
+  cgroups::CgroupLimits out;
+  out.memory_max_bytes = limits.memory_bytes;
+  out.pids_max = limits.pids;
+  if (limits.cpu_millicores) out.cpu_quota_us = *limits.cpu_millicores * out.cpu_period_us / 1000;
+  return out;
+}
 
 Status MakeRunDirs(const std::string& run_dir) {
   for (const std::string& dir : {run_dir, run_dir + "/scratch"}) {

@@ -41,6 +41,9 @@ struct PreparedLaunch {
   UniqueFd idmap_userns;  // the mapping of the image layers' binds (none for the host image)
 };
 
+// A sandbox's cgroup limits: memory, pids, and the CPU quota of its millicores.
+cgroups::CgroupLimits CgroupLimitsOf(const ResourceLimits& limits);
+
 // Makes <run_dir> and <run_dir>/scratch, mode 0755: the child builds the sandbox's skeleton as
 // the sandbox's own (unprivileged) host uid in a tmpfs mounted on <run_dir>/scratch.
 Status MakeRunDirs(const std::string& run_dir);

@@ -19,9 +19,14 @@
 
 namespace corral::rootfs {
 
+// What a new image needs free on its file system: its metadata, its journal as it is used, and
+// some room for its first writes.
+inline constexpr uint64_t kMinFreeForImage = 64ull << 20;
+
 // Creates `path` as a sparse file of `bytes` holding an empty ext4 file system whose root
-// directory belongs to root_uid:root_gid (mkfs.ext4 from e2fsprogs). An existing image is
-// checked instead: its size must be `bytes`.
+// directory belongs to root_uid:root_gid (mkfs.ext4 from e2fsprogs); ENOSPC, saying how much is
+// free, when its file system has less than kMinFreeForImage. An existing image is checked
+// instead: its size must be `bytes`.
 Status EnsureDiskImage(const std::string& path, uint64_t bytes, uid_t root_uid, gid_t root_gid);
 
 // The size of an existing image (what `--disk` was when the workspace was made).

@@ -306,6 +306,25 @@ std::string ApplyRepoPaths(const toml::node& node, DaemonConfig& config) {
   return "";
 }
 
+// [pool] sizes = { host = 8, "python:3.12" = 2 }: how many warm sandboxes of each image.
+std::string ApplyPoolSizes(const toml::node& node, DaemonConfig& config) {
+  const std::string expected = "expected a table of image names and counts, like { host = 8, \"python:3.12\" = 2 }";
+  const auto* table = node.as_table();
+  if (table == nullptr) return expected;
+  std::map<std::string, uint64_t> sizes;
+  for (const auto& [key, value] : *table) {
+    const std::string image(key.str());
+    const auto* count = value.as_integer();
+    if (image.empty() || image.size() > 256) return expected;
+    if (count == nullptr || count->get() < 0 || count->get() > 100000) {
+      return image + ": expected a count of sandboxes, 0 to 100000";
+    }
+    if (count->get() > 0) sizes[image] = static_cast<uint64_t>(count->get());
+  }
+  config.pool_sizes = std::move(sizes);
+  return "";
+}
+
 // A group name as useradd(8) accepts it, or "" (root only).
 std::string ApplyAdminGroup(const toml::node& node, DaemonConfig& config) {
   const std::string expected = "expected a group name like \"corral\", or \"\" for root only";
@@ -463,6 +482,7 @@ const std::vector<KeySpec>& Keys() {
       {"sandbox", "max_sessions_per_user", CountKey(&DaemonConfig::max_sessions_per_user)},
       {"sandbox", "max_sessions_per_issuer", CountKey(&DaemonConfig::max_sessions_per_issuer)},
       {"sandbox", "stop_grace", SecondsKey(&DaemonConfig::stop_grace_s)},
+      {"pool", "sizes", ApplyPoolSizes},
       {"streams", "replay_buffer", SizeKey(&DaemonConfig::replay_buffer_bytes)},
       {"streams", "max_file", SizeKey(&DaemonConfig::max_file_bytes)},
       {"store", "synchronous", ApplySynchronous},
@@ -605,6 +625,14 @@ Status Validate(const DaemonConfig& c, const std::string& origin, const Lines& l
        "sandbox.max_sandboxes", &DaemonConfig::max_sandboxes},
   }));
 
+  uint64_t pooled = 0;
+  for (const auto& [image, count] : c.pool_sizes) pooled += count;
+  if (pooled > c.max_sandboxes) {
+    return Status::Error(check.Where({"pool.sizes", "sandbox.max_sandboxes"}) + "pool.sizes: " +
+                         std::to_string(pooled) + " warm sandboxes are more than sandbox.max_sandboxes (" +
+                         std::to_string(c.max_sandboxes) + ")");
+  }
+
   if (c.relay.port == 0 || c.relay.port > 65535) {
     return Status::Error(check.Where({"relay.port"}) + "relay.port: expected a port, 1 to 65535");
   }
@@ -692,75 +720,6 @@ StatusOr<DaemonConfig> ParseConfig(const std::string& text, const std::string& o
   } catch (const std::exception& e) {
     return Status::Error(origin + ": " + e.what());
   }
-}
-
-std::vector<std::string> ApplyReload(DaemonConfig& live, const DaemonConfig& fresh) {
-  // [sandbox]
-  for (uint64_t DaemonConfig::*field :
-       {&DaemonConfig::default_memory_bytes, &DaemonConfig::max_memory_bytes, &DaemonConfig::default_cpu_millicores,
-        &DaemonConfig::max_cpu_millicores, &DaemonConfig::default_pids, &DaemonConfig::max_pids,
-        &DaemonConfig::default_disk_bytes, &DaemonConfig::max_disk_bytes, &DaemonConfig::default_idle_timeout_s,
-        &DaemonConfig::max_idle_timeout_s, &DaemonConfig::max_sandboxes_per_user, &DaemonConfig::max_sandboxes,
-        &DaemonConfig::max_snapshots_per_user, &DaemonConfig::max_commands_per_sandbox,
-        &DaemonConfig::max_sandboxes_per_issuer, &DaemonConfig::max_sessions_per_user,
-        &DaemonConfig::max_sessions_per_issuer, &DaemonConfig::stop_grace_s, &DaemonConfig::requests_per_minute}) {
-    live.*field = fresh.*field;
-  }
-  live.relay.requests_per_minute = fresh.relay.requests_per_minute;
-  live.server_limits.allowed_origins = fresh.server_limits.allowed_origins;
-  live.relay.prices = fresh.relay.prices;
-  live.egress_defaults = fresh.egress_defaults;
-  live.egress_allowed = fresh.egress_allowed;
-
-  std::vector<std::string> restart;
-  auto differs = [&](const char* key, bool changed) {
-    if (changed) restart.push_back(key);
-  };
-  differs("daemon.state_dir", live.state_dir != fresh.state_dir);
-  differs("daemon.run_dir", live.run_dir != fresh.run_dir);
-  differs("daemon.admin_socket", live.admin_socket != fresh.admin_socket || live.admin_group != fresh.admin_group);
-  differs("daemon.cgroup_mount", live.cgroup_mount != fresh.cgroup_mount);
-  differs("daemon.cgroup_parent", live.cgroup_parent != fresh.cgroup_parent);
-  differs("daemon.init_path", live.init_path != fresh.init_path);
-  differs("api.listen", live.listen_address != fresh.listen_address || live.listen_port != fresh.listen_port);
-  differs("api.web", live.web != fresh.web || live.web_dir != fresh.web_dir);
-  const ServerLimits& was = live.server_limits;
-  const ServerLimits& is = fresh.server_limits;
-  differs("api.max_message", was.max_ws_message_bytes != is.max_ws_message_bytes);
-  differs("api.max_body", was.max_body_bytes != is.max_body_bytes || was.max_body_memory != is.max_body_memory ||
-                              was.body_min_rate != is.body_min_rate);
-  differs("api.ws_queue_hard_limit", was.ws_queue_hard_limit != is.ws_queue_hard_limit);
-  differs("api.max_connections", was.max_connections != is.max_connections ||
-                                     was.max_ws_connections_per_user != is.max_ws_connections_per_user);
-  differs("api timeouts", was.handshake_timeout_s != is.handshake_timeout_s || was.idle_timeout_s != is.idle_timeout_s);
-  differs("auth", live.max_clock_skew_s != fresh.max_clock_skew_s ||
-                      live.max_token_lifetime_s != fresh.max_token_lifetime_s);
-  differs("streams", live.replay_buffer_bytes != fresh.replay_buffer_bytes ||
-                         live.max_file_bytes != fresh.max_file_bytes);
-  differs("store.synchronous", live.store_synchronous_full != fresh.store_synchronous_full);
-  differs("sessions", live.tool_call_timeout_s != fresh.tool_call_timeout_s ||
-                          live.agent_silence_timeout_s != fresh.agent_silence_timeout_s);
-  differs("relay (port, upstream, api_key_file, ca_file, limits)",
-          live.relay.port != fresh.relay.port || live.relay.upstream != fresh.relay.upstream ||
-              live.relay.api_key_file != fresh.relay.api_key_file || live.relay.ca_file != fresh.relay.ca_file ||
-              live.relay.max_request_bytes != fresh.relay.max_request_bytes ||
-              live.relay.timeout_s != fresh.relay.timeout_s);
-  differs("execute", live.execute_allowed_repo_paths != fresh.execute_allowed_repo_paths ||
-                         live.execute_timeout_s != fresh.execute_timeout_s ||
-                         live.execute_max_diff_bytes != fresh.execute_max_diff_bytes ||
-                         live.execute_max_bundle_bytes != fresh.execute_max_bundle_bytes);
-  differs("egress (enabled, port, netns, resolver, limits)",
-          live.egress_enabled != fresh.egress_enabled || live.egress_port != fresh.egress_port ||
-              live.egress_netns != fresh.egress_netns || live.egress_resolver != fresh.egress_resolver ||
-              live.egress_max_connections != fresh.egress_max_connections ||
-              live.egress_bandwidth != fresh.egress_bandwidth ||
-              live.egress_connect_timeout_s != fresh.egress_connect_timeout_s ||
-              live.egress_idle_timeout_s != fresh.egress_idle_timeout_s);
-  differs("images", !SameImagesConfig(live.images, fresh.images));
-  differs("network", live.network_netns != fresh.network_netns ||
-                         live.network_full_subnet.ToString() != fresh.network_full_subnet.ToString() ||
-                         live.network_dns != fresh.network_dns);
-  return restart;
 }
 
 StatusOr<DaemonConfig> LoadConfig(const std::string& path, bool missing_ok) {

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,11 @@ struct DaemonConfig {
   uint64_t max_sessions_per_issuer = 0;           // 0: no cap
   uint64_t stop_grace_s = 5;                      // SIGTERM, then SIGKILL after this long
 
+  // [pool]: warm sandboxes (supervisor/sandboxes/warm_pool.h) by image ("host", or an image's
+  // name), made ahead with the [sandbox] defaults and claimed by creates of that shape; `sizes = {
+  // host = 8 }`. Empty (the default): no pool. A reload fills or drains to the new sizes.
+  std::map<std::string, uint64_t> pool_sizes;
+
   // [streams]
   uint64_t replay_buffer_bytes = 1024 * 1024;     // per command: what a reconnecting client can replay
   uint64_t max_file_bytes = 100ull << 20;         // file API reads and writes
@@ -116,12 +122,13 @@ struct DaemonConfig {
   std::vector<IpAddress> network_dns;             // IPv4 nameservers in such a sandbox's /etc/resolv.conf
 };
 
-// A config reload (SIGHUP): copies into `live` what can change while corrald runs ([sandbox]'s
-// defaults, maxima and caps, api.allowed_origins and api.requests_per_minute, the relay's price
-// table and requests_per_minute, egress defaults and allowed_*), which the daemon reads on its
-// event loop; returns the keys that differ but take effect only at the next start (listeners,
-// paths, cgroups, the relay's upstream and key, ...). The components that keep copies of their
-// own (the server's origins, rate limiters, the relay) are given the new values by the caller.
+// A config reload (SIGHUP; config_reload.cc): copies into `live` what can change while corrald
+// runs ([sandbox]'s defaults, maxima and caps, api.allowed_origins and api.requests_per_minute,
+// the relay's price table and requests_per_minute, egress defaults and allowed_*, [pool] sizes),
+// which the daemon reads on its event loop; returns the keys that differ but take effect only at
+// the next start (listeners, paths, cgroups, the relay's upstream and key, ...). The components
+// that keep copies of their own (the server's origins, rate limiters, the relay, the warm pool)
+// are given the new values by the caller.
 std::vector<std::string> ApplyReload(DaemonConfig& live, const DaemonConfig& fresh);
 
 // Parses TOML text; `origin` names the file in error messages.

@@ -407,6 +407,9 @@ std::vector<CheckResult> RunDoctor(const DoctorOptions& options) {
           CheckPidfdAndClone3(),
           CheckNetworkNamespaces(options),
           CheckStateDir(options.state_dir),
+          CheckOpenFiles(options),
+          CheckNamespaceLimits(options),
+          CheckLayers(options),
           CheckImages(options),
           CheckClaudeCode(options.claude, options.claude_version)};
 }

@@ -9,6 +9,7 @@
 // threads.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -36,7 +37,17 @@ struct DoctorOptions {
   std::string claude_version;               // the version the session runner is tested with
   std::string skopeo = "skopeo";            // images.skopeo: what pulls run
   bool probe_namespaces = true;             // false: skip the checks that fork (unit tests)
+  uint64_t max_sandboxes = 1000;            // sandbox.max_sandboxes: the density the host must hold
+  std::string sys_root = "/sys";            // /sys/block/loop*: the loop devices attached
 };
+
+// What corrald holds per running sandbox: its descriptors (init's control connection and pidfd,
+// the loopback listeners and their connections, a command's pipes), and the kernel objects one
+// sandbox takes (namespaces: a second user namespace for an image's idmapped layers).
+constexpr uint64_t kDescriptorsPerSandbox = 16;
+// The open files corrald raises its limits to at start (hard and soft; at most fs.nr_open).
+constexpr uint64_t kDaemonOpenFiles = 1048576;
+constexpr uint64_t kUserNamespacesPerSandbox = 2;
 
 // Below these, the state directory check fails; below the WARN ones, it warns.
 constexpr uint64_t kDoctorFailFreeBytes = 256ull << 20;
@@ -61,6 +72,13 @@ CheckResult CheckClaudeCode(const std::string& claude, const std::string& expect
 // Images: an idmapped bind of the state dir's file system as an overlay's lower layer (WARN, not
 // FAIL, when it does not work: the host image still does), and skopeo for pulls.
 CheckResult CheckImages(const DoctorOptions& options);
+// Density (doctor_density.cc): room for max_sandboxes running at once. open_files: corrald's
+// descriptors (it raises its limits to kDaemonOpenFiles, or fs.nr_open when lower);
+// namespace_limits: the user.max_*_namespaces sysctls and kernel.pid_max; layers: how a writable
+// layer is capped, and the loop devices attached.
+CheckResult CheckOpenFiles(const DoctorOptions& options);
+CheckResult CheckNamespaceLimits(const DoctorOptions& options);
+CheckResult CheckLayers(const DoctorOptions& options);
 
 // The Claude Code version the session runner is tested with (dist/claude-code-version).
 const char* TestedClaudeCodeVersion();

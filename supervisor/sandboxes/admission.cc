@@ -71,32 +71,45 @@ Status Admission::CheckNetwork(const Caller& caller, const UserCaps& caps, const
   return Status();
 }
 
-StatusOr<SandboxRow> Admission::Insert(const Caller& caller, const UserCaps& caps, const SandboxRow& row) {
+Status Admission::CheckOwnerRoom(const Caller& caller, const UserCaps& caps) {
   uint64_t per_user = config_.max_sandboxes_per_user;
   if (caps.sandboxes && *caps.sandboxes < per_user) per_user = *caps.sandboxes;
+  ASSIGN_OR_RETURN(int64_t mine, store_.CountSandboxes(caller.iss, caller.sub));
+  if (static_cast<uint64_t>(mine) >= per_user) {
+    return Status::Error("this user already has " + std::to_string(mine) + " sandboxes (the limit)", EDQUOT);
+  }
+  if (config_.max_sandboxes_per_issuer > 0 && !caller.admin) {
+    ASSIGN_OR_RETURN(int64_t issuer, store_.CountAllSandboxes(caller.iss));
+    if (static_cast<uint64_t>(issuer) >= config_.max_sandboxes_per_issuer) {
+      return Status::Error("the users of issuer " + caller.iss + " already have " + std::to_string(issuer) +
+                               " sandboxes (the issuer's limit)",
+                           EDQUOT);
+    }
+  }
+  return Status();
+}
+
+StatusOr<SandboxRow> Admission::Insert(const Caller& caller, const UserCaps& caps, const SandboxRow& row) {
   StatusOr<SandboxRow> created = Status::Error("unreachable");
   Status counted = store_.InTransaction([&]() -> Status {
-    ASSIGN_OR_RETURN(int64_t mine, store_.CountSandboxes(caller.iss, caller.sub));
-    if (static_cast<uint64_t>(mine) >= per_user) {
-      return Status::Error("this user already has " + std::to_string(mine) + " sandboxes (the limit)", EDQUOT);
-    }
-    ASSIGN_OR_RETURN(auto all, store_.ListSandboxes());
-    if (all.size() >= config_.max_sandboxes) {
+    RETURN_IF_ERROR(CheckOwnerRoom(caller, caps));
+    ASSIGN_OR_RETURN(int64_t all, store_.CountAllSandboxes());
+    if (static_cast<uint64_t>(all) >= config_.max_sandboxes) {
       return Status::Error("the daemon holds its maximum of sandboxes", EDQUOT);
-    }
-    if (config_.max_sandboxes_per_issuer > 0 && !caller.admin) {
-      const auto issuer = std::count_if(all.begin(), all.end(), [&](const SandboxRow& r) { return r.iss == caller.iss; });
-      if (static_cast<uint64_t>(issuer) >= config_.max_sandboxes_per_issuer) {
-        return Status::Error("the users of issuer " + caller.iss + " already have " + std::to_string(issuer) +
-                                 " sandboxes (the issuer's limit)",
-                             EDQUOT);
-      }
     }
     created = store_.CreateSandbox(row, kUidFirst, kUidStep, kUidSlots);
     return created.status();
   });
   if (!counted.ok()) return counted;
   return created;
+}
+
+Status Admission::Claim(const Caller& caller, const UserCaps& caps, const SandboxRow& row) {
+  return store_.InTransaction([&]() -> Status {
+    RETURN_IF_ERROR(CheckOwnerRoom(caller, caps));
+    RETURN_IF_ERROR(store_.UpdateSandbox(row));
+    return store_.SetSandboxEgress(row.id, row.egress.value_or(EgressRules{}));
+  });
 }
 
 }  // namespace corral::supervisor

@@ -42,8 +42,15 @@ class Admission {
   // Inserts a new sandbox's row (the store gives it its uid range) if the user, the issuer and the
   // daemon hold fewer sandboxes than they may.
   StatusOr<SandboxRow> Insert(const Caller& caller, const UserCaps& caps, const SandboxRow& row);
+  // Gives a pooled sandbox (warm_pool.h) to the caller: `row` (its id and uid range the pooled
+  // one's) replaces the pooled row, egress rules included, if the user and the issuer hold fewer
+  // sandboxes than they may (the daemon's count does not change).
+  Status Claim(const Caller& caller, const UserCaps& caps, const SandboxRow& row);
 
  private:
+  // EDQUOT when the caller's user, or (for a token) its issuer's users, hold all they may.
+  Status CheckOwnerRoom(const Caller& caller, const UserCaps& caps);
+
   const DaemonConfig& config_;
   Store& store_;
 };

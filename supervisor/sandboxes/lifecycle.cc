@@ -17,19 +17,13 @@
 #include "isolation/sandbox_spec.h"
 #include "supervisor/egress/egress_proxy.h"
 #include "supervisor/sandboxes/full_network.h"
+#include "supervisor/sandboxes/launched.h"
 #include "supervisor/ids.h"
 
 namespace corral::supervisor {
 
 namespace asio = boost::asio;
 using initproto::MsgType;
-
-// What a start made on the worker pool: the process, what its init said, its full network.
-struct SandboxManager::Launched {
-  StatusOr<SandboxProcess> process = Status::Error("not started");
-  StatusOr<InitHello> hello = Status::Error("not started");
-  std::optional<NetworkAttachment> network;
-};
 
 void SandboxManager::Create(const Caller& caller, const UserCaps& caps, CreateRequest request,
                             Done<SandboxRow> done) {
@@ -89,21 +83,51 @@ void SandboxManager::Create(const Caller& caller, const UserCaps& caps, CreateRe
   if (snapshot) {
     row.state = "creating";
     row.source = snapshot->id;
-  }
-  auto created = admission_.Insert(caller, caps, row);
-  if (!created.ok()) return done(created.status());
-  if (snapshot) {
+    auto created = admission_.Insert(caller, caps, row);
+    if (!created.ok()) return done(created.status());
     LayerSource source;
     source.snapshot_id = snapshot->id;
     source.uid_base = snapshot->uid_base;
     return FillLayer(*created, std::move(source), request.start, std::move(done));
   }
+  // A started sandbox of a shape the warm pool holds is one of those, claimed.
+  if (request.start && row.network == kNetworkLoopback) {
+    auto pooled = warm_pool_.Take(ShapeOf(row.image, *limits->disk_bytes, *limits->cpu_millicores));
+    if (pooled) return ClaimPooled(caller, caps, std::move(row), std::move(*pooled), std::move(done));
+  }
+  CreateFresh(caller, caps, std::move(row), request.start, std::move(done));
+}
+
+void SandboxManager::CreateFresh(const Caller& caller, const UserCaps& caps, SandboxRow row, bool start,
+                                 Done<SandboxRow> done) {
+  auto created = admission_.Insert(caller, caps, row);
+  if (!created.ok()) return done(created.status());
   (void)store_.AppendEvent(created->id, "sandbox.created", "{}");
   LogInfo("sandbox", "created", {{"sandbox", created->id}, {"iss", caller.iss}, {"sub", caller.sub}});
-  if (!request.start) return done(*created);
+  if (!start) return done(*created);
   busy_[created->id] = true;
   DoStart(*created, std::move(done));
 }
+
+namespace {
+
+// Why a start failed, for the API: the host out of a resource (disk, memory, file descriptors,
+// processes) is `unavailable` (EAGAIN: try again later, or elsewhere) with the reason; anything
+// else is an internal error (EIO) whose details the log has too.
+Status StartFailure(const std::string& id, const Status& why) {
+  switch (why.error_number()) {
+    case ENOSPC:
+    case ENOMEM:
+    case EMFILE:
+    case ENFILE:
+    case EAGAIN:
+      return Status::Error("sandbox " + id + " could not start, the host is out of room: " + why.ToString(), EAGAIN);
+    default:
+      return Status::Error("sandbox " + id + " could not start: " + why.ToString(), EIO);
+  }
+}
+
+}  // namespace
 
 void SandboxManager::Start(const Caller& caller, const std::string& id, Done<SandboxRow> done) {
   auto row = Owned(caller, id);
@@ -160,7 +184,7 @@ void SandboxManager::DoStart(SandboxRow row, Done<SandboxRow> done) {
         const std::string error = launched->process.status().ToString();
         LogError("sandbox", "start failed", {{"sandbox", row.id}, {"error", error}});
         SetState(row, "stopped");
-        return done(Status::Error("sandbox " + row.id + " could not start: " + error, EIO));
+        return done(StartFailure(row.id, launched->process.status()));
       }
       if (detached_) return;
       row.init_pid = launched->process->pid;
@@ -202,6 +226,8 @@ void SandboxManager::OnStarted(SandboxRow row, SandboxProcess process, std::vect
   live->compute.sub = row.sub;
   live->compute.budget = row.budget;
   live->compute.cpu_billed_usec = row.cpu_billed_usec;
+  live->active_at = row.last_active_at;
+  live->idle_timeout_s = row.idle_timeout_s;
   live->control = std::make_unique<asio::posix::stream_descriptor>(io_, process.control.release());
   live->init_exit = std::make_unique<asio::posix::stream_descriptor>(io_, process.pidfd.release());
   live->process = std::move(process);
@@ -415,6 +441,15 @@ SandboxManager::StopFigures SandboxManager::KillAndRead(const std::string& id, c
 }
 
 void SandboxManager::Destroy(const Caller& caller, const std::string& id, Done<bool> done) {
+  if (caller.admin) {
+    if (auto pooled = warm_pool_.TakeId(id)) {
+      // The operator takes one out of the pool; the pool makes another.
+      return DestroyPooled(std::move(*pooled), [this, done = std::move(done)] {
+        done(true);
+        FillPool();
+      });
+    }
+  }
   auto row = Owned(caller, id);
   if (!row.ok()) return done(row.status());
   if (busy_[id]) return done(Status::Error("sandbox " + id + " is " + row->state, EBUSY));

@@ -24,6 +24,12 @@ Status SandboxManager::Recover() {
       ++cleaned;
       continue;
     }
+    if (row.state == kPooled) {
+      // The previous daemon's pool: made for nobody, so gone (ReconcilePool makes a new one).
+      RETURN_IF_ERROR(RemovePooled(row));
+      ++cleaned;
+      continue;
+    }
     if (row.state == "stopped" || row.state == "created") continue;
     ASSIGN_OR_RETURN(bool adopted_it, RecoverSandbox(row));
     ++(adopted_it ? adopted : cleaned);

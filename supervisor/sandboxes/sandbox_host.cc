@@ -380,6 +380,12 @@ Status SandboxHost::CopySandboxLayer(const std::string& id, pid_t init_pid, cons
 
 Status SandboxHost::Thaw(const std::string& id) { return backend_.Thaw(SandboxCgroup(id)); }
 
+Status SandboxHost::SetLimits(const std::string& id, const isolation::ResourceLimits& limits) {
+  return backend_.SetLimits(SandboxCgroup(id), isolation::CgroupLimitsOf(limits));
+}
+
+StatusOr<uint64_t> SandboxHost::CpuUsageUsec(const std::string& id) { return backend_.CpuUsageUsec(SandboxCgroup(id)); }
+
 Status SandboxHost::CreateCommandCgroup(const std::string& id, uint64_t seq) {
   const std::string cgroup = CommandCgroup(id, seq);
   Status made = backend_.Create(cgroup);

@@ -99,6 +99,10 @@ class SandboxHost {
   Status CopySandboxLayer(const std::string& id, pid_t init_pid, const std::string& to_image);
   // Thaws a sandbox that a snapshot left frozen (the daemon died during the copy).
   Status Thaw(const std::string& id);
+  // A running sandbox's memory, CPU and pids limits, now (a claimed pooled sandbox's).
+  Status SetLimits(const std::string& id, const isolation::ResourceLimits& limits);
+  // The CPU time its cgroup counted so far.
+  StatusOr<uint64_t> CpuUsageUsec(const std::string& id);
 
   // The sandbox's cgroup: where its running init is, else <cgroup_parent>/<id>.
   std::string SandboxCgroup(const std::string& id) const;

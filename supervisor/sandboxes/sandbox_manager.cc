@@ -31,7 +31,7 @@ constexpr auto kActivityWrite = std::chrono::seconds(10);
 SandboxManager::SandboxManager(asio::io_context& io, asio::thread_pool& pool, const DaemonConfig& config,
                                Store& store, SandboxHost& host, CommandObserver* observer)
     : io_(io), pool_(pool), config_(config), store_(store), host_(host), observer_(observer),
-      admission_(config, store), meter_(store, host), idle_timer_(io) {}
+      admission_(config, store), meter_(store, host), idle_timer_(io), pool_retry_(io) {}
 
 SandboxManager::~SandboxManager() { Detach(); }
 
@@ -64,7 +64,9 @@ void SandboxManager::SetState(SandboxRow& row, const std::string& state) {
 StatusOr<SandboxRow> SandboxManager::Owned(const Caller& caller, const std::string& id) {
   if (!IsWellFormedId(id, "sb")) return NotFound("sandbox " + id);
   ASSIGN_OR_RETURN(std::optional<SandboxRow> row, store_.GetSandbox(id));
-  if (!row || (!caller.admin && (row->iss != caller.iss || row->sub != caller.sub))) {
+  // A pooled sandbox is nobody's until a create claims it, not even the admin's to start, exec
+  // in or snapshot (Destroy takes it out of the pool first).
+  if (!row || row->state == kPooled || (!caller.admin && (row->iss != caller.iss || row->sub != caller.sub))) {
     return NotFound("sandbox " + id);
   }
   Fresh(*row);
@@ -132,6 +134,8 @@ StatusOr<SandboxRow> SandboxManager::SetEgress(const Caller& caller, const UserC
 StatusOr<std::vector<SandboxRow>> SandboxManager::List(const Caller& caller) {
   auto rows = caller.admin ? store_.ListSandboxes() : store_.ListSandboxes(caller.iss, caller.sub);
   if (rows.ok()) {
+    // Pooled sandboxes are nobody's yet (metrics count them).
+    std::erase_if(*rows, [](const SandboxRow& row) { return row.state == kPooled; });
     for (SandboxRow& row : *rows) Fresh(row);
   }
   return rows;
@@ -198,13 +202,11 @@ void SandboxManager::StartTimers() {
 void SandboxManager::SweepIdle() {
   const int64_t now = Now();
   std::vector<std::string> idle;
+  // From what the daemon holds: a store read per running sandbox every sweep would cost
+  // thousands of them at a time on a full host.
   for (const auto& [id, live] : live_) {
     if (busy_[id] || !live->commands.empty()) continue;
-    auto row = store_.GetSandbox(id);
-    if (!row.ok() || !row->has_value()) continue;
-    const SandboxRow& r = **row;
-    const int64_t active_at = std::max(r.last_active_at, live->active_at);
-    if (r.idle_timeout_s > 0 && now - active_at >= r.idle_timeout_s) idle.push_back(id);
+    if (live->idle_timeout_s > 0 && now - live->active_at >= live->idle_timeout_s) idle.push_back(id);
   }
   for (const std::string& id : idle) {
     LogInfo("sandbox", "idle timeout: stopping", {{"sandbox", id}});
@@ -280,6 +282,17 @@ int64_t SandboxManager::ComputeCountedMs() {
 void SandboxManager::Detach() {
   detached_ = true;
   idle_timer_.cancel();
+  pool_retry_.cancel();
+  // Pooled sandboxes hold memory and disk for nobody: destroyed on the worker pool, which corrald
+  // joins before it exits (their rows go at the next start's recovery).
+  for (WarmPool::Entry& entry : warm_pool_.TakeAll()) {
+    auto process = std::make_shared<SandboxProcess>(std::move(entry.process));
+    asio::post(pool_, [this, id = entry.id, process] {
+      Status stopped = host_.Stop(id, process.get());
+      if (stopped.ok()) stopped = host_.Destroy(id);
+      if (!stopped.ok()) LogError("pool", "cannot destroy a pooled sandbox", {{"sandbox", id}, {"error", stopped.ToString()}});
+    });
+  }
   for (auto& [id, command] : commands_) command->Release();
   for (auto& [id, live] : live_) {
     StoreActivity(*live);
@@ -295,7 +308,9 @@ void SandboxManager::Detach() {
 
 std::map<std::string, int64_t> SandboxManager::CountByState() {
   std::map<std::string, int64_t> counts;
-  for (const char* state : {"creating", "created", "starting", "running", "stopping", "stopped", "destroying"}) counts[state] = 0;
+  for (const char* state : {"creating", "created", "starting", "running", "stopping", "stopped", "destroying", kPooled}) {
+    counts[state] = 0;
+  }
   auto rows = store_.ListSandboxes();
   if (rows.ok()) {
     for (const auto& row : *rows) ++counts[row.state];

@@ -47,6 +47,7 @@
 #include "supervisor/loopback_services.h"
 #include "supervisor/sandboxes/sandbox_host.h"
 #include "supervisor/sandboxes/sandbox_types.h"
+#include "supervisor/sandboxes/warm_pool.h"
 #include "supervisor/store/store.h"
 
 namespace corral::supervisor {
@@ -86,8 +87,15 @@ class SandboxManager {
   void SetImages(ImageService* images) { images_ = images; }
   // Where compute budget refusals (a start) and stops (a running sandbox) are reported.
   void SetBudgetObserver(BudgetObserver* observer) { meter_.SetObserver(observer); }
-  // Stops timers and lets go of every sandbox (they keep running for the next daemon).
+  // Stops timers and lets go of every sandbox (they keep running for the next daemon; its
+  // recovery destroys the pooled ones).
   void Detach();
+  // [pool]: resolves pool.sizes to shapes, destroys pooled sandboxes no longer wanted and makes
+  // the missing ones in the background (after Recover, and after a config reload).
+  void ReconcilePool();
+  // Pooled sandboxes ready to be claimed, and those being made.
+  size_t pool_ready() const { return warm_pool_.ready(); }
+  size_t pool_filling() const { return warm_pool_.filling(); }
 
   void Create(const Caller& caller, const UserCaps& caps, CreateRequest request, Done<SandboxRow> done);
   // Changes a sandbox's egress rules (a list the change leaves out keeps its current value); a
@@ -151,6 +159,7 @@ class SandboxManager {
     // would otherwise cost a write. Readers of last_active_at take the newer of the two (Fresh).
     int64_t active_at = 0;
     int64_t active_stored = 0;
+    int64_t idle_timeout_s = 0;  // the row's (fixed for its life): the idle sweep reads no rows
     ComputeAccount compute;
     int control_fd() const { return control ? control->native_handle() : -1; }
   };
@@ -236,6 +245,24 @@ class SandboxManager {
   // cgroup still held when they could be read.
   void StoreLost(CommandRow& row, const StatusOr<cgroups::CgroupStats>& figures);
 
+  // lifecycle.cc: a new sandbox's row inserted (within the user's, issuer's and daemon's counts),
+  // then started if asked.
+  void CreateFresh(const Caller& caller, const UserCaps& caps, SandboxRow row, bool start, Done<SandboxRow> done);
+
+  // pool.cc
+  // Starts making pooled sandboxes where a shape holds fewer than it should (one at a time, in
+  // the background; after a failure, again kPoolRetry later).
+  void FillPool();
+  void OnPoolFilled(SandboxRow row, PoolShape shape, std::shared_ptr<Launched> launched);
+  // Gives the pooled sandbox `entry` to the caller as `row` (what a fresh create would have
+  // stored); falls back to a fresh create when the pooled one is gone or cannot take the limits.
+  void ClaimPooled(const Caller& caller, const UserCaps& caps, SandboxRow row, WarmPool::Entry entry,
+                   Done<SandboxRow> done);
+  // Stops and destroys a pooled sandbox and deletes its row (on the worker pool); then `done`.
+  void DestroyPooled(WarmPool::Entry entry, std::function<void()> done = nullptr);
+  // A pooled row the previous daemon left: its init (if it lives) stopped, the sandbox destroyed.
+  Status RemovePooled(const SandboxRow& row);
+
   // recovery.cc
   // A sandbox the previous daemon left running, starting or stopping: adopted if its init lives,
   // else stopped (its last CPU time debited, its commands `lost`). True when adopted.
@@ -261,6 +288,10 @@ class SandboxManager {
   std::map<std::string, std::shared_ptr<Command>> recent_;    // ended, kept for late attaches
   std::deque<std::string> recent_order_;
   boost::asio::steady_timer idle_timer_;
+  WarmPool warm_pool_;
+  boost::asio::steady_timer pool_retry_;
+  bool pool_retry_armed_ = false;
+  std::map<PoolShape, std::string> pool_names_;  // a shape's image as pool.sizes names it
   bool detached_ = false;
 };
 

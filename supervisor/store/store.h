@@ -246,6 +246,9 @@ class Store {
   // All sandboxes of one user, or every sandbox when iss is empty; oldest first.
   StatusOr<std::vector<SandboxRow>> ListSandboxes(const std::string& iss = "", const std::string& sub = "");
   StatusOr<int64_t> CountSandboxes(const std::string& iss, const std::string& sub);
+  // Every sandbox of the daemon (pooled ones too), or those of one issuer's users when iss is set:
+  // counted by SQLite, for admission, which must not load every row at every create.
+  StatusOr<int64_t> CountAllSandboxes(const std::string& iss = "");
   // Deletes the sandbox and its commands (its events and snapshots stay). ENOENT when absent.
   Status DeleteSandbox(const std::string& id);
 

@@ -80,6 +80,15 @@ StatusOr<int64_t> Store::CountSandboxes(const std::string& iss, const std::strin
   return CountOwned(mu_, db_, kSandboxes, iss, sub);
 }
 
+StatusOr<int64_t> Store::CountAllSandboxes(const std::string& iss) {
+  std::lock_guard lock(mu_);
+  ASSIGN_OR_RETURN(std::optional<int64_t> count,
+                   iss.empty() ? QueryInt(db_, "SELECT COUNT(*) FROM sandboxes", {}, "count sandboxes")
+                               : QueryInt(db_, "SELECT COUNT(*) FROM sandboxes WHERE iss = ?1", {iss},
+                                          "count sandboxes of issuer " + iss));
+  return count.value_or(0);
+}
+
 Status Store::DeleteSandbox(const std::string& id) { return DeleteRow(mu_, db_, kSandboxes, id); }
 
 // ---------------------------------------------------------------------------------------------

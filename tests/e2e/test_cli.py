@@ -430,10 +430,12 @@ class AdminGroup(CliTestCase):
     extra_daemon_config = 'admin_group = "nogroup"'
 
     def as_user(self, uid, gid, *args):
-        # A copy of the CLI where any uid can run it (the build tree may sit under /root).
+        # A copy of the CLI where any uid can run it (the build tree may sit under /root): the
+        # front, and the full client it runs for `admin` beside it.
         binary = os.path.join(self.tmp, "corral")
         if not os.path.exists(binary):
             shutil.copy(CORRAL, binary)
+            shutil.copy(os.path.join(os.path.dirname(CORRAL), "corral-cli"), os.path.join(self.tmp, "corral-cli"))
             os.chmod(self.tmp, 0o755)
         env = {"PATH": "/usr/bin:/bin", "CORRAL_ADMIN_SOCKET": self.daemon.admin_socket}
         proc = subprocess.run([binary, *args], env=env, capture_output=True, timeout=30,

@@ -74,13 +74,15 @@ TEST_F(SandboxViewTest, PipesAreLentForTheRunOnlyAndFilesNeverAre) {
   unlink(path);
   ASSERT_EQ(write(in, "line\n", 5), 5);
   lseek(in, 0, SEEK_SET);
+  // Named here, in the test's process: they hold its pid (a child's would name dirs that the
+  // suite's teardown never removes).
+  const std::string run_dir = "CORRAL_RUN_DIR=" + TestRunDir(), state_dir = "CORRAL_STATE_DIR=" + TestStateDir(),
+                    parent = "CORRAL_CGROUP_PARENT=" + TestCgroupParent();
   pid_t pid = fork();
   if (pid == 0) {
     dup2(in, 0);
     dup2(out[1], 1);
     dup2(out[1], 2);
-    const std::string run_dir = "CORRAL_RUN_DIR=" + TestRunDir(), state_dir = "CORRAL_STATE_DIR=" + TestStateDir(),
-                      parent = "CORRAL_CGROUP_PARENT=" + TestCgroupParent();
     const char* env[] = {run_dir.c_str(), state_dir.c_str(), parent.c_str(), "PATH=/usr/sbin:/usr/bin:/sbin:/bin",
                          nullptr};
     execle(CorralBinary().c_str(), "corral", "run", "--", "sh", "-c",

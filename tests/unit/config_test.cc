@@ -44,7 +44,9 @@ std::string Dump(const DaemonConfig& c) {
       << "\nmax_sandboxes_per_issuer=" << c.max_sandboxes_per_issuer
       << "\nmax_sessions_per_user=" << c.max_sessions_per_user
       << "\nmax_sessions_per_issuer=" << c.max_sessions_per_issuer
-      << "\nrequests_per_minute=" << c.requests_per_minute
+      << "\nrequests_per_minute=" << c.requests_per_minute << "\npool_sizes=";
+  for (const auto& [image, count] : c.pool_sizes) out << image << ":" << count << ",";
+  out
       << "\nws_queue_hard_limit=" << c.server_limits.ws_queue_hard_limit
       << "\nrelay_requests_per_minute=" << c.relay.requests_per_minute
       << "\ntool_call_timeout_s=" << c.tool_call_timeout_s
@@ -274,6 +276,33 @@ TEST(ConfigTest, OriginsAndPaths) {
   EXPECT_EQ(empty_init->init_path, "");
 }
 
+TEST(ConfigTest, PoolSizesByImage) {
+  EXPECT_TRUE(ParseConfig("").value().pool_sizes.empty());  // no pool unless asked
+  auto parsed = ParseConfig("[pool]\nsizes = { host = 8, \"python:3.12\" = 2, unused = 0 }\n");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->pool_sizes, (std::map<std::string, uint64_t>{{"host", 8}, {"python:3.12", 2}}));
+  for (const char* bad : {"sizes = 8", "sizes = { host = -1 }", "sizes = { host = \"8\" }",
+                          "sizes = { host = 100001 }", "sizes = [\"host\"]"}) {
+    auto refused = ParseConfig(std::string("[pool]\n") + bad + "\n");
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_NE(refused.status().ToString().find("pool.sizes"), std::string::npos) << refused.status().ToString();
+  }
+  // The pool counts against the daemon's maximum of sandboxes.
+  auto over = ParseConfig("[sandbox]\nmax_sandboxes = 10\n[pool]\nsizes = { host = 8, other = 3 }\n");
+  ASSERT_FALSE(over.ok());
+  EXPECT_NE(over.status().ToString().find("more than sandbox.max_sandboxes"), std::string::npos);
+  EXPECT_TRUE(ParseConfig("[sandbox]\nmax_sandboxes = 11\n[pool]\nsizes = { host = 8, other = 3 }\n").ok());
+}
+
+TEST(ConfigTest, ReloadTakesNewPoolSizes) {
+  DaemonConfig live = ParseConfig("").value();
+  auto fresh = ParseConfig("[pool]\nsizes = { host = 3 }\n");
+  ASSERT_TRUE(fresh.ok());
+  std::vector<std::string> restart = ApplyReload(live, *fresh);
+  EXPECT_TRUE(restart.empty());
+  EXPECT_EQ(live.pool_sizes.at("host"), 3u);
+}
+
 TEST(ConfigTest, UnknownKeyNamesKeyAndLine) {
   EXPECT_EQ(ErrorOf("[sandbox]\nmax_memory = \"1G\"\nmax_memroy = \"2G\"\n"),
             "corrald.toml:3: sandbox.max_memroy: unknown key");
@@ -375,7 +404,7 @@ TEST(ConfigTest, DistConfigDocumentsEveryKeyWithItsDefault) {
       uncommented += line + "\n";
     }
   }
-  EXPECT_EQ(keys, 77);  // every field of DaemonConfig but the prices; listen sets two
+  EXPECT_EQ(keys, 78);  // every field of DaemonConfig but the prices; listen sets two
   auto parsed = ParseConfig(uncommented, "uncommented");
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   EXPECT_EQ(Dump(*parsed), Dump(DaemonConfig{}));

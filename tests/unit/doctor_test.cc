@@ -108,10 +108,52 @@ TEST(DoctorFormatTest, TextJsonAndTheVerdict) {
 }
 
 // The doctor looks where corrald will: its defaults are the daemon's.
+TEST_F(DoctorTest, DensityLimitsBelowMaxSandboxesWarnAndSayWhich) {
+  for (const char* dir : {"/sys", "/sys/user", "/sys/kernel", "/block", "/block/loop7", "/block/loop7/loop",
+                          "/block/loop8", "/block/sda"}) {
+    ASSERT_EQ(mkdir((dir_ + dir).c_str(), 0755), 0) << dir;
+  }
+  for (const char* name : {"user/max_user_namespaces", "user/max_mnt_namespaces", "user/max_net_namespaces",
+                           "user/max_pid_namespaces", "user/max_ipc_namespaces", "user/max_uts_namespaces",
+                           "user/max_cgroup_namespaces"}) {
+    std::ofstream(dir_ + "/sys/" + name) << "94000\n";
+  }
+  std::ofstream(dir_ + "/sys/kernel/pid_max") << "4194304\n";
+  std::ofstream(dir_ + "/block/loop7/loop/backing_file") << "/var/lib/corral/sandboxes/sb_x/layer.img\n";
+  DoctorOptions options;
+  options.proc_root = dir_;
+  options.sys_root = dir_;
+  options.max_sandboxes = 2000;
+  CheckResult room = CheckNamespaceLimits(options);
+  EXPECT_EQ(room.level, CheckLevel::kOk) << room.detail;
+  EXPECT_NE(room.detail.find("room for 47000 sandboxes"), std::string::npos) << room.detail;  // 2 user ns each
+  CheckResult layers = CheckLayers(options);
+  EXPECT_EQ(layers.level, CheckLevel::kOk);
+  EXPECT_NE(layers.detail.find("1 attached now"), std::string::npos) << layers.detail;  // loop8 has no backing
+  // A low sysctl: named, and only it.
+  std::ofstream(dir_ + "/sys/user/max_net_namespaces") << "1500\n";
+  CheckResult short_of = CheckNamespaceLimits(options);
+  EXPECT_EQ(short_of.level, CheckLevel::kWarn);
+  EXPECT_NE(short_of.detail.find("user.max_net_namespaces = 1500"), std::string::npos) << short_of.detail;
+  EXPECT_EQ(short_of.detail.find("max_mnt"), std::string::npos) << short_of.detail;
+  // Open files: what corrald can raise its limit to (fs.nr_open) against what max_sandboxes needs.
+  ASSERT_EQ(mkdir((dir_ + "/sys/fs").c_str(), 0755), 0);
+  std::ofstream(dir_ + "/sys/fs/nr_open") << "1048576\n";
+  CheckResult files = CheckOpenFiles(options);
+  EXPECT_EQ(files.level, CheckLevel::kOk) << files.detail;
+  EXPECT_NE(files.detail.find("raises its limit to 1048576"), std::string::npos) << files.detail;
+  std::ofstream(dir_ + "/sys/fs/nr_open") << "20000\n";
+  files = CheckOpenFiles(options);
+  EXPECT_EQ(files.level, CheckLevel::kWarn);
+  EXPECT_NE(files.detail.find("room for about 1186 sandboxes"), std::string::npos) << files.detail;
+  EXPECT_NE(files.detail.find("fs.nr_open"), std::string::npos) << files.detail;
+}
+
 TEST(DoctorDefaultsTest, MatchTheDaemonsConfig) {
   DoctorOptions doctor;
   DaemonConfig daemon;
   EXPECT_EQ(doctor.state_dir, daemon.state_dir);
+  EXPECT_EQ(doctor.max_sandboxes, daemon.max_sandboxes);
   EXPECT_EQ(doctor.cgroup_mount, daemon.cgroup_mount);
   EXPECT_EQ(doctor.cgroup_parent, daemon.cgroup_parent);
   EXPECT_STRNE(TestedClaudeCodeVersion(), "");

@@ -25,6 +25,9 @@ Status ReadDaemonConfig(const std::string& given, supervisor::DoctorOptions& doc
                             std::pair{"cgroup_parent", &doctor.cgroup_parent}}) {
     if (auto value = table["daemon"][key].value<std::string>()) *field = *value;
   }
+  if (auto value = table["sandbox"]["max_sandboxes"].value<int64_t>(); value && *value > 0) {
+    doctor.max_sandboxes = static_cast<uint64_t>(*value);
+  }
   return Status();
 }
 
@@ -34,7 +37,8 @@ const char* DoctorUsage() {
          "\n"
          "Checks that this host can run corrald: kernel, user and network namespaces, overlayfs,\n"
          "cgroups and the daemon's subtree, seccomp, openat2, Landlock, pidfd and clone3, free space\n"
-         "and inodes in the state directory, Claude Code. Each line is OK, WARN (works, degraded:\n"
+         "and inodes in the state directory, room for sandbox.max_sandboxes (open files, namespace\n"
+         "sysctls, loop devices), Claude Code. Each line is OK, WARN (works, degraded:\n"
          "what is lost) or FAIL (what to do). Exits 1 when a check fails; corrald runs the same\n"
          "checks when it starts and refuses to start on a FAIL. Run it as root.\n";
 }

@@ -21,6 +21,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <cstdio>
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -218,6 +219,12 @@ void ArmWatchdog(boost::asio::steady_timer& timer, std::chrono::microseconds int
   });
 }
 
+// When systemd asks for it (WatchdogSec=): pings at half its interval, from the event loop.
+void ArmWatchdogIfAsked(boost::asio::steady_timer& timer) {
+  uint64_t usec = 0;
+  if (sd_watchdog_enabled(0, &usec) > 0) ArmWatchdog(timer, std::chrono::microseconds(usec));
+}
+
 // The relay's settings as configured, with the operator's key read from its file, which only root
 // may read.
 StatusOr<supervisor::RelayConfig> RelayConfigOf(const supervisor::DaemonConfig& config) {
@@ -279,12 +286,24 @@ void PrepareProcess() {
   // (At most 16 MiB of free heap is kept.)
   mallopt(M_MMAP_THRESHOLD, 4 << 20);
   mallopt(M_TRIM_THRESHOLD, 16 << 20);
-  // Every sandbox holds a few descriptors here and every client a socket: the soft limit of
-  // 1024 that a shell hands down is far too low. (Sandboxes get a limit of their own.)
+  // Every sandbox holds a few descriptors here (supervisor::kDescriptorsPerSandbox) and every
+  // client a socket: the soft limit of 1024 that a shell hands down is far too low, and so may be
+  // its hard limit. Root raises both, up to what the kernel allows a process (fs.nr_open), as the
+  // unit's LimitNOFILE does. (Sandboxes get a limit of their own.)
   struct rlimit files;
-  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
-    files.rlim_cur = files.rlim_max;
-    (void)setrlimit(RLIMIT_NOFILE, &files);
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0) {
+    rlim_t most = supervisor::kDaemonOpenFiles;
+    if (auto nr_open = ReadFileToString("/proc/sys/fs/nr_open"); nr_open.ok()) {
+      most = std::min<rlim_t>(most, std::strtoull(nr_open->c_str(), nullptr, 10));
+    }
+    if (files.rlim_max < most) {
+      struct rlimit raised = {most, most};
+      if (setrlimit(RLIMIT_NOFILE, &raised) == 0) files = raised;
+    }
+    if (files.rlim_cur < files.rlim_max) {
+      files.rlim_cur = files.rlim_max;
+      (void)setrlimit(RLIMIT_NOFILE, &files);
+    }
   }
 }
 
@@ -294,6 +313,7 @@ Status CheckHost(const supervisor::DaemonConfig& config, const supervisor::Cgrou
   doctor.cgroup_mount = config.cgroup_mount;
   doctor.cgroup_parent = placement.sandboxes_parent;
   doctor.state_dir = config.state_dir;
+  doctor.max_sandboxes = config.max_sandboxes;
   doctor.skopeo = config.images.skopeo;
   doctor.claude_version = supervisor::TestedClaudeCodeVersion();
   std::string failed;
@@ -423,7 +443,7 @@ struct Foundation {
 // for the requests that come next; connections, sandboxes and sessions go on. An invalid file
 // changes nothing.
 void Reload(const Foundation& base, api::Server& server, const std::function<void(uint64_t)>& reload_api,
-            supervisor::ModelRelay& relay) {
+            supervisor::ModelRelay& relay, supervisor::SandboxManager& manager) {
   supervisor::DaemonConfig& config = *base.config;
   auto fresh = supervisor::LoadConfig(base.config_path, /*missing_ok=*/!base.config_given);
   if (!fresh.ok()) {
@@ -434,6 +454,7 @@ void Reload(const Foundation& base, api::Server& server, const std::function<voi
   server.SetAllowedOrigins(config.server_limits.allowed_origins);
   reload_api(config.requests_per_minute);
   relay.Reload(config.relay.prices, config.relay.requests_per_minute);
+  manager.ReconcilePool();  // [pool]: filled or drained to the new sizes
   std::string later;
   for (const auto& key : restart) later += (later.empty() ? "" : ", ") + key;
   LogInfo("corrald", "config reloaded", {{"config", base.config_path}});
@@ -525,9 +546,10 @@ int Serve(Foundation& base) {
   Status serving = ServeExtrasAndListen(server, metrics, *config);
   if (!serving.ok()) return Fail(serving.ToString());
   manager.StartTimers();
+  manager.ReconcilePool();  // [pool]: made in the background from here on
 
   boost::asio::signal_set hangups(io, SIGHUP);
-  OnEachHangup(hangups, [&] { Reload(base, server, reload_api, relay); });
+  OnEachHangup(hangups, [&] { Reload(base, server, reload_api, relay, manager); });
   boost::asio::signal_set signals(io, SIGTERM, SIGINT);
   signals.async_wait([&](boost::system::error_code ec, int signal) {
     if (ec) return;
@@ -539,8 +561,7 @@ int Serve(Foundation& base) {
     io.stop();
   });
   boost::asio::steady_timer watchdog(io);
-  uint64_t watchdog_usec = 0;
-  if (sd_watchdog_enabled(0, &watchdog_usec) > 0) ArmWatchdog(watchdog, std::chrono::microseconds(watchdog_usec));
+  ArmWatchdogIfAsked(watchdog);
 
   AnnounceReady(*config, server.tcp_port(), *backend, placement);
   io.run();

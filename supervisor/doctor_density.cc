@@ -1,0 +1,108 @@
+// `corral doctor`'s density checks: can this host hold sandbox.max_sandboxes running at once?
+// Each is about a limit that a host reaches only with many sandboxes, and that then fails every
+// create alike: corrald's descriptors, the kernel's namespace counts and pids, and the disk that
+// writable layers take.
+#include <dirent.h>
+
+#include <algorithm>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "common/file_util.h"
+#include "supervisor/doctor.h"
+
+namespace corral::supervisor {
+namespace {
+
+// A sysctl's value under <proc_root>/sys, or -1 when it cannot be read.
+int64_t SysctlNumber(const DoctorOptions& options, const std::string& name) {
+  auto text = ReadFileToString(options.proc_root + "/sys/" + name);
+  if (!text.ok()) return -1;
+  try {
+    return std::stoll(*text);
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+
+std::string Count(uint64_t n) { return std::to_string(n); }
+
+}  // namespace
+
+CheckResult CheckOpenFiles(const DoctorOptions& options) {
+  // corrald raises its own limits at start (to kDaemonOpenFiles, or fs.nr_open when that is
+  // lower); its unit's LimitNOFILE and this shell's limits do not bound it.
+  uint64_t most = kDaemonOpenFiles;
+  const int64_t nr_open = SysctlNumber(options, "fs/nr_open");
+  if (nr_open > 0) most = std::min<uint64_t>(most, static_cast<uint64_t>(nr_open));
+  const uint64_t needed = options.max_sandboxes * kDescriptorsPerSandbox + 1024;
+  const std::string figures = "corrald raises its limit to " + Count(most) + " (fs.nr_open " +
+                              (nr_open > 0 ? Count(static_cast<uint64_t>(nr_open)) : std::string("unknown")) +
+                              "), about " + Count(kDescriptorsPerSandbox) + " per running sandbox";
+  if (most < needed) {
+    return {"open_files", CheckLevel::kWarn,
+            figures + ": room for about " + Count(most > 1024 ? (most - 1024) / kDescriptorsPerSandbox : 0) +
+                " sandboxes, fewer than sandbox.max_sandboxes (" + Count(options.max_sandboxes) +
+                "): creates past that fail with EMFILE; raise fs.nr_open (sysctl, and in /etc/sysctl.d)"};
+  }
+  return {"open_files", CheckLevel::kOk, figures};
+}
+
+CheckResult CheckNamespaceLimits(const DoctorOptions& options) {
+  struct Limit {
+    const char* sysctl;
+    uint64_t per_sandbox;
+  };
+  const Limit limits[] = {{"user/max_user_namespaces", kUserNamespacesPerSandbox},
+                          {"user/max_mnt_namespaces", 1},
+                          {"user/max_net_namespaces", 1},
+                          {"user/max_pid_namespaces", 1},
+                          {"user/max_ipc_namespaces", 1},
+                          {"user/max_uts_namespaces", 1},
+                          {"user/max_cgroup_namespaces", 1},
+                          {"kernel/pid_max", 4}};
+  std::string short_of;
+  uint64_t room = UINT64_MAX;
+  for (const Limit& limit : limits) {
+    const int64_t value = SysctlNumber(options, limit.sysctl);
+    if (value < 0) continue;  // an older kernel without it
+    const uint64_t fits = static_cast<uint64_t>(value) / limit.per_sandbox;
+    room = std::min(room, fits);
+    if (fits < options.max_sandboxes) {
+      std::string name = limit.sysctl;
+      for (char& c : name) c = c == '/' ? '.' : c;
+      short_of += (short_of.empty() ? "" : ", ") + name + " = " + Count(static_cast<uint64_t>(value));
+    }
+  }
+  if (!short_of.empty()) {
+    return {"namespace_limits", CheckLevel::kWarn,
+            short_of + ": room for about " + Count(room) + " sandboxes, fewer than sandbox.max_sandboxes (" +
+                Count(options.max_sandboxes) + "); raise them with sysctl (and in /etc/sysctl.d)"};
+  }
+  return {"namespace_limits", CheckLevel::kOk,
+          room == UINT64_MAX ? std::string("no limits to read") : "room for " + Count(room) + " sandboxes"};
+}
+
+CheckResult CheckLayers(const DoctorOptions& options) {
+  // Each sandbox's writable layer is a sparse ext4 image on a loop device (rootfs/disk_image.h):
+  // about 300 KiB of the host's disk until it writes, whatever its cap. Loop devices are made on
+  // demand (LOOP_CTL_GET_FREE); the loop driver's max_loop only says how many exist at boot.
+  size_t attached = 0;
+  if (DIR* block = opendir((options.sys_root + "/block").c_str())) {
+    while (struct dirent* entry = readdir(block)) {
+      const std::string name = entry->d_name;
+      if (name.rfind("loop", 0) != 0) continue;
+      auto backing = ReadFileToString(options.sys_root + "/block/" + name + "/loop/backing_file");
+      if (backing.ok() && !backing->empty()) ++attached;
+    }
+    closedir(block);
+  }
+  return {"layers", CheckLevel::kOk,
+          "writable layers are sparse ext4 images on loop devices (about 300 KiB of host disk each until "
+          "written; project quotas are not used); loop devices are made on demand, " +
+              Count(attached) + " attached now"};
+}
+
+}  // namespace corral::supervisor
