@@ -161,7 +161,7 @@ MOST=$IDLE_SANDBOXES
 if has_phase density && [ "$DENSITY" -gt "$MOST" ]; then MOST=$DENSITY; fi
 # About 16 of corrald's descriptors per sandbox (corral doctor's open_files): its hard limit is
 # raised for this run (corrald raises its soft limit to it), as the unit's LimitNOFILE does.
-ulimit -Hn 1048576 2>/dev/null || ulimit -Hn "$(cat /proc/sys/fs/nr_open)" || true
+ulimit -Hn 1048576 2>/dev/null || ulimit -Hn "$(cat /proc/sys/fs/nr_open)" 2>/dev/null || say "cannot raise the hard limit of open files (no CAP_SYS_RESOURCE): it stays $(ulimit -Hn)"
 LOG=$OUT/corrald.log
 cat > "$CFG" <<EOF
 [daemon]

@@ -25,6 +25,9 @@ struct CheckResult {
   std::string detail;  // what was found; for WARN what is lost; for FAIL what to do
 };
 
+// Whether this process's effective capabilities hold CAP_SYS_RESOURCE (/proc/self/status).
+bool HasCapSysResource();
+
 struct DoctorOptions {
   std::string proc_root = "/proc";          // sysctls are read under <proc_root>/sys
   std::string kernel_release;               // "" = uname's
@@ -39,6 +42,9 @@ struct DoctorOptions {
   bool probe_namespaces = true;             // false: skip the checks that fork (unit tests)
   uint64_t max_sandboxes = 1000;            // sandbox.max_sandboxes: the density the host must hold
   std::string sys_root = "/sys";            // /sys/block/loop*: the loop devices attached
+  // Whether this process may raise its hard limits (CAP_SYS_RESOURCE): as corrald would, since
+  // they run as the same user with the same capabilities. (HasCapSysResource() by default.)
+  bool may_raise_limits = HasCapSysResource();
 };
 
 // What corrald holds per running sandbox: its descriptors (init's control connection and pidfd,

@@ -3,10 +3,12 @@
 // create alike: corrald's descriptors, the kernel's namespace counts and pids, and the disk that
 // writable layers take.
 #include <dirent.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -31,21 +33,37 @@ std::string Count(uint64_t n) { return std::to_string(n); }
 
 }  // namespace
 
+bool HasCapSysResource() {
+  auto status = ReadFileToString("/proc/self/status");
+  if (!status.ok()) return false;
+  const size_t at = status->find("\nCapEff:");
+  if (at == std::string::npos) return false;
+  const uint64_t effective = std::strtoull(status->c_str() + at + 8, nullptr, 16);
+  return (effective >> 24) & 1;  // CAP_SYS_RESOURCE
+}
+
 CheckResult CheckOpenFiles(const DoctorOptions& options) {
   // corrald raises its own limits at start (to kDaemonOpenFiles, or fs.nr_open when that is
-  // lower); its unit's LimitNOFILE and this shell's limits do not bound it.
+  // lower); its unit's LimitNOFILE and this shell's limits do not bound it. Unless it may not
+  // raise a hard limit (no CAP_SYS_RESOURCE, as in some containers): then the hard limit it is
+  // given is what it has, and this process's is taken for it.
   uint64_t most = kDaemonOpenFiles;
   const int64_t nr_open = SysctlNumber(options, "fs/nr_open");
   if (nr_open > 0) most = std::min<uint64_t>(most, static_cast<uint64_t>(nr_open));
+  std::string figures = "corrald raises its limit to " + Count(most) + " (fs.nr_open " +
+                        (nr_open > 0 ? Count(static_cast<uint64_t>(nr_open)) : std::string("unknown")) + ")";
+  struct rlimit files {};
+  if (!options.may_raise_limits && getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_max < most) {
+    most = files.rlim_max;
+    figures = "hard limit " + Count(most) + " (without CAP_SYS_RESOURCE corrald cannot raise it)";
+  }
+  figures += ", about " + Count(kDescriptorsPerSandbox) + " per running sandbox";
   const uint64_t needed = options.max_sandboxes * kDescriptorsPerSandbox + 1024;
-  const std::string figures = "corrald raises its limit to " + Count(most) + " (fs.nr_open " +
-                              (nr_open > 0 ? Count(static_cast<uint64_t>(nr_open)) : std::string("unknown")) +
-                              "), about " + Count(kDescriptorsPerSandbox) + " per running sandbox";
   if (most < needed) {
     return {"open_files", CheckLevel::kWarn,
             figures + ": room for about " + Count(most > 1024 ? (most - 1024) / kDescriptorsPerSandbox : 0) +
                 " sandboxes, fewer than sandbox.max_sandboxes (" + Count(options.max_sandboxes) +
-                "): creates past that fail with EMFILE; raise fs.nr_open (sysctl, and in /etc/sysctl.d)"};
+                "): creates past that fail with EMFILE; raise fs.nr_open (sysctl), or the hard limit"};
   }
   return {"open_files", CheckLevel::kOk, figures};
 }

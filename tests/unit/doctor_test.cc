@@ -5,6 +5,7 @@
 #include "supervisor/doctor.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -139,6 +140,7 @@ TEST_F(DoctorTest, DensityLimitsBelowMaxSandboxesWarnAndSayWhich) {
   // Open files: what corrald can raise its limit to (fs.nr_open) against what max_sandboxes needs.
   ASSERT_EQ(mkdir((dir_ + "/sys/fs").c_str(), 0755), 0);
   std::ofstream(dir_ + "/sys/fs/nr_open") << "1048576\n";
+  options.may_raise_limits = true;
   CheckResult files = CheckOpenFiles(options);
   EXPECT_EQ(files.level, CheckLevel::kOk) << files.detail;
   EXPECT_NE(files.detail.find("raises its limit to 1048576"), std::string::npos) << files.detail;
@@ -147,6 +149,17 @@ TEST_F(DoctorTest, DensityLimitsBelowMaxSandboxesWarnAndSayWhich) {
   EXPECT_EQ(files.level, CheckLevel::kWarn);
   EXPECT_NE(files.detail.find("room for about 1186 sandboxes"), std::string::npos) << files.detail;
   EXPECT_NE(files.detail.find("fs.nr_open"), std::string::npos) << files.detail;
+  // Without CAP_SYS_RESOURCE corrald keeps the hard limit it is given: this process's.
+  std::ofstream(dir_ + "/sys/fs/nr_open") << "1048576\n";
+  options.may_raise_limits = false;
+  struct rlimit own {};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &own), 0);
+  files = CheckOpenFiles(options);
+  if (own.rlim_max < 1048576) {
+    EXPECT_NE(files.detail.find("hard limit " + std::to_string(own.rlim_max)), std::string::npos) << files.detail;
+  } else {
+    EXPECT_NE(files.detail.find("raises its limit to 1048576"), std::string::npos) << files.detail;
+  }
 }
 
 TEST(DoctorDefaultsTest, MatchTheDaemonsConfig) {
