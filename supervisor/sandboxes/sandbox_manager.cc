@@ -219,17 +219,46 @@ void SandboxManager::SweepIdle() {
 }
 
 void SandboxManager::MeterCompute() {
+  // The cgroups' CPU time is read on the worker pool: a file per running sandbox, thousands on a
+  // full host, which the event loop must not wait for. The debits and budget checks follow on
+  // the loop (OnMeterRead), for the sandboxes that are still the ones read.
+  if (metering_) return;
+  std::vector<std::pair<std::string, std::shared_ptr<Live>>> targets;
+  for (auto& [id, live] : live_) {
+    if (busy_[id] || live->compute.exhausted || !live->control) continue;
+    targets.emplace_back(id, live);
+  }
+  if (targets.empty()) return;
+  metering_ = true;
+  asio::post(pool_, [this, targets = std::move(targets)]() mutable {
+    std::vector<MeterReading> readings;
+    readings.reserve(targets.size());
+    for (auto& [id, live] : targets) {
+      if (auto used = host_.CpuUsageUsec(id); used.ok()) readings.push_back({std::move(live), *used});
+    }
+    asio::post(io_, [this, readings = std::move(readings)] { OnMeterRead(readings); });
+  });
+}
+
+void SandboxManager::OnMeterRead(const std::vector<MeterReading>& readings) {
+  metering_ = false;
+  if (detached_) return;
   // Users over budget, each checked once per round.
   std::map<std::pair<std::string, std::string>, std::optional<ComputeSpent>> checked;
   std::vector<std::pair<std::string, ComputeSpent>> exhausted;
-  for (auto& [id, live] : live_) {
-    if (busy_[id] || live->compute.exhausted || !live->control) continue;
-    meter_.Read(live->compute);
-    if (!live->compute.budget.compute_ms) continue;
-    auto key = std::make_pair(live->compute.iss, live->compute.sub);
-    auto it = checked.find(key);
-    if (it == checked.end()) it = checked.emplace(key, meter_.Spent(live->compute)).first;
-    if (it->second) exhausted.push_back({id, *it->second});
+  for (const MeterReading& reading : readings) {
+    const std::string& id = reading.live->id;
+    auto it = live_.find(id);
+    // Stopped (or stopped and started again: a new cgroup) since it was read: not this reading's.
+    if (it == live_.end() || it->second != reading.live || busy_[id] || reading.live->compute.exhausted) continue;
+    cgroups::CgroupStats stats;
+    stats.cpu_usage_usec = reading.cpu_usage_usec;
+    meter_.Debit(reading.live->compute, stats);
+    if (!reading.live->compute.budget.compute_ms) continue;
+    auto key = std::make_pair(reading.live->compute.iss, reading.live->compute.sub);
+    auto found = checked.find(key);
+    if (found == checked.end()) found = checked.emplace(key, meter_.Spent(reading.live->compute)).first;
+    if (found->second) exhausted.push_back({id, *found->second});
   }
   for (const auto& [id, spent] : exhausted) ComputeExhausted(id, spent);
 }

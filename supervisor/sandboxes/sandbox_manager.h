@@ -130,7 +130,8 @@ class SandboxManager {
   void Touch(const std::string& sandbox_id);
 
   // Debits the CPU time of every running sandbox used since the last reading, and stops those
-  // whose user's compute budget is spent (also run by the timers; public for tests).
+  // whose user's compute budget is spent (run by the timers: the readings on the worker pool,
+  // the debits back on the loop).
   void MeterCompute();
   // Compute the ledger does not hold yet: for each running sandbox of the user, the whole CPU
   // milliseconds its cgroup counted since its last debit (what the meter debits next). Usage
@@ -210,6 +211,12 @@ class SandboxManager {
   std::string DefaultUserOf(const SandboxRow& row) const;
   Command::Context CommandContext();
   void SweepIdle();
+  // A round of MeterCompute: one sandbox's CPU time as read on the worker pool.
+  struct MeterReading {
+    std::shared_ptr<Live> live;
+    uint64_t cpu_usage_usec = 0;
+  };
+  void OnMeterRead(const std::vector<MeterReading>& readings);
   void ComputeExhausted(const std::string& id, const ComputeSpent& spent);
 
   // lifecycle.cc
@@ -292,6 +299,7 @@ class SandboxManager {
   boost::asio::steady_timer pool_retry_;
   bool pool_retry_armed_ = false;
   std::map<PoolShape, std::string> pool_names_;  // a shape's image as pool.sizes names it
+  bool metering_ = false;  // a MeterCompute round is reading
   bool detached_ = false;
 };
 
