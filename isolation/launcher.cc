@@ -474,12 +474,21 @@ StatusOr<LaunchedSandbox> Launch(const LaunchPlan& plan, const AttachFn& attach,
   SyncMessage go = {SyncType::kGo, 0, 0, 0, 0};
   const bool go_sent = send(parent_end.get(), &go, sizeof(go), MSG_NOSIGNAL) == sizeof(go);
   const int go_errno = errno;
+  bool reset_seen = false;
   for (;;) {
     SyncMessage msg;
     ssize_t n = recv(parent_end.get(), &msg, sizeof(msg), 0);
     if (n < 0 && errno == EINTR) continue;
+    // A child that failed and exited with our "go" unread resets the socket: the error comes
+    // first, once, and its own message (queued before it exited) after.
+    if (n < 0 && errno == ECONNRESET && !reset_seen) {
+      reset_seen = true;
+      continue;
+    }
     if (n < 0) return abort_child(ErrnoError("sync with child"));
-    if (n == 0 && !go_sent) return abort_child(Status::Error("sync with child", go_errno));
+    if (n == 0 && (!go_sent || reset_seen)) {
+      return abort_child(Status::Error("sync with child", go_sent ? ECONNRESET : go_errno));
+    }
     if (n == 0) return sandbox;  // EOF: the sync socket closed at exec.
     if (n != sizeof(msg)) return abort_child(Status::Error("sync with child: short message"));
     if (msg.type == SyncType::kSetupError) return child_error(msg);

@@ -130,10 +130,7 @@ StatusOr<LoopDevice> AttachLoopDevice(const std::string& image) {
     if (!device.fd) return ErrnoError("open " + device.path);
     struct loop_config config = {};
     config.fd = static_cast<__u32>(backing.get());
-    // Direct I/O on the image: what the sandbox's ext4 caches is not cached a second time as the
-    // image file's pages (the kernel falls back to buffered I/O where the host's file system
-    // cannot do it).
-    config.info.lo_flags = LO_FLAGS_AUTOCLEAR | LO_FLAGS_DIRECT_IO;
+    config.info.lo_flags = LO_FLAGS_AUTOCLEAR;
     if (ioctl(device.fd.get(), LOOP_CONFIGURE, &config) == 0) return device;
     // EBUSY: another process configured this device between GET_FREE and CONFIGURE.
     if (errno != EBUSY) return ErrnoError("LOOP_CONFIGURE " + device.path);

@@ -38,7 +38,7 @@ struct LoopDevice {
 };
 
 // Attaches `image` to a free loop device (LOOP_CTL_GET_FREE + LOOP_CONFIGURE, retried when
-// another process takes the same device first), with autoclear and direct I/O.
+// another process takes the same device first), with autoclear.
 StatusOr<LoopDevice> AttachLoopDevice(const std::string& image);
 
 }  // namespace corral::rootfs

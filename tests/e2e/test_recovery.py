@@ -319,7 +319,16 @@ class Recovery(DaemonTestCase):
                     return int(f.read().strip() or 0)
             except (FileNotFoundError, ValueError):
                 return 0
-        seen = read_ticks()
+        def positive_ticks():
+            # The loop rewrites ~/ticks (`echo $t > ~/ticks`): a read can fall between its
+            # truncate and its write, as read_ticks_api knows.
+            for _ in range(200):
+                value = read_ticks()
+                if value > 0:
+                    return value
+                time.sleep(0.01)
+            self.fail("~/ticks read through /proc stayed empty")
+        seen = positive_ticks()
         self.assertGreater(seen, 0)
         wait_until(lambda: read_ticks() >= seen + 5, 10, what="the command to go on without corrald")
 
