@@ -347,6 +347,21 @@ std::string StepName(const LaunchPlan& plan, const SyncMessage& msg) {
   return "setup";
 }
 
+// The child's next message, as recv returns it (0: EOF). A child that failed and exited with our
+// "go" unread resets the socket: that error comes first, once (`reset_seen` records it), and the
+// child's own message, queued before it exited, after.
+ssize_t ReceiveFromChild(int fd, SyncMessage& msg, bool& reset_seen) {
+  for (;;) {
+    ssize_t n = recv(fd, &msg, sizeof(msg), 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == ECONNRESET && !reset_seen) {
+      reset_seen = true;
+      continue;
+    }
+    return n;
+  }
+}
+
 Status WriteIdMaps(pid_t pid, const LaunchPlan& plan) {
   const std::string proc = "/proc/" + std::to_string(pid);
   RETURN_IF_ERROR(WriteExistingFile(
@@ -477,14 +492,7 @@ StatusOr<LaunchedSandbox> Launch(const LaunchPlan& plan, const AttachFn& attach,
   bool reset_seen = false;
   for (;;) {
     SyncMessage msg;
-    ssize_t n = recv(parent_end.get(), &msg, sizeof(msg), 0);
-    if (n < 0 && errno == EINTR) continue;
-    // A child that failed and exited with our "go" unread resets the socket: the error comes
-    // first, once, and its own message (queued before it exited) after.
-    if (n < 0 && errno == ECONNRESET && !reset_seen) {
-      reset_seen = true;
-      continue;
-    }
+    ssize_t n = ReceiveFromChild(parent_end.get(), msg, reset_seen);
     if (n < 0) return abort_child(ErrnoError("sync with child"));
     if (n == 0 && (!go_sent || reset_seen)) {
       return abort_child(Status::Error("sync with child", go_sent ? ECONNRESET : go_errno));
@@ -493,7 +501,7 @@ StatusOr<LaunchedSandbox> Launch(const LaunchPlan& plan, const AttachFn& attach,
     if (n != sizeof(msg)) return abort_child(Status::Error("sync with child: short message"));
     if (msg.type == SyncType::kSetupError) return child_error(msg);
     if (msg.type != SyncType::kUserNsReady) return abort_child(Status::Error("sync with child: unexpected message"));
-    // The child made its cgroup namespace before its mounts, long before this message.
+    // The child made its cgroup namespace just before this message.
     if (after_cgroup_namespace) {
       Status settled = after_cgroup_namespace(pid);
       if (!settled.ok()) return abort_child(settled.WithContext("after the cgroup namespace"));
