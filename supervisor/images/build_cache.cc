@@ -23,18 +23,18 @@ std::mutex& CacheMutex() {
 nlohmann::json Load(const std::string& path) {
   auto text = ReadFileToString(path);
   if (!text.ok()) return nlohmann::json::object();
-  auto json = nlohmann::json::parse(*text, nullptr, false);
-  if (json.is_discarded() || !json.is_object()) {
+  auto cache = nlohmann::json::parse(*text, nullptr, false);
+  if (cache.is_discarded() || !cache.is_object()) {
     LogWarn("images", "the build cache is not JSON; starting it anew", {{"path", path}});
     return nlohmann::json::object();
   }
-  return json;
+  return cache;
 }
 
-Status Save(const std::string& path, const nlohmann::json& json) {
+Status Save(const std::string& path, const nlohmann::json& cache) {
   const std::string tmp = path + ".tmp";
   (void)unlink(tmp.c_str());
-  RETURN_IF_ERROR(WriteNewFile(tmp, json.dump(), 0600));
+  RETURN_IF_ERROR(WriteNewFile(tmp, cache.dump(), 0600));
   if (rename(tmp.c_str(), path.c_str()) != 0) return ErrnoError("rename " + tmp);
   return Status();
 }
