@@ -8,6 +8,7 @@ a create with the state dir's disk full fails with `unavailable` and says why, n
 """
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -293,6 +294,7 @@ class DiskFull(DaemonTestCase):
 def tearDownModule():
     _upstream.shutdown()
     _upstream.server_close()
+    shutil.rmtree(_key_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":
