@@ -76,13 +76,7 @@ void SandboxManager::FillPool() {
       if (room.ok()) (void)store_.DeleteSandbox(row.id);
       LogWarn("pool", "cannot make a pooled sandbox; trying again later",
               {{"shape", shape->ToString()}, {"error", spec.status().ToString()}});
-      pool_retry_armed_ = true;
-      pool_retry_.expires_after(kPoolRetry);
-      pool_retry_.async_wait([this](boost::system::error_code ec) {
-        if (ec) return;
-        pool_retry_armed_ = false;
-        FillPool();
-      });
+      ArmPoolRetry();
       return;
     }
     warm_pool_.Filling(*shape);
@@ -96,6 +90,17 @@ void SandboxManager::FillPool() {
   }
 }
 
+void SandboxManager::ArmPoolRetry() {
+  if (pool_retry_armed_) return;
+  pool_retry_armed_ = true;
+  pool_retry_.expires_after(kPoolRetry);
+  pool_retry_.async_wait([this](boost::system::error_code ec) {
+    if (ec) return;
+    pool_retry_armed_ = false;
+    FillPool();
+  });
+}
+
 void SandboxManager::OnPoolFilled(SandboxRow row, PoolShape shape, std::shared_ptr<Launched> launched) {
   if (!launched->process.ok()) {
     warm_pool_.FillFailed(shape);
@@ -106,15 +111,7 @@ void SandboxManager::OnPoolFilled(SandboxRow row, PoolShape shape, std::shared_p
         if (destroyed.ok()) (void)store_.DeleteSandbox(id);
       });
     });
-    if (!pool_retry_armed_) {
-      pool_retry_armed_ = true;
-      pool_retry_.expires_after(kPoolRetry);
-      pool_retry_.async_wait([this](boost::system::error_code ec) {
-        if (ec) return;
-        pool_retry_armed_ = false;
-        FillPool();
-      });
-    }
+    ArmPoolRetry();
     return;
   }
   WarmPool::Entry entry;

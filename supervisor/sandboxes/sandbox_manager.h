@@ -261,6 +261,8 @@ class SandboxManager {
   // the background; after a failure, again kPoolRetry later).
   void FillPool();
   void OnPoolFilled(SandboxRow row, PoolShape shape, std::shared_ptr<Launched> launched);
+  // FillPool again kPoolRetry from now (once, however many failures asked).
+  void ArmPoolRetry();
   // Gives the pooled sandbox `entry` to the caller as `row` (what a fresh create would have
   // stored); falls back to a fresh create when the pooled one is gone or cannot take the limits.
   void ClaimPooled(const Caller& caller, const UserCaps& caps, SandboxRow row, WarmPool::Entry entry,

@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "tools/corral/run_command.h"
-#include "tools/corral/run_options.h"
 
 namespace {
 
@@ -39,19 +38,7 @@ int ExecFullClient(char** argv) {
 int main(int argc, char** argv) {
   using namespace corral::cli;
   const char* command = argc >= 2 ? argv[1] : "";
-  if (strcmp(command, "run") == 0) {
-    std::vector<std::string> args(argv + 2, argv + argc);
-    if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
-      fputs(RunUsage(), stdout);
-      return 0;
-    }
-    auto options = ParseRunOptions(args);
-    if (!options.ok()) {
-      fprintf(stderr, "corral run: %s\n", options.status().ToString().c_str());
-      return 125;
-    }
-    return RunSandbox(*options, DefaultRunEnvironment());
-  }
+  if (strcmp(command, "run") == 0) return RunMain(std::vector<std::string>(argv + 2, argv + argc));
   if (strcmp(command, "gc") == 0) return RunGc(DefaultRunEnvironment());
   return ExecFullClient(argv);
 }

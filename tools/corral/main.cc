@@ -81,18 +81,7 @@ int main(int argc, char** argv) {
   }
   std::string command = argv[1];
   std::vector<std::string> args(argv + 2, argv + argc);
-  if (command == "run") {
-    if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
-      fputs(RunUsage(), stdout);
-      return 0;
-    }
-    auto options = ParseRunOptions(args);
-    if (!options.ok()) {
-      fprintf(stderr, "corral run: %s\n", options.status().ToString().c_str());
-      return 125;
-    }
-    return RunSandbox(*options, DefaultRunEnvironment());
-  }
+  if (command == "run") return RunMain(args);
   if (command == "gc") return RunGc(DefaultRunEnvironment());
   if (command == "doctor") return Dispatch("doctor", args, ParseDoctorOptions, DoctorUsage(), 2, RunDoctorCommand);
   // exec and shell exit with the command's code, so their own errors are 125 (as `corral run`).

@@ -25,6 +25,7 @@
 #include "tools/corral/gc.h"
 #include "tools/corral/lent_stdio.h"
 #include "tools/corral/outcome.h"
+#include "tools/corral/run_options.h"
 #include "tools/corral/uid_slots.h"
 
 namespace corral::cli {
@@ -377,6 +378,19 @@ int RunSandbox(const RunOptions& options, const RunEnvironment& env) {
   if (!written.ok()) PrintError("--outcome-json: " + written.ToString());
   timer.Mark("outcome");
   return ExitCodeFor(outcome);
+}
+
+int RunMain(const std::vector<std::string>& args) {
+  if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
+    fputs(RunUsage(), stdout);
+    return 0;
+  }
+  auto options = ParseRunOptions(args);
+  if (!options.ok()) {
+    fprintf(stderr, "corral run: %s\n", options.status().ToString().c_str());
+    return 125;
+  }
+  return RunSandbox(*options, DefaultRunEnvironment());
 }
 
 }  // namespace corral::cli

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "tools/corral/run_options.h"
 
@@ -30,5 +31,8 @@ int RunSandbox(const RunOptions& options, const RunEnvironment& env);
 
 // `corral gc`: returns the exit code.
 int RunGc(const RunEnvironment& env);
+
+// `corral run ARGS...` as a whole: --help, the options (a bad one: its error and 125), the run.
+int RunMain(const std::vector<std::string>& args);
 
 }  // namespace corral::cli
