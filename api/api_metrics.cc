@@ -20,6 +20,14 @@ ApiMetrics::ApiMetrics(Metrics& metrics, supervisor::SandboxManager* manager)
     }
     return values;
   });
+  // The "pooled" sandboxes above include those still starting; these are the ones a create
+  // can claim now.
+  metrics.AddGaugeCallback("corral_pool_ready", "Pooled sandboxes started and waiting for a create to claim them", {},
+                           [this] {
+                             std::vector<std::pair<std::vector<std::string>, double>> values;
+                             values.push_back({{}, manager_ ? static_cast<double>(manager_->pool_ready()) : 0.0});
+                             return values;
+                           });
   metrics.AddGaugeCallback("corral_commands_running", "Commands running now", {}, [this] {
     std::vector<std::pair<std::vector<std::string>, double>> values;
     values.push_back({{}, manager_ ? static_cast<double>(manager_->running_commands()) : 0.0});

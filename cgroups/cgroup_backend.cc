@@ -9,19 +9,28 @@
 
 namespace corral::cgroups {
 
-Status ClonePlacement::PlaceChild(pid_t pid) const {
-  if (clone_fd_ || backend_ == nullptr) return Status();  // clone3 put it there
-  return backend_->Attach(name_, pid);
+Status ClonePlacement::AfterNamespace(pid_t pid) const {
+  // v1 (join fds): the child moved itself; no leaf: nothing to move.
+  if (backend_ == nullptr || leaf_.empty() || !leaf_join_.empty()) return Status();
+  return backend_->AttachToNewLeaf(name_, leaf_, pid);
 }
 
 const char* CgroupBackend::name() const { return version() == CgroupVersion::kV2 ? "v2" : "v1"; }
 
-StatusOr<ClonePlacement> CgroupBackend::PrepareClone(const std::string& name) {
+StatusOr<ClonePlacement> CgroupBackend::PrepareClone(const std::string& name, const std::string& leaf) {
+  if (leaf.find('/') != std::string::npos) return Status::Error("leaf " + leaf + ": one component", EINVAL);
   UniqueFd fd;
+  std::vector<UniqueFd> join, leaf_join;
   if (version() == CgroupVersion::kV2) {
     ASSIGN_OR_RETURN(fd, OpenForClone(name));
+  } else {
+    ASSIGN_OR_RETURN(join, OpenSelfJoin(name));
+    if (!leaf.empty()) {
+      RETURN_IF_ERROR(Create(name + "/" + leaf));
+      ASSIGN_OR_RETURN(leaf_join, OpenSelfJoin(name + "/" + leaf));
+    }
   }
-  return ClonePlacement(this, name, std::move(fd));
+  return ClonePlacement(this, name, leaf, std::move(fd), std::move(join), std::move(leaf_join));
 }
 
 StatusOr<std::string> CgroupBackend::ProcessCgroup(pid_t pid) const {

@@ -54,25 +54,48 @@ struct CgroupViewDir {
 
 class CgroupBackend;
 
-// How a process cloned into a cgroup gets there (CgroupBackend::PrepareClone): on v2 clone3 puts
-// it there itself (CLONE_INTO_CGROUP, clone_fd()); on v1, which has no such thing, PlaceChild()
-// attaches it after clone, before it runs anything. Callers do both; each is a no-op where the
-// other one did the work. Refers to its backend: use it while the backend lives.
+// How a process cloned into a cgroup gets there (CgroupBackend::PrepareClone), and, with a leaf,
+// how it moves on into <name>/<leaf> once it has made its cgroup namespace (rooted at <name>).
+//   v2: clone3 puts it in <name> (CLONE_INTO_CGROUP, clone_fd()); AfterNamespace() moves it to
+//       the leaf and hands the controllers to <name>'s children.
+//   v1: the child writes "0" to each of join_fds() as its first step, and to each of leaf_fds()
+//       right after its cgroup namespace (OpenSelfJoin: no global lock, no grace period).
+// Launchers do all of it; each part is empty or a no-op where another one did the work. Refers
+// to its backend: use it while the backend lives.
 class ClonePlacement {
  public:
   ClonePlacement() = default;
-  ClonePlacement(CgroupBackend* backend, std::string name, UniqueFd clone_fd)
-      : backend_(backend), name_(std::move(name)), clone_fd_(std::move(clone_fd)) {}
+  ClonePlacement(CgroupBackend* backend, std::string name, std::string leaf, UniqueFd clone_fd,
+                 std::vector<UniqueFd> join, std::vector<UniqueFd> leaf_join)
+      : backend_(backend),
+        name_(std::move(name)),
+        leaf_(std::move(leaf)),
+        clone_fd_(std::move(clone_fd)),
+        join_(std::move(join)),
+        leaf_join_(std::move(leaf_join)) {}
 
   // For clone3's cgroup field (CLONE_INTO_CGROUP), or -1.
   int clone_fd() const { return clone_fd_ ? clone_fd_.get() : -1; }
-  // Called with the child's host pid after clone: attaches it when clone3 could not.
-  Status PlaceChild(pid_t pid) const;
+  // What the child writes "0" to, itself: at its start, and after its cgroup namespace.
+  std::vector<int> join_fds() const { return Raw(join_); }
+  std::vector<int> leaf_fds() const { return Raw(leaf_join_); }
+  // Called with the child's host pid once it has made its cgroup namespace, before it runs
+  // anything of the sandbox's: moves it into the leaf where the child could not (v2).
+  Status AfterNamespace(pid_t pid) const;
 
  private:
+  static std::vector<int> Raw(const std::vector<UniqueFd>& fds) {
+    std::vector<int> raw;
+    for (const UniqueFd& fd : fds) raw.push_back(fd.get());
+    return raw;
+  }
+
   CgroupBackend* backend_ = nullptr;
   std::string name_;
+  std::string leaf_;
   UniqueFd clone_fd_;
+  std::vector<UniqueFd> join_;
+  std::vector<UniqueFd> leaf_join_;
 };
 
 class CgroupBackend {
@@ -87,8 +110,10 @@ class CgroupBackend {
   // "v1" or "v2", for logs and reports.
   const char* name() const;
 
-  // How a process cloned into the (existing) cgroup `name` is put there: ClonePlacement.
-  StatusOr<ClonePlacement> PrepareClone(const std::string& name);
+  // How a process cloned into the (existing) cgroup `name` is put there, and then (with a
+  // `leaf`, a single component) into <name>/<leaf>: ClonePlacement. On v1 the leaf is made here;
+  // on v2 by AfterNamespace (<name> may have no controlled children while the child is in it).
+  StatusOr<ClonePlacement> PrepareClone(const std::string& name, const std::string& leaf = "");
 
   // The cgroup of process `pid` (0: this process) in this backend's hierarchy, from
   // /proc/PID/cgroup (proc_cgroup.h). ENOENT when the process is gone.
@@ -137,6 +162,16 @@ class CgroupBackend {
   // v2: an O_DIRECTORY|O_PATH fd of the cgroup for clone3's CLONE_INTO_CGROUP.
   // v1: an error (EOPNOTSUPP). Launchers call PrepareClone(), which does the right thing on both.
   virtual StatusOr<UniqueFd> OpenForClone(const std::string& name) = 0;
+
+  // Files a process writes "0" to, itself, to move into the (existing) cgroup `name`: v1 the
+  // `tasks` file of each hierarchy, v2 its cgroup.procs. Opened here (write-only, close-on-exec)
+  // with this process's credentials, which are the ones the kernel checks: the writer needs no
+  // privilege of its own, and may be inside the sandbox's namespaces. Why: every write to
+  // cgroup.procs takes cgroup_threadgroup_rwsem for writing, and the first writer after a quiet
+  // spell waits for an RCU grace period (8-25 ms, bench/RESULTS.md); a thread that writes "0"
+  // to a v1 `tasks` file moves only itself, which the kernel does without that lock. (On v2
+  // the write still takes it; CLONE_INTO_CGROUP is the fast way in there.)
+  virtual StatusOr<std::vector<UniqueFd>> OpenSelfJoin(const std::string& name) = 0;
 
   virtual StatusOr<CgroupStats> Stats(const std::string& name) = 0;
 

@@ -27,6 +27,7 @@
 //
 // Only MakeV1Backend (cgroup_backend.h) is seen outside this file.
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -204,6 +205,21 @@ class V1Backend final : public CgroupBackend {
                       std::string(ControllerName(controller))});
     }
     return dirs;
+  }
+
+  // The `tasks` file of each hierarchy: "0" there moves the writing thread alone.
+  StatusOr<std::vector<UniqueFd>> OpenSelfJoin(const std::string& name) override {
+    RETURN_IF_ERROR(ValidateCgroupName(name));
+    ASSIGN_OR_RETURN(Layout layout, ResolveLayout());
+    if (layout.hierarchies.empty()) return Status::Error("cgroup v1: no hierarchy under " + root_);
+    std::vector<UniqueFd> fds;
+    for (const Hierarchy& hierarchy : layout.hierarchies) {
+      const std::string path = hierarchy.path + "/" + name + "/tasks";
+      UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+      if (!fd) return ErrnoError("open " + path);
+      fds.push_back(std::move(fd));
+    }
+    return fds;
   }
 
   // Always an error (EOPNOTSUPP): CLONE_INTO_CGROUP is v2 only.

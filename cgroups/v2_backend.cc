@@ -191,6 +191,17 @@ class V2Backend final : public CgroupBackend {
     return fd;
   }
 
+  // Its cgroup.procs.
+  StatusOr<std::vector<UniqueFd>> OpenSelfJoin(const std::string& name) override {
+    RETURN_IF_ERROR(ValidateCgroupName(name));
+    const std::string path = PathOf(name) + "/cgroup.procs";
+    UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+    if (!fd) return ErrnoError("open " + path);
+    std::vector<UniqueFd> fds;
+    fds.push_back(std::move(fd));
+    return fds;
+  }
+
   StatusOr<CgroupStats> Stats(const std::string& name) override {
     RETURN_IF_ERROR(ValidateCgroupName(name));
     const std::string dir = PathOf(name);

@@ -33,7 +33,6 @@ namespace {
 
 // Messages on the sync socket. Each is one SOCK_SEQPACKET datagram of a SyncMessage.
 enum class SyncType : uint32_t {
-  kGo = 1,           // parent -> child: the child is in its cgroup
   kUserNsReady = 2,  // child -> parent: unshare(CLONE_NEWUSER) done, write the id maps
   kMapsGo = 3,       // parent -> child: the id maps are written
   kSetupError = 4,   // child -> parent: a step failed (step, index, error)
@@ -64,6 +63,7 @@ enum class ChildStep : int32_t {
   kExec,
   kListeners,  // index = which port
   kCpuAffinity,
+  kJoinCgroup,  // index = which file (0..: join fds, then leaf fds)
 };
 
 struct SyncMessage {
@@ -118,10 +118,16 @@ int BringLoopbackUp() {
   return rc;
 }
 
-// CPU affinity, a session, the mount plan, the hostname and lo: all of it while the parent may
-// still be putting us in our cgroup (on cgroup v1 that write waits for an RCU grace period, a few
-// milliseconds this work overlaps). What this allocates before then (mounts, the skeleton's few
-// generated files) is charged to the launcher's cgroup, as the namespaces made by clone are.
+// "0" to each of the files (cgroup_backend.h, OpenSelfJoin): this thread, the child's only one,
+// moves into their cgroup. `first` numbers them in an error.
+void ChildJoinCgroup(const std::vector<int>& fds, int sync_fd, int first) {
+  for (size_t i = 0; i < fds.size(); ++i) {
+    if (write(fds[i], "0", 1) != 1) ChildFail(sync_fd, ChildStep::kJoinCgroup, errno, 0, first + static_cast<int>(i));
+  }
+}
+
+// CPU affinity, a session, the mount plan, the hostname and lo. In our cgroup already (clone3
+// put us there, or ChildJoinCgroup did), so what the mounts allocate is charged to the sandbox.
 void ChildEnterSandbox(const LaunchPlan& plan, int sync_fd) {
   if (!plan.cpu_mask.empty() &&
       syscall(SYS_sched_setaffinity, 0, plan.cpu_mask.size() * sizeof(unsigned long), plan.cpu_mask.data()) != 0) {
@@ -244,13 +250,15 @@ void ChildPlaceFds(const LaunchPlan& plan, int sync_fd, const int* listeners) {
   sigemptyset(&empty);
   sigprocmask(SIG_SETMASK, &empty, nullptr);
 
+  ChildJoinCgroup(plan.cgroup_join_fds, sync_fd, 0);
   ChildEnterSandbox(plan, sync_fd);
   int listeners[kMaxLoopbackListeners];
   ChildOpenListeners(plan, sync_fd, listeners);
-  // Barrier 1: the parent has put us in our cgroup. The cgroup namespace is rooted at it: the
-  // sandbox's own, which the mount plan showed at /sys/fs/cgroup.
-  if (!ChildWaitFor(sync_fd, SyncType::kGo)) _exit(125);
+  // The cgroup namespace is rooted at our cgroup: the sandbox's own, which the mount plan showed
+  // at /sys/fs/cgroup. Then on into the leaf, where there is one (v1: ourselves; v2: the parent
+  // does it, on kUserNsReady).
   if (unshare(CLONE_NEWCGROUP) != 0) ChildFail(sync_fd, ChildStep::kCgroupNamespace, errno);
+  ChildJoinCgroup(plan.cgroup_leaf_fds, sync_fd, static_cast<int>(plan.cgroup_join_fds.size()));
   // The host root's supplementary groups must not follow us in. Raw syscalls, here and for the
   // ids below: glibc's set*id wrappers apply the change to every thread of the process they think
   // they are in (__nptl_setxid), and this child, cloned from a multi-threaded daemon, still has
@@ -343,12 +351,13 @@ std::string StepName(const LaunchPlan& plan, const SyncMessage& msg) {
       }
       return "loopback listeners";
     case ChildStep::kCpuAffinity: return "CPU affinity";
+    case ChildStep::kJoinCgroup: return "join cgroup";
   }
   return "setup";
 }
 
-// The child's next message, as recv returns it (0: EOF). A child that failed and exited with our
-// "go" unread resets the socket: that error comes first, once (`reset_seen` records it), and the
+// The child's next message, as recv returns it (0: EOF). A child that failed and exited with a
+// message of ours unread resets the socket: that error comes first, once (`reset_seen` records it), and the
 // child's own message, queued before it exited, after.
 ssize_t ReceiveFromChild(int fd, SyncMessage& msg, bool& reset_seen) {
   for (;;) {
@@ -415,8 +424,7 @@ StatusOr<UniqueFd> LoadSealedExecutable(const std::string& path) {
   return memfd;
 }
 
-StatusOr<LaunchedSandbox> Launch(const LaunchPlan& plan, const AttachFn& attach,
-                                 const AttachFn& after_cgroup_namespace) {
+StatusOr<LaunchedSandbox> Launch(const LaunchPlan& plan, const AttachFn& after_cgroup_namespace) {
   if (plan.init_fd < 0) return Status::Error("launch: no init program");
   if (plan.argv.empty()) return Status::Error("launch: empty argv");
   int pair[2];
@@ -480,23 +488,12 @@ StatusOr<LaunchedSandbox> Launch(const LaunchPlan& plan, const AttachFn& attach,
     return abort_child(Status::Error(StepName(plan, msg), msg.error));
   };
 
-  if (attach) {
-    Status attached = attach(pid);
-    if (!attached.ok()) return abort_child(attached.WithContext("attach to cgroup"));
-  }
-  // The child may already have failed a step of its own (and exited): its message is still
-  // queued, so a failed send is not the end of the story.
-  SyncMessage go = {SyncType::kGo, 0, 0, 0, 0};
-  const bool go_sent = send(parent_end.get(), &go, sizeof(go), MSG_NOSIGNAL) == sizeof(go);
-  const int go_errno = errno;
   bool reset_seen = false;
   for (;;) {
     SyncMessage msg;
     ssize_t n = ReceiveFromChild(parent_end.get(), msg, reset_seen);
     if (n < 0) return abort_child(ErrnoError("sync with child"));
-    if (n == 0 && (!go_sent || reset_seen)) {
-      return abort_child(Status::Error("sync with child", go_sent ? ECONNRESET : go_errno));
-    }
+    if (n == 0 && reset_seen) return abort_child(Status::Error("sync with child", ECONNRESET));
     if (n == 0) return sandbox;  // EOF: the sync socket closed at exec.
     if (n != sizeof(msg)) return abort_child(Status::Error("sync with child: short message"));
     if (msg.type == SyncType::kSetupError) return child_error(msg);

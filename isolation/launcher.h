@@ -7,19 +7,18 @@
 //
 // Order of the recipe (parent <-> child over a SOCK_SEQPACKET pair):
 //   parent: clone3(NEWPID|NEWNS|NEWUTS|NEWIPC|NEWNET, CLONE_PIDFD, CLONE_INTO_CGROUP on v2)
-//   parent: attach the child to its cgroup (v1), send kGo      | child: CPU affinity, new
-//                                                              |   session, mounts + pivot_root,
-//                                                              |   hostname, lo up, listeners
-//           (the two columns run at once: a v1 attach waits for an RCU grace period)
-//   child:  wait for kGo                                              -- barrier 1
-//   child:  cgroup namespace (rooted at that cgroup), drop supplementary groups,
-//           unshare(CLONE_NEWUSER), send kUserNsReady
-//   parent: the after_cgroup_namespace hook (the daemon moves its init into a leaf below the
+//   child:  join its cgroup (v1: "0" to cgroup_join_fds, see cgroups/cgroup_backend.h), CPU
+//           affinity, new session, mounts + pivot_root, hostname, lo up, listeners, cgroup
+//           namespace (rooted at that cgroup), join the leaf (v1: cgroup_leaf_fds), drop
+//           supplementary groups, unshare(CLONE_NEWUSER), send kUserNsReady
+//   parent: the after_cgroup_namespace hook (v2: the daemon moves its init into a leaf below the
 //           namespace's root), write uid_map/gid_map (inside 0..65535 -> host
-//           base..base+65535), send kMapsGo                          -- barrier 2
+//           base..base+65535), send kMapsGo                          -- the one barrier
 //   child:  setresgid/setresuid inside, securebits, bounding set cleared, capabilities dropped,
 //           rlimits, cwd, no_new_privs, parent-death signal, seccomp (last), execveat(init memfd)
 //   parent: EOF on the sync socket (it is close-on-exec) means the exec happened.
+// No step waits for the parent before the user namespace: nothing writes a pid to cgroup.procs
+// (on v1 such a write waits for an RCU grace period, 8-25 ms on a quiet host).
 //
 // The mounts are made before the user namespace exists, with the host root's credentials: so
 // the overlay's copy-up keeps the sandbox's own host uids, and every mount belongs to the
@@ -59,6 +58,10 @@ struct LaunchPlan {
   std::vector<std::string> argv;  // corral-init's argv
   std::vector<std::string> env;
   int cgroup_fd = -1;       // v2: CLONE_INTO_CGROUP; -1 on v1
+  // v1: files the child writes "0" to (cgroups::ClonePlacement): first thing, to join its cgroup,
+  // and right after its cgroup namespace, to move on into the leaf.
+  std::vector<int> cgroup_join_fds;
+  std::vector<int> cgroup_leaf_fds;
   int status_fd = -1;       // becomes fd 3 inside: corral-init's status pipe (`corral run`) or
                             // its control socket (the daemon's persistent sandboxes)
   // `corral run`: the sandbox dies with the launcher (PR_SET_PDEATHSIG). The daemon clears it:
@@ -89,15 +92,12 @@ struct LaunchedSandbox {
 // Called with the child's host pid while the child waits.
 using AttachFn = std::function<Status(pid_t)>;
 
-// Starts the sandbox. `attach` runs after clone, before the child is released: the v1 backend
-// attaches the pid here (the child's cgroup namespace is then rooted where it put it).
-// `after_cgroup_namespace`, when set, runs once the child has made its cgroup namespace, before
-// it has run anything of the sandbox's. On a failed setup step in the child the Status carries
-// the step's name as its message ("mount proc on /proc", "seccomp", ...) and the step's errno;
-// the child has been reaped. Other errors are the parent's own (clone3, the hooks, writing the
-// id maps).
-StatusOr<LaunchedSandbox> Launch(const LaunchPlan& plan, const AttachFn& attach,
-                                 const AttachFn& after_cgroup_namespace = nullptr);
+// Starts the sandbox. `after_cgroup_namespace`, when set, runs once the child has made its cgroup
+// namespace, before it has run anything of the sandbox's. On a failed setup step in the child
+// the Status carries the step's name as its message ("mount proc on /proc", "seccomp", ...) and
+// the step's errno; the child has been reaped. Other errors are the parent's own (clone3, the
+// hook, writing the id maps).
+StatusOr<LaunchedSandbox> Launch(const LaunchPlan& plan, const AttachFn& after_cgroup_namespace = nullptr);
 
 // Reads a program into a sealed, close-on-exec memfd suitable for LaunchPlan::init_fd.
 StatusOr<UniqueFd> LoadSealedExecutable(const std::string& path);

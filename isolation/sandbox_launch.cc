@@ -122,7 +122,7 @@ StatusOr<PreparedLaunch> PrepareLaunch(const SandboxSpec& spec, const LaunchSite
   RETURN_IF_ERROR(backend.Create(site.cgroup));
   Status placed = backend.SetLimits(site.cgroup, CgroupLimitsOf(spec.limits()));
   if (placed.ok()) {
-    auto placement = backend.PrepareClone(site.cgroup);
+    auto placement = backend.PrepareClone(site.cgroup, site.leaf);
     if (placement.ok()) prepared.placement = std::move(*placement);
     else placed = placement.status();
   }
@@ -131,12 +131,14 @@ StatusOr<PreparedLaunch> PrepareLaunch(const SandboxSpec& spec, const LaunchSite
     return placed;
   }
   plan.cgroup_fd = prepared.placement.clone_fd();
+  plan.cgroup_join_fds = prepared.placement.join_fds();
+  plan.cgroup_leaf_fds = prepared.placement.leaf_fds();
   return prepared;
 }
 
-StatusOr<LaunchedSandbox> LaunchPrepared(PreparedLaunch& prepared, const AttachFn& after_cgroup_namespace) {
+StatusOr<LaunchedSandbox> LaunchPrepared(PreparedLaunch& prepared) {
   const cgroups::ClonePlacement& placement = prepared.placement;
-  auto launched = Launch(prepared.plan, [&](pid_t pid) { return placement.PlaceChild(pid); }, after_cgroup_namespace);
+  auto launched = Launch(prepared.plan, [&](pid_t pid) { return placement.AfterNamespace(pid); });
   // The sandbox's mount holds the loop device now (autoclear); it detaches when that goes.
   prepared.layer.fd.reset();
   // The image layers' binds hold the mapping now.

@@ -4,7 +4,7 @@
 //
 //   MakeRunDirs(run_dir)                      the scratch mount point, searchable by the child
 //   PrepareLaunch(spec, site, backend)        layer image on a loop device, CPUs, mounts, cgroup
-//   LaunchPrepared(prepared, after_namespace) clone3 and the child's recipe (launcher.h)
+//   LaunchPrepared(prepared)                  clone3 and the child's recipe (launcher.h)
 //
 // What the caller brings (LaunchSite) is what the host allocated for this sandbox and the
 // caller's ends of fd 3: its cgroup's name, the CPU spread slot, corral-init's sealed memfd and
@@ -26,6 +26,8 @@ namespace corral::isolation {
 
 struct LaunchSite {
   std::string cgroup;   // the sandbox's cgroup (a backend name); PrepareLaunch makes it: must not exist
+  std::string leaf;     // "": the sandbox stays in `cgroup`; else its init moves on into <cgroup>/<leaf>
+                        // once its cgroup namespace is rooted at `cgroup` (the daemon's "init")
   std::string run_dir;  // the child mounts its scratch tmpfs on <run_dir>/scratch (MakeRunDirs)
   uint64_t cpu_slot = 0;  // spreads CPU-limited sandboxes over the host's CPUs (ChooseCpus)
   int init_fd = -1;     // corral-init, sealed (LoadSealedExecutable)
@@ -57,8 +59,9 @@ Status MakeRunDirs(const std::string& run_dir);
 StatusOr<PreparedLaunch> PrepareLaunch(const SandboxSpec& spec, const LaunchSite& site,
                                        cgroups::CgroupBackend& backend);
 
-// Launches it (launcher.h's Launch, the child placed in its cgroup at clone) and lets go of the
-// layer's loop device (autoclear: it goes with the sandbox's mount).
-StatusOr<LaunchedSandbox> LaunchPrepared(PreparedLaunch& prepared, const AttachFn& after_cgroup_namespace = nullptr);
+// Launches it (launcher.h's Launch: the child placed in its cgroup, then its leaf, as the
+// placement says) and lets go of the layer's loop device (autoclear: it goes with the sandbox's
+// mount).
+StatusOr<LaunchedSandbox> LaunchPrepared(PreparedLaunch& prepared);
 
 }  // namespace corral::isolation

@@ -116,10 +116,11 @@ void Command::ReadSync() {
           self->StoreState();
         }
         self->StartPumps();
+        self->MaybeFinish();  // it may have ended already (its exit comes on another socket)
         return;
       }
       self->OnSyncMessage(std::move(**message));
-      if (!self->sync_watch_) return;
+      if (!self->sync_watch_) return self->MaybeFinish();  // a failed handshake: no output to pump
     }
     self->ReadSync();
   });
@@ -419,7 +420,10 @@ void Command::MaybeEnd() {
 }
 
 void Command::MaybeFinish() {
-  if (finished_ || !ended_ || out_open_[0] || out_open_[1]) return;
+  // Until the sync socket's EOF the pumps have not started: a command that exits at once may have
+  // its exit reported (on init's control socket) before that EOF is read, with its output still
+  // unread in the pipes.
+  if (finished_ || !ended_ || sync_watch_ || out_open_[0] || out_open_[1]) return;
   Finish();
 }
 

@@ -108,8 +108,25 @@ StatusOr<std::shared_ptr<Command>> SandboxManager::Exec(const Caller& caller, co
     (void)store_.UpdateCommand(command_row);
     return status;
   };
+  // An init that speaks version 1 gets the files that join the command's cgroup with the request,
+  // and its child joins by itself before it runs anything of the command's; an older one's child
+  // waits for us to move it (Command::OnSyncMessage).
+  const bool self_join = live->process.init_version >= 1;
+  std::vector<UniqueFd> join;
+  Status made;
+  if (self_join) {
+    auto files = host_.CreateCommandCgroup(row.id, request.seq);
+    if (!files.ok()) return fail(files.status().WithContext("the command's cgroup"));
+    join = std::move(*files);
+    for (const UniqueFd& fd : join) request.cgroup_join_fds.push_back(fd.get());
+  }
   auto fds = SendExec(live->control_fd(), request);
-  if (!fds.ok()) return fail(fds.status());
+  join.clear();  // init has its copies
+  if (!fds.ok()) {
+    if (self_join) (void)host_.RemoveCommandCgroup(row.id, request.seq);
+    return fail(fds.status());
+  }
+  if (!self_join) made = host_.CreateCommandCgroup(row.id, request.seq).status();
   std::string sandbox_id = row.id;
   uint64_t seq = request.seq;
   auto command = std::make_shared<Command>(
@@ -117,9 +134,9 @@ StatusOr<std::shared_ptr<Command>> SandboxManager::Exec(const Caller& caller, co
       [this, sandbox_id, seq](Command& finished) { OnCommandFinished(sandbox_id, seq, finished); });
   live->commands[seq] = command;
   commands_[command_row.id] = command;
-  // Made while corral-init clones the child: it waits for us before it runs anything of the
-  // command's, and without its cgroup it never does (the command ends as a setup failure).
-  command->SetCgroup(host_.CreateCommandCgroup(row.id, request.seq));
+  // Version 0: made while corral-init clones the child, which waits for us before it runs
+  // anything of the command's, and without its cgroup never does (a setup failure).
+  command->SetCgroup(made);
   command->Start();
   Touch(row.id);
   return command;

@@ -45,6 +45,7 @@ Status SetNonBlocking(int fd) {
 
 StatusOr<CommandFds> SendExec(int control, const ExecRequest& request) {
   if (request.argv.empty()) return Status::Error("exec: empty argv", EINVAL);
+  if (request.cgroup_join_fds.size() > initproto::kMaxJoinFds) return Status::Error("exec: too many cgroup files", EINVAL);
   CommandFds mine;
   UniqueFd child_sync;
   int pair[2];
@@ -76,8 +77,11 @@ StatusOr<CommandFds> SendExec(int control, const ExecRequest& request) {
         }
       }
     }
-    fds.insert(fds.end(), {child_stdin.get(), child_stdout.get(), child_stderr.get(),
-                           mine.stdout_r.get(), mine.stderr_r.get()});
+    fds.insert(fds.end(), {child_stdin.get(), child_stdout.get(), child_stderr.get()});
+  }
+  fds.insert(fds.end(), request.cgroup_join_fds.begin(), request.cgroup_join_fds.end());
+  if (!request.pty) {
+    fds.insert(fds.end(), {mine.stdout_r.get(), mine.stderr_r.get()});
     if (mine.stdin_w) fds.push_back(mine.stdin_w.get());
   }
   initproto::ExecBody body = {};
@@ -85,11 +89,15 @@ StatusOr<CommandFds> SendExec(int control, const ExecRequest& request) {
   body.uid = request.uid;
   body.gid = request.gid;
   body.flags = request.pty ? initproto::kExecPty : 0;
+  if (!request.cgroup_join_fds.empty()) {
+    body.flags |= initproto::kExecJoinCgroup |
+                  (static_cast<uint32_t>(request.cgroup_join_fds.size()) << initproto::kJoinShift);
+  }
   body.rows = request.rows;
   body.cols = request.cols;
   body.argc = static_cast<uint32_t>(request.argv.size());
   body.envc = static_cast<uint32_t>(request.env.size());
-  body.n_child_fds = request.pty ? 1 : 4;
+  body.n_child_fds = (request.pty ? 1 : 4) + static_cast<uint32_t>(request.cgroup_join_fds.size());
   body.n_keep_fds = request.pty ? 0 : (mine.stdin_w ? 3 : 2);
   std::string payload(reinterpret_cast<const char*>(&body), sizeof(body));
   auto add = [&](const std::string& text) -> Status {
@@ -172,8 +180,11 @@ StatusOr<InitHello> Hello(int control, std::chrono::milliseconds timeout,
     ASSIGN_OR_RETURN(std::optional<InitMessage> message, ReceiveMessage(control, true));
     if (!message) return Status::Error("corral-init closed the connection during hello", ECONNRESET);
     switch (message->type) {
-      case MsgType::kHelloDone:
+      case MsgType::kHelloDone: {
+        initproto::HelloDoneBody done{};
+        if (message->BodyAs(done)) hello.version = done.version;  // none: an older init's 0
         return hello;
+      }
       case MsgType::kCommandState: {
         HeldCommand held;
         if (!message->BodyAs(held.state)) return Status::Error("bad command state from corral-init", EPROTO);

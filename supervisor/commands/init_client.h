@@ -44,6 +44,10 @@ struct ExecRequest {
     gid_t gid;
   };
   std::optional<HostIds> stdio_owner;
+  // Protocol version 1 (init_protocol.h): the files the child writes "0" to, itself, to join the
+  // command's cgroup (CgroupBackend::OpenSelfJoin; borrowed: SendExec sends copies). Empty: the
+  // version-0 handshake, where the daemon moves the child on its kChildHello.
+  std::vector<int> cgroup_join_fds;
 };
 
 // The daemon's ends of a command's stdio (non-blocking, close-on-exec).
@@ -91,6 +95,7 @@ struct HeldCommand {
 struct InitHello {
   std::map<uint64_t, HeldCommand> commands;  // by seq
   std::vector<UniqueFd> listeners;           // the loopback listeners, in the order of the ports
+  uint32_t version = 0;                      // the protocol init speaks (initproto::kProtocolVersion)
 };
 
 // Says kHello on `control` and reads init's answer up to kHelloDone (init answers at once;

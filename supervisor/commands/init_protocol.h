@@ -18,21 +18,24 @@
 //                               init closes what it kept and forgets the command
 //                    kHello     (no body): init answers one kCommandState per command it holds,
 //                               with the kept fds, then kListeners (when it holds any), then
-//                               kHelloDone
+//                               kHelloDone (HelloDoneBody: its protocol version; none: 0)
 //   init -> daemon   kExited    ExitedBody, when init reaps a command's main process
 //                    kCommandState, kListeners (no body; fds: the loopback listeners, in the
 //                               order of the sandbox's ports), kHelloDone
 //                    kExecFailed ExecFailedBody: init could not start the child
 //
-// Starting one command (the daemon holds the other end of the per-command `sync` socketpair,
-// with SO_PASSCRED set, so the kernel attaches the sender's pid, translated to the daemon's pid
-// namespace, to every message the command's process sends):
-//   init:    clone (CLONE_VM); the child sends kChildHello on sync              -- barrier 1
-//   daemon:  reads the child's host pid from the credentials, moves it into the command's
-//            own cgroup, sends kChildGo                                        -- barrier 2
-//   child:   setsid, drops to the command's user (and every capability), opens its PTY (sends
-//            the master as kChildPty), dup2s stdio, chdir, execve. A failed step is
+// Starting one command, version 1 (kExecJoinCgroup: the daemon made the command's cgroup and
+// sends, after the child's fds, the files that join it: cgroups::CgroupBackend::OpenSelfJoin):
+//   init:    clone (CLONE_VM)
+//   child:   writes "0" to each join file (it is in the command's own cgroup before it runs
+//            anything of the command's; no global cgroup lock, no wait for the daemon), closes
+//            them, setsid, drops to the command's user (and every capability), opens its PTY
+//            (sends the master as kChildPty), dup2s stdio, chdir, execve. A failed step is
 //            kChildFailed {step, errno}; the sync socket is close-on-exec, so EOF means exec'd.
+// Version 0 (no kExecJoinCgroup: how a daemon spoke to an init of an older release, still spoken
+// to sandboxes that such an init runs): before setsid the child sends kChildHello on sync (the
+// daemon holds the other end with SO_PASSCRED set, so the kernel attaches the child's pid as the
+// daemon sees it), the daemon writes that pid into the command's cgroup.procs and sends kChildGo.
 //
 // The daemon's ends of the pipes (and the PTY master) are also held by init, so a daemon that
 // dies does not take a command's stdio with it: the command blocks on a full pipe until a new
@@ -44,7 +47,10 @@
 namespace corral::initproto {
 
 inline constexpr uint32_t kMaxMessageBytes = 256 * 1024;
-inline constexpr int kMaxFds = 8;
+inline constexpr int kMaxFds = 16;
+
+// What this init speaks (kHelloDone's body); an init without a body speaks 0.
+inline constexpr uint32_t kProtocolVersion = 1;
 
 enum class MsgType : uint32_t {
   kHello = 1,
@@ -71,9 +77,14 @@ struct Header {
 };
 
 inline constexpr uint32_t kExecPty = 1;
+// Version 1: the last n of the child fds join the command's cgroup; n = (flags >> kJoinShift) & 0xff.
+inline constexpr uint32_t kExecJoinCgroup = 2;
+inline constexpr uint32_t kJoinShift = 8;
+inline constexpr uint32_t kMaxJoinFds = 8;
 
 // Followed by body_size - sizeof(ExecBody) bytes: cwd, argv[0..argc), env[0..envc), each
-// NUL-terminated. fds: n_child_fds for the child (sync first), then n_keep_fds to keep.
+// NUL-terminated. fds: n_child_fds for the child (sync first, then stdin, stdout, stderr unless
+// PTY, then the join files), then n_keep_fds to keep.
 struct ExecBody {
   uint64_t seq;
   uint32_t uid;
@@ -85,6 +96,11 @@ struct ExecBody {
   uint32_t envc;
   uint32_t n_child_fds;
   uint32_t n_keep_fds;
+};
+
+struct HelloDoneBody {
+  uint32_t version;
+  uint32_t reserved;
 };
 
 struct SeqBody {
@@ -132,6 +148,7 @@ enum class ChildStep : int32_t {
   kStdio = 4,
   kChdir = 5,
   kExec = 6,
+  kJoinCgroup = 7,
 };
 
 struct ChildFailedBody {
@@ -147,6 +164,7 @@ inline const char* ChildStepName(int32_t step) {
     case ChildStep::kStdio: return "stdio";
     case ChildStep::kChdir: return "chdir";
     case ChildStep::kExec: return "execve";
+    case ChildStep::kJoinCgroup: return "join cgroup";
   }
   return "start command";
 }

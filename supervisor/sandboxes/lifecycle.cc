@@ -153,6 +153,8 @@ SandboxManager::Launched SandboxManager::Launch(const SandboxRow& row, const iso
     if (!out.hello.ok()) {
       (void)host_.Stop(row.id, &*out.process);
       out.process = Status::Error("corral-init did not answer: " + out.hello.status().ToString(), EIO);
+    } else {
+      out.process->init_version = out.hello->version;
     }
   }
   // A full-network sandbox gets its interface before anyone can run a command in it.

@@ -50,8 +50,9 @@ StatusOr<bool> SandboxManager::RecoverSandbox(SandboxRow& row) {
     auto hello = Hello((*process)->control.get(), kHelloTimeout, nullptr);
     if (!hello.ok()) {
       LogWarn("recovery", "corral-init did not answer hello", {{"sandbox", row.id}, {"error", hello.status().ToString()}});
-      hello = InitHello{};
+      hello = InitHello{};  // version 0: the handshake every init speaks
     }
+    (*process)->init_version = hello->version;
     OnStarted(row, std::move(**process), std::move(hello->listeners));
     AdoptCommands(live_[row.id], std::move(hello->commands));
     return true;

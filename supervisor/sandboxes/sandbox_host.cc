@@ -217,9 +217,9 @@ StatusOr<SandboxProcess> SandboxHost::Start(const std::string& id, const isolati
   site.cpu_slot = static_cast<uint64_t>((static_cast<int64_t>(*spec.host_uid_base()) - kUidFirst) / kUidStep);
   site.init_fd = init_fd;
   site.status_fd = listener.get();
+  site.leaf = "init";
   ASSIGN_OR_RETURN(isolation::PreparedLaunch prepared, isolation::PrepareLaunch(spec, site, backend_));
-  auto to_leaf = [&](pid_t pid) { return backend_.AttachToNewLeaf(cgroup, "init", pid); };
-  auto launched = isolation::LaunchPrepared(prepared, to_leaf);
+  auto launched = isolation::LaunchPrepared(prepared);
   listener.reset();  // init holds it now
   if (!launched.ok()) {
     (void)backend_.Destroy(cgroup);
@@ -386,7 +386,7 @@ Status SandboxHost::SetLimits(const std::string& id, const isolation::ResourceLi
 
 StatusOr<uint64_t> SandboxHost::CpuUsageUsec(const std::string& id) { return backend_.CpuUsageUsec(SandboxCgroup(id)); }
 
-Status SandboxHost::CreateCommandCgroup(const std::string& id, uint64_t seq) {
+StatusOr<std::vector<UniqueFd>> SandboxHost::CreateCommandCgroup(const std::string& id, uint64_t seq) {
   const std::string cgroup = CommandCgroup(id, seq);
   Status made = backend_.Create(cgroup);
   if (!made.ok() && made.error_number() == EEXIST) {
@@ -399,7 +399,8 @@ Status SandboxHost::CreateCommandCgroup(const std::string& id, uint64_t seq) {
   // program that reads the limits of the cgroup /proc/self/cgroup names (libuv, the JVM) finds
   // the sandbox's there, not "max".
   ASSIGN_OR_RETURN(cgroups::CgroupLimits limits, backend_.ReadLimits(SandboxCgroup(id)));
-  return backend_.SetLimits(cgroup, limits);
+  RETURN_IF_ERROR(backend_.SetLimits(cgroup, limits));
+  return backend_.OpenSelfJoin(cgroup);
 }
 
 StatusOr<cgroups::CgroupStats> SandboxHost::CommandCgroupStats(const std::string& id, uint64_t seq) {

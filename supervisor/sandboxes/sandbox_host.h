@@ -56,6 +56,7 @@ struct SandboxProcess {
   UniqueFd pidfd;              // readable when init exits
   UniqueFd control;            // connected to corral-init's control socket
   bool child = false;          // our child (reap with waitid) or adopted after a restart
+  uint32_t init_version = 0;   // the init protocol it speaks (its hello says; 0 until then)
 };
 
 class SandboxHost {
@@ -109,8 +110,9 @@ class SandboxHost {
   // Per-command cgroups.
   std::string CommandCgroup(const std::string& id, uint64_t seq) const;
   // Makes <sandbox>/cmd-<seq> with the sandbox's limits repeated in it (the sandbox's own still
-  // bound the whole; the copy is what a program reading its own cgroup's files finds).
-  Status CreateCommandCgroup(const std::string& id, uint64_t seq);
+  // bound the whole; the copy is what a program reading its own cgroup's files finds), and
+  // returns the files the command's process writes "0" to, to join it (OpenSelfJoin).
+  StatusOr<std::vector<UniqueFd>> CreateCommandCgroup(const std::string& id, uint64_t seq);
   // Kills what is left of the command's tree, returns its figures, removes the cgroup (a cgroup
   // that cannot be removed is logged and left for the sandbox's stop: the figures still count).
   StatusOr<cgroups::CgroupStats> FinishCommandCgroup(const std::string& id, uint64_t seq);

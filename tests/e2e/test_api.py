@@ -354,6 +354,26 @@ class Commands(DaemonTestCase):
             return outcomes
         self.assertEqual(self.run_async(go()), [("signaled", 15)] * 20)
 
+    def test_a_command_that_ends_at_once_keeps_its_output(self):
+        """A command's exit comes on init's control socket, its start (the sync socket's EOF) on
+        another: a command that writes and exits at once may be reported ended before the daemon
+        has seen it start. Its output must still come out, every time: 100 commands, four at a
+        time, each checked byte for byte (stdout and stderr)."""
+        async def client_runs(first):
+            c = await self.client()
+            results = []
+            for i in range(first, first + 25):
+                out, err, outcome, _ = await c.run(self.sid, ["sh", "-c", f"echo out{i}; echo err{i} >&2"])
+                results.append((out.decode(), err.decode(), outcome["outcome"]))
+            await c.close()
+            return results
+
+        async def go():
+            # Four clients at once, each with its own commands' events.
+            parts = await asyncio.gather(*(client_runs(first) for first in (0, 25, 50, 75)))
+            return [result for part in parts for result in part]
+        self.assertEqual(self.run_async(go()), [(f"out{i}\n", f"err{i}\n", "exited") for i in range(100)])
+
     def test_a_missing_program_is_a_setup_failure(self):
         async def go():
             c = await self.client()

@@ -71,6 +71,9 @@ sizes = { host = 2 }
     def pooled(self):
         return int(self.daemon.metrics().get("corral_sandboxes", state="pooled"))
 
+    def pool_ready(self):
+        return int(self.daemon.metrics().get("corral_pool_ready"))
+
     def set_pool(self, sizes):
         """Rewrites [pool] sizes, reloads, and waits for the pool to hold them."""
         with open(self.daemon.config_path) as f:
@@ -83,6 +86,7 @@ sizes = { host = 2 }
         wait_until(lambda: self.daemon.log().count('"config reloaded"') > before, what="the reload")
         want = sum(int(part.split("=")[1]) for part in sizes.strip("{} ").split(",") if "=" in part)
         wait_until(lambda: self.pooled() == want, timeout=60, what=f"{want} pooled sandboxes")
+        wait_until(lambda: self.pool_ready() == want, timeout=60, what=f"{want} pooled sandboxes started")
         wait_until(lambda: len(self.pool_cgroups()) == want, timeout=30, what="the pool's cgroups")
 
     def pool_cgroups(self):
@@ -268,7 +272,7 @@ class DiskFull(DaemonTestCase):
 
     def test_a_create_with_the_disk_full_says_so(self):
         token = self.token("full")
-        wait_until(lambda: int(self.daemon.metrics().get("corral_sandboxes", state="pooled")) == 1, timeout=60,
+        wait_until(lambda: int(self.daemon.metrics().get("corral_pool_ready")) == 1, timeout=60,
                    what="the pool")
         filler = os.path.join(self.mount, "filler")
         free = os.statvfs(self.mount)

@@ -580,6 +580,55 @@ TEST_P(CgroupRootTest, CloneIntoCgroupUsesTheOpenForCloneFd) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
 }
 
+// A child moves itself with the files OpenSelfJoin opened here (root's), as a sandbox's first
+// step does and a command does inside: into the cgroup, then, after a cgroup namespace rooted
+// there, into its leaf, where its namespace shows it as "/init". The placement tells the same
+// story: on v1 the files, on v2 the clone fd and AfterNamespace.
+TEST_P(CgroupRootTest, AChildJoinsItsCgroupAndLeafByItself) {
+  StatusOr<ClonePlacement> placement = backend_->PrepareClone(name_, "init");
+  ASSERT_TRUE(placement.ok()) << placement.status().ToString();
+  EXPECT_EQ(placement->clone_fd() >= 0, IsV2());
+  EXPECT_EQ(placement->join_fds().empty(), IsV2());
+  StatusOr<std::vector<UniqueFd>> join = backend_->OpenSelfJoin(name_);
+  ASSERT_TRUE(join.ok()) << join.status().ToString();
+  if (IsV2()) {
+    ASSERT_TRUE(backend_->CreateLeaf(name_ + "/init").ok());
+  }
+  StatusOr<std::vector<UniqueFd>> leaf = backend_->OpenSelfJoin(name_ + "/init");
+  ASSERT_TRUE(leaf.ok()) << leaf.status().ToString();
+  int report[2];
+  ASSERT_EQ(::pipe2(report, O_CLOEXEC), 0);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(report[0]);
+    for (const UniqueFd& fd : *join) {
+      if (::write(fd.get(), "0", 1) != 1) ::_exit(2);
+    }
+    if (::unshare(CLONE_NEWCGROUP) != 0) ::_exit(3);
+    for (const UniqueFd& fd : *leaf) {
+      if (::write(fd.get(), "0", 1) != 1) ::_exit(4);
+    }
+    // What the child itself sees: its cgroup, relative to its namespace's root.
+    std::string self = ReadOr("/proc/self/cgroup", "");
+    (void)!::write(report[1], self.data(), self.size());
+    ::_exit(0);
+  }
+  ASSERT_GT(pid, 0);
+  ::close(report[1]);
+  std::string seen;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(report[0], buf, sizeof(buf))) > 0) seen.append(buf, static_cast<size_t>(n));
+  ::close(report[0]);
+  int status = -1;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  const std::string line = IsV2() ? "0::/init\n" : ":memory:/init\n";
+  EXPECT_NE(seen.find(line), std::string::npos) << seen;
+  // Control: without the files, a process stays where it was (this test's own cgroup).
+  EXPECT_EQ(CgroupsOf(::getpid())[IsV2() ? "" : "memory"].find(name_), std::string::npos);
+}
+
 // The commands' cgroups repeat the sandbox's limits: what SetLimits wrote reads back the same,
 // and a cgroup without limits reads as none (v1's unlimited values, v2's "max").
 TEST_P(CgroupRootTest, ReadLimitsGivesBackWhatSetLimitsWrote) {

@@ -155,16 +155,14 @@ class SandboxFilesTest : public test::SandboxTest {
   Started Begin(ExecRequest request) {
     Started started;
     request.seq = started.seq = ++seq_;
+    auto join = host_->CreateCommandCgroup(shape_.id, request.seq);
+    EXPECT_TRUE(join.ok()) << join.status().ToString();
+    if (!join.ok()) return started;
+    for (const UniqueFd& fd : *join) request.cgroup_join_fds.push_back(fd.get());
     auto fds = SendExec(running_->control.get(), request);
     EXPECT_TRUE(fds.ok()) << fds.status().ToString();
     if (!fds.ok()) return started;
     started.fds = std::move(*fds);
-    auto hello = Expect(started.fds.sync.get(), initproto::MsgType::kChildHello);
-    EXPECT_TRUE(hello.has_value());
-    if (!hello) return started;
-    EXPECT_TRUE(host_->CreateCommandCgroup(shape_.id, request.seq).ok());
-    EXPECT_TRUE(host_->backend().Attach(host_->CommandCgroup(shape_.id, request.seq), hello->sender_pid).ok());
-    EXPECT_TRUE(SendChildGo(started.fds.sync.get()).ok());
     // EOF on the sync socket: the command has exec'd (or failed).
     while (WaitReadable(started.fds.sync.get())) {
       auto message = ReceiveMessage(started.fds.sync.get(), true);

@@ -2,6 +2,7 @@
 // corrald, tested on the real kernel without the daemon.
 #include "supervisor/sandboxes/sandbox_host.h"
 
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -36,7 +37,6 @@ struct Finished {
   int failed_step = 0;
   int failed_errno = 0;
   cgroups::CgroupStats stats;
-  pid_t host_pid = 0;
 };
 
 class SandboxHostTest : public test::SandboxTest {
@@ -66,17 +66,16 @@ class SandboxHostTest : public test::SandboxTest {
     Finished result;
     request.seq = ++seq_;
     const int control = running_->control.get();
+    // As the daemon does with an init of this release: the child joins its cgroup itself.
+    auto join = host_->CreateCommandCgroup(shape_.id, request.seq);
+    EXPECT_TRUE(join.ok()) << join.status().ToString();
+    if (!join.ok()) return result;
+    if (request.cgroup_join_fds.empty()) {
+      for (const UniqueFd& fd : *join) request.cgroup_join_fds.push_back(fd.get());
+    }
     auto fds = SendExec(control, request);
     EXPECT_TRUE(fds.ok()) << fds.status().ToString();
     if (!fds.ok()) return result;
-    auto hello = Expect(fds->sync.get(), MsgType::kChildHello);
-    EXPECT_TRUE(hello.has_value());
-    if (!hello) return result;
-    result.host_pid = hello->sender_pid;
-    EXPECT_GT(result.host_pid, 0);
-    EXPECT_TRUE(host_->CreateCommandCgroup(shape_.id, request.seq).ok());
-    EXPECT_TRUE(host_->backend().Attach(host_->CommandCgroup(shape_.id, request.seq), result.host_pid).ok());
-    EXPECT_TRUE(SendChildGo(fds->sync.get()).ok());
     UniqueFd master;
     for (;;) {
       if (!WaitReadable(fds->sync.get())) break;
@@ -166,6 +165,36 @@ TEST_F(SandboxHostTest, EachCommandRunsInItsOwnCgroup) {
   auto children = host_->backend().ListChildren(host_->SandboxCgroup(shape_.id));
   ASSERT_TRUE(children.ok());
   EXPECT_THAT(*children, ::testing::ElementsAre(host_->SandboxCgroup(shape_.id) + "/init"));
+}
+
+// The child joins its cgroup before anything of the command's runs: a join file it cannot write
+// (here one open read-only) is a setup failure, and the program never starts. Control: the same
+// command with the real files runs.
+TEST_F(SandboxHostTest, ACommandThatCannotJoinItsCgroupNeverRuns) {
+  StartSandbox();
+  ExecRequest request = Sh("touch /tmp/ran");
+  UniqueFd read_only(open("/dev/null", O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(read_only);
+  request.cgroup_join_fds = {read_only.get()};
+  Finished refused = Run(request);
+  EXPECT_EQ(refused.failed_step, static_cast<int>(initproto::ChildStep::kJoinCgroup));
+  EXPECT_EQ(refused.failed_errno, EBADF);
+  EXPECT_TRUE(WIFEXITED(refused.wait_status) && WEXITSTATUS(refused.wait_status) == 125) << refused.wait_status;
+  EXPECT_EQ(Run(Sh("test -e /tmp/ran && echo ran || echo absent")).out, "absent\n");
+  Finished control = Run(Sh("touch /tmp/ran && cat /proc/self/cgroup"));
+  EXPECT_EQ(control.failed_step, 0);
+  EXPECT_THAT(control.out, HasSubstr(":/cmd-3\n"));
+  EXPECT_EQ(Run(Sh("test -e /tmp/ran && echo ran || echo absent")).out, "ran\n");
+}
+
+// An init of this release says which protocol it speaks; the daemon gives its children the join
+// files only then (an init without a version gets the version-0 handshake, below).
+TEST_F(SandboxHostTest, InitSaysItsProtocolVersion) {
+  StartSandbox();
+  auto hello = Hello(running_->control.get(), std::chrono::seconds(5), nullptr);
+  ASSERT_TRUE(hello.ok()) << hello.status().ToString();
+  EXPECT_EQ(hello->version, initproto::kProtocolVersion);
+  EXPECT_GE(hello->version, 1u);
 }
 
 TEST_F(SandboxHostTest, AMissingProgramIsAnExecFailureWithItsErrno) {
@@ -263,6 +292,9 @@ TEST_F(SandboxHostTest, APtyCommandHasAControllingTerminalOwnedByItsUser) {
   EXPECT_THAT(result.out, HasSubstr("33 101"));
 }
 
+// Also the version-0 handshake (how the daemon starts commands in a sandbox whose init is of an
+// older release, and how an older daemon speaks to this init): the child says hello, the daemon
+// moves it into its cgroup and says go.
 TEST_F(SandboxHostTest, ARestartedDaemonGetsTheRunningCommandAndItsPipesBack) {
   StartSandbox();
   ExecRequest request = Sh("echo before; read line; echo after:$line");
@@ -274,6 +306,9 @@ TEST_F(SandboxHostTest, ARestartedDaemonGetsTheRunningCommandAndItsPipesBack) {
   ASSERT_TRUE(host_->CreateCommandCgroup(shape_.id, request.seq).ok());
   ASSERT_TRUE(host_->backend().Attach(host_->CommandCgroup(shape_.id, request.seq), hello->sender_pid).ok());
   ASSERT_TRUE(SendChildGo(fds->sync.get()).ok());
+  auto where = host_->backend().ProcessCgroup(hello->sender_pid);
+  ASSERT_TRUE(where.ok()) << where.status().ToString();
+  EXPECT_EQ(*where, host_->CommandCgroup(shape_.id, request.seq));
   // The daemon "dies": every fd it had goes.
   fds = CommandFds();
   running_->control.reset();

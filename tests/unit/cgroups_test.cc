@@ -322,6 +322,20 @@ TEST_F(V2BackendTest, OpenForCloneGivesADirectoryFd) {
   EXPECT_FALSE(backend_.OpenForClone("missing").ok());
 }
 
+// The file a process writes "0" to, itself: cgroup.procs, write-only, close-on-exec.
+TEST_F(V2BackendTest, OpenSelfJoinGivesCgroupProcs) {
+  fake_.AddControlFiles("box");
+  StatusOr<std::vector<UniqueFd>> fds = backend_.OpenSelfJoin("box");
+  ASSERT_TRUE(fds.ok()) << fds.status().ToString();
+  ASSERT_EQ(fds->size(), 1u);
+  const int fd = (*fds)[0].get();
+  EXPECT_EQ(::fcntl(fd, F_GETFL) & O_ACCMODE, O_WRONLY);
+  EXPECT_NE(::fcntl(fd, F_GETFD) & FD_CLOEXEC, 0);
+  ASSERT_EQ(::write(fd, "0", 1), 1);
+  EXPECT_EQ(Get(fake_.Path("box/cgroup.procs")), "0");
+  EXPECT_FALSE(backend_.OpenSelfJoin("missing").ok());
+}
+
 TEST_F(V2BackendTest, ProcsIsTheUnionOverTheSubtree) {
   fake_.AddControlFiles("box");
   fake_.AddControlFiles("box/cmd1");
@@ -424,6 +438,7 @@ class FakeV1 {
       std::string dir = Path(controller, name);
       MakeDir(dir);
       files.emplace_back("cgroup.procs", "");
+      files.emplace_back("tasks", "");
       for (const auto& [file, content] : files) Put(dir + "/" + file, content);
     };
     add("memory", {{"memory.limit_in_bytes", ""},
@@ -660,6 +675,45 @@ TEST_F(V1BackendTest, OpenForCloneIsNotSupported) {
   EXPECT_EQ(fd.status().error_number(), EOPNOTSUPP);
 }
 
+// v1: the `tasks` file of every hierarchy, once each (a co-mount is one hierarchy); a
+// hierarchy without the cgroup is an error, not a silently shorter list.
+TEST_F(V1BackendTest, OpenSelfJoinGivesEveryHierarchysTasks) {
+  fake_.AddControlFiles("box");
+  StatusOr<std::vector<UniqueFd>> fds = backend_.OpenSelfJoin("box");
+  ASSERT_TRUE(fds.ok()) << fds.status().ToString();
+  ASSERT_EQ(fds->size(), std::size(kV1Controllers));
+  for (const UniqueFd& fd : *fds) {
+    EXPECT_EQ(::fcntl(fd.get(), F_GETFL) & O_ACCMODE, O_WRONLY);
+    EXPECT_NE(::fcntl(fd.get(), F_GETFD) & FD_CLOEXEC, 0);
+    ASSERT_EQ(::write(fd.get(), "0", 1), 1);
+  }
+  for (const char* controller : kV1Controllers) {
+    EXPECT_EQ(Get(fake_.Path(controller, "box/tasks")), "0") << controller;
+    EXPECT_EQ(Get(fake_.Path(controller, "box/cgroup.procs")), "") << controller;
+  }
+  ASSERT_EQ(::unlink(fake_.Path("pids", "box/tasks").c_str()), 0);
+  StatusOr<std::vector<UniqueFd>> partial = backend_.OpenSelfJoin("box");
+  ASSERT_FALSE(partial.ok());
+  EXPECT_EQ(partial.status().error_number(), ENOENT);
+  EXPECT_FALSE(backend_.OpenSelfJoin("missing").ok());
+}
+
+// v1's placement: the child joins by itself (no clone fd), and with no leaf there is nothing to
+// do after its namespace. (A leaf needs the kernel to make its files: tests/root.)
+TEST_F(V1BackendTest, PrepareCloneGivesJoinFiles) {
+  fake_.AddControlFiles("box");
+  StatusOr<ClonePlacement> placement = backend_.PrepareClone("box");
+  ASSERT_TRUE(placement.ok()) << placement.status().ToString();
+  EXPECT_EQ(placement->clone_fd(), -1);
+  EXPECT_EQ(placement->join_fds().size(), std::size(kV1Controllers));
+  EXPECT_TRUE(placement->leaf_fds().empty());
+  EXPECT_TRUE(placement->AfterNamespace(4242).ok());
+  for (const char* controller : kV1Controllers) {
+    EXPECT_EQ(Get(fake_.Path(controller, "box/cgroup.procs")), "") << controller;
+  }
+  EXPECT_FALSE(backend_.PrepareClone("box", "a/b").ok());
+}
+
 class V1CoMountTest : public ::testing::Test {
  protected:
   FakeV1 fake_{V1Layout::kCpuCoMounted};
@@ -718,6 +772,7 @@ TEST_P(NameValidationTest, EveryCallRejectsBadNames) {
     EXPECT_FALSE(backend->SetLimits(bad, limits).ok());
     EXPECT_FALSE(backend->Attach(bad, 1).ok());
     EXPECT_FALSE(backend->OpenForClone(bad).ok());
+    EXPECT_FALSE(backend->OpenSelfJoin(bad).ok());
     EXPECT_FALSE(backend->Stats(bad).ok());
     EXPECT_FALSE(backend->CpuUsageUsec(bad).ok());
     EXPECT_FALSE(backend->Procs(bad).ok());

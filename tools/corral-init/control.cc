@@ -113,7 +113,10 @@ struct Spawn {
   std::vector<char*> argv;     // argc + NULL
   std::vector<char*> sh_argv;  // "/bin/sh", (file), argv[1..], NULL: for a file without #!
   std::vector<char*> env;      // envc + NULL
-  int child_fds[4] = {-1, -1, -1, -1};
+  // sync, then stdin, stdout, stderr (not for a PTY), then the files that join the cgroup.
+  int child_fds[4 + initproto::kMaxJoinFds] = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
+  uint32_t first_join = 0;  // index of the first join file in child_fds
+  uint32_t n_join = 0;
   int close_fds[3] = {-1, -1, -1};  // PID 1's own: the listener, the daemon's connection, signalfd
   void* stack = nullptr;
   size_t stack_bytes = 0;
@@ -134,7 +137,11 @@ bool ParseExec(Message& message, Spawn& spawn) {
     return false;
   }
   const bool pty = (b.flags & initproto::kExecPty) != 0;
-  if (b.n_child_fds != (pty ? 1u : 4u) || b.n_keep_fds > (pty ? 1u : 3u)) return false;
+  const uint32_t n_join = (b.flags & initproto::kExecJoinCgroup) != 0 ? (b.flags >> initproto::kJoinShift) & 0xff : 0;
+  if ((b.flags & initproto::kExecJoinCgroup) != 0 && (n_join == 0 || n_join > initproto::kMaxJoinFds)) return false;
+  if (b.n_child_fds != (pty ? 1u : 4u) + n_join || b.n_keep_fds > (pty ? 1u : 3u)) return false;
+  spawn.first_join = b.n_child_fds - n_join;
+  spawn.n_join = n_join;
   // The strings: cwd, argv, env, each NUL-terminated, nothing after them.
   spawn.strings.assign(message.body.begin() + sizeof(initproto::ExecBody), message.body.end());
   char* p = spawn.strings.data();
@@ -256,19 +263,28 @@ int CommandChild(void* arg) {
   const uint64_t empty = 0;
   RawSyscall(SYS_rt_sigprocmask, SIG_SETMASK, &empty, nullptr, sizeof(uint64_t));
 
-  // Barrier 1 and 2: the daemon learns our pid from this message's credentials and puts us in
-  // the command's cgroup before we run anything of the command's.
-  if (!RawSend(sync, MsgType::kChildHello, nullptr, 0)) RawExit(125);
-  Header go = {};
-  struct iovec iov = {&go, sizeof(go)};
-  struct msghdr msg = {};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  if (RawSyscallRetry(SYS_recvmsg, sync, &msg, MSG_CMSG_CLOEXEC) != sizeof(go) || go.type != MsgType::kChildGo) {
-    RawExit(125);
+  long rc;
+  if (spawn.n_join > 0) {
+    // Into the command's own cgroup before we run anything of the command's: "0" moves us.
+    for (uint32_t i = 0; i < spawn.n_join; ++i) {
+      const int fd = spawn.child_fds[spawn.first_join + i];
+      if ((rc = RawSyscallRetry(SYS_write, fd, "0", 1)) != 1) ChildFail(sync, ChildStep::kJoinCgroup, rc < 0 ? -rc : EIO);
+      RawSyscall(SYS_close, fd);
+    }
+  } else {
+    // Version 0: the daemon learns our pid from this message's credentials and puts us in the
+    // command's cgroup, then says go.
+    if (!RawSend(sync, MsgType::kChildHello, nullptr, 0)) RawExit(125);
+    Header go = {};
+    struct iovec iov = {&go, sizeof(go)};
+    struct msghdr msg = {};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    if (RawSyscallRetry(SYS_recvmsg, sync, &msg, MSG_CMSG_CLOEXEC) != sizeof(go) || go.type != MsgType::kChildGo) {
+      RawExit(125);
+    }
   }
 
-  long rc;
   if ((rc = RawSyscall(SYS_setsid)) < 0) ChildFail(sync, ChildStep::kSetsid, -rc);
   const long uid = spawn.body.uid;
   const long gid = spawn.body.gid;
@@ -534,7 +550,8 @@ void Controller::OnHello() {
       return;
     }
   }
-  if (!Send(conn_, MsgType::kHelloDone, nullptr, 0)) Drop();
+  const initproto::HelloDoneBody done = {initproto::kProtocolVersion, 0};
+  if (!Send(conn_, MsgType::kHelloDone, &done, sizeof(done))) Drop();
 }
 
 void Controller::ReportExit(const Command& command) {
