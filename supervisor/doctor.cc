@@ -410,6 +410,7 @@ std::vector<CheckResult> RunDoctor(const DoctorOptions& options) {
           CheckOpenFiles(options),
           CheckNamespaceLimits(options),
           CheckLayers(options),
+          CheckCgroupJoin(options),
           CheckImages(options),
           CheckClaudeCode(options.claude, options.claude_version)};
 }

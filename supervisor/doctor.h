@@ -81,10 +81,13 @@ CheckResult CheckImages(const DoctorOptions& options);
 // Density (doctor_density.cc): room for max_sandboxes running at once. open_files: corrald's
 // descriptors (it raises its limits to kDaemonOpenFiles, or fs.nr_open when lower);
 // namespace_limits: the user.max_*_namespaces sysctls and kernel.pid_max; layers: how a writable
-// layer is capped, and the loop devices attached.
+// layer is capped, and the loop devices attached; cgroup_join: see below.
 CheckResult CheckOpenFiles(const DoctorOptions& options);
 CheckResult CheckNamespaceLimits(const DoctorOptions& options);
 CheckResult CheckLayers(const DoctorOptions& options);
+// How processes join their cgroups, and whether that waits for an RCU grace period (v2 without
+// the favordynmods mount option: each command's start). Never a warning: a speed note.
+CheckResult CheckCgroupJoin(const DoctorOptions& options);
 
 // The Claude Code version the session runner is tested with (dist/claude-code-version).
 const char* TestedClaudeCodeVersion();

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "common/file_util.h"
 #include "supervisor/doctor.h"
@@ -101,6 +102,54 @@ CheckResult CheckNamespaceLimits(const DoctorOptions& options) {
   }
   return {"namespace_limits", CheckLevel::kOk,
           room == UINT64_MAX ? std::string("no limits to read") : "room for " + Count(room) + " sandboxes"};
+}
+
+CheckResult CheckCgroupJoin(const DoctorOptions& options) {
+  // The line of /proc/self/mountinfo for the cgroup mount: "... <mount point> <opts> ... - <fstype>
+  // <source> <super options>".
+  auto mountinfo = ReadFileToString(options.proc_root + "/self/mountinfo");
+  std::string fstype, super_options;
+  if (mountinfo.ok()) {
+    size_t start = 0;
+    while (start < mountinfo->size()) {
+      size_t end = mountinfo->find('\n', start);
+      if (end == std::string::npos) end = mountinfo->size();
+      const std::string line = mountinfo->substr(start, end - start);
+      start = end + 1;
+      std::vector<std::string> fields;
+      size_t at = 0;
+      while (at < line.size()) {
+        size_t space = line.find(' ', at);
+        if (space == std::string::npos) space = line.size();
+        fields.push_back(line.substr(at, space - at));
+        at = space + 1;
+      }
+      const auto dash = std::find(fields.begin(), fields.end(), "-");
+      if (fields.size() < 5 || fields[4] != options.cgroup_mount || dash == fields.end() || fields.end() - dash < 4) {
+        continue;
+      }
+      fstype = dash[1];
+      super_options = "," + dash[3] + ",";
+    }
+  }
+  if (fstype.empty()) {
+    return {"cgroup_join", CheckLevel::kOk, "no mount at " + options.cgroup_mount + " (see cgroups)"};
+  }
+  if (fstype != "cgroup2") {
+    return {"cgroup_join", CheckLevel::kOk,
+            "cgroup v1: sandboxes and commands join their cgroups themselves (a thread writing 0 to `tasks`), "
+            "without waiting for an RCU grace period"};
+  }
+  if (super_options.find(",favordynmods,") != std::string::npos) {
+    return {"cgroup_join", CheckLevel::kOk,
+            "cgroup v2 with favordynmods: a command joining its cgroup (a write to cgroup.procs) does not wait for an "
+            "RCU grace period"};
+  }
+  return {"cgroup_join", CheckLevel::kOk,
+          "cgroup v2 without favordynmods: sandboxes start in their cgroup (CLONE_INTO_CGROUP), but a command "
+          "joining its own (a write to cgroup.procs) waits for an RCU grace period (8-25 ms) when no other "
+          "cgroup write happened just before; `mount -o remount,favordynmods " +
+              options.cgroup_mount + "` (kernel 6.0 or later) removes that wait, for slightly costlier forks and exits"};
 }
 
 CheckResult CheckLayers(const DoctorOptions& options) {

@@ -11,7 +11,7 @@ import unittest
 from corral_e2e import CORRAL, CORRALD, Daemon
 
 CHECKS = ["kernel", "user_namespaces", "overlayfs", "cgroups", "seccomp", "openat2", "landlock", "pidfd_clone3",
-          "network_namespaces", "state_dir", "open_files", "namespace_limits", "layers", "images", "claude_code"]
+          "network_namespaces", "state_dir", "open_files", "namespace_limits", "layers", "cgroup_join", "images", "claude_code"]
 
 
 @unittest.skipUnless(os.geteuid() == 0 and os.path.exists(CORRALD), "needs root and a build")

@@ -108,6 +108,30 @@ TEST(DoctorFormatTest, TextJsonAndTheVerdict) {
   EXPECT_EQ(json["checks"][2], (nlohmann::json{{"name", "openat2"}, {"level", "fail"}, {"detail", "ENOSYS"}}));
 }
 
+// The cgroup mount's line in mountinfo decides: v1, v2 with favordynmods, v2 without (the one
+// whose detail says how to switch it on). Another cgroup2 mount elsewhere does not count.
+TEST_F(DoctorTest, CgroupJoinReadsTheMountsOptions) {
+  ASSERT_EQ(mkdir((dir_ + "/self").c_str(), 0755), 0);
+  DoctorOptions options;
+  options.proc_root = dir_;
+  auto with = [&](const std::string& mountinfo) {
+    std::ofstream(dir_ + "/self/mountinfo") << mountinfo;
+    return CheckCgroupJoin(options);
+  };
+  const std::string unified =
+      "30 24 0:26 / /sys/fs/cgroup/unified rw,nosuid,nodev,noexec,relatime shared:6 - cgroup2 cgroup2 rw,favordynmods\n";
+  CheckResult v1 = with("25 24 0:22 / /sys/fs/cgroup ro,nosuid shared:5 - tmpfs tmpfs ro,mode=755\n" + unified);
+  EXPECT_EQ(v1.level, CheckLevel::kOk);
+  EXPECT_NE(v1.detail.find("cgroup v1"), std::string::npos) << v1.detail;
+  CheckResult slow = with("29 24 0:26 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:4 - cgroup2 cgroup2 "
+                          "rw,nsdelegate,memory_recursiveprot\n");
+  EXPECT_EQ(slow.level, CheckLevel::kOk);
+  EXPECT_NE(slow.detail.find("mount -o remount,favordynmods /sys/fs/cgroup"), std::string::npos) << slow.detail;
+  CheckResult fast = with("29 24 0:26 / /sys/fs/cgroup rw,nosuid shared:4 - cgroup2 cgroup2 "
+                          "rw,nsdelegate,favordynmods,memory_recursiveprot\n");
+  EXPECT_NE(fast.detail.find("with favordynmods"), std::string::npos) << fast.detail;
+}
+
 // The doctor looks where corrald will: its defaults are the daemon's.
 TEST_F(DoctorTest, DensityLimitsBelowMaxSandboxesWarnAndSayWhich) {
   for (const char* dir : {"/sys", "/sys/user", "/sys/kernel", "/block", "/block/loop7", "/block/loop7/loop",
