@@ -165,10 +165,8 @@ int ApplyMount(int root_fd, const MountOp& op) {
       if (mount("/dev/null", target, nullptr, MS_BIND, nullptr) != 0) rc = errno;
       break;
     case MountOp::Kind::kMaskDir:
-      if (mount("tmpfs", target, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                "size=0,nr_inodes=1,mode=0555") != 0) {
-        rc = errno;
-      }
+      // The plan's empty directory (a bind: no superblock of its own), made read-only below.
+      if (mount(op.source.c_str(), target, nullptr, MS_BIND, nullptr) != 0) rc = errno;
       break;
     case MountOp::Kind::kReadOnly:
       if (mount(target, target, nullptr, MS_BIND | MS_REC, nullptr) != 0) rc = errno;
@@ -184,6 +182,8 @@ int ApplyMount(int root_fd, const MountOp& op) {
   if (op.kind == MountOp::Kind::kMaskFile || op.kind == MountOp::Kind::kReadOnly) {
     // Not nodev: a mask is the /dev/null device, which must still open (and read empty).
     attr_set |= MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC;
+  } else if (op.kind == MountOp::Kind::kMaskDir) {
+    attr_set |= MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
   }
   return attr_set != 0 ? SetAttr(root_fd, op, attr_set) : 0;
 }

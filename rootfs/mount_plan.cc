@@ -12,6 +12,8 @@ namespace {
 
 constexpr uint64_t kLockedDown = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
 constexpr uint64_t kMiB = 1ull << 20;
+// In the scratch: the empty directory that masks directories (bound read-only over them).
+constexpr char kEmptyDir[] = "empty";
 
 // The minimal /dev: harmless character devices (major, minor per Documentation/admin-guide/devices.txt).
 const std::pair<const char*, dev_t> kDevices[] = {
@@ -78,9 +80,18 @@ Status PlanSandboxView(const MountPlanInput& in, MountPlan& plan) {
     cgroup.attr_set = kViewAttrs;
     plan.mounts.push_back(cgroup);
   } else if (!in.cgroup_dirs.empty()) {
-    // Room for the controllers' mountpoints, made read-only once they are in place.
-    plan.mounts.push_back(Fs("tmpfs", "cgroup", "sys/fs/cgroup", MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                             "mode=0755,size=65536,nr_inodes=64"));
+    // Room for the controllers' mountpoints: a directory of the scratch holding one per
+    // controller (made in the skeleton, as the sandbox's root, and bound read-only once they are
+    // in place; no tmpfs of its own, see KernelFileSystems' /dev/shm).
+    const std::string room = Join(in.scratch_dir, "cgroup");
+    plan.skeleton.push_back({FileOp::Kind::kDir, room, "", 0755, in.host_uid_base, in.host_gid_base});
+    for (const MountPlanCgroupDir& dir : in.cgroup_dirs) {
+      plan.skeleton.push_back(
+          {FileOp::Kind::kDir, Join(room, dir.name), "", 0755, in.host_uid_base, in.host_gid_base});
+    }
+    MountOp view = Bind(room, "sys/fs/cgroup", /*read_only=*/false, MountOp::Create::kNone);
+    view.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
+    plan.mounts.push_back(view);
     for (const MountPlanCgroupDir& dir : in.cgroup_dirs) {
       MountOp controller = Bind(dir.source, "sys/fs/cgroup/" + dir.name, /*read_only=*/true, MountOp::Create::kDir);
       controller.attr_set = kViewAttrs;
@@ -136,6 +147,8 @@ class Planner {
     RootDir(lower_, 0755);
     RootDir(Join(in_.scratch_dir, "tmp"), 01777);
     RootDir(Join(in_.scratch_dir, "run"), 0755);
+    RootDir(Join(in_.scratch_dir, "shm"), 01777);
+    RootDir(Join(in_.scratch_dir, kEmptyDir), 0555);
     RootDir(plan_.root_dir, 0755);
     std::string upper = in_.workspace_upper, work = in_.workspace_work;
     if (!in_.workspace_device.empty()) {
@@ -239,8 +252,11 @@ class Planner {
     }
     MountOp devpts = Fs("devpts", "devpts", "dev/pts", MS_NOSUID | MS_NOEXEC,
                         "newinstance,ptmxmode=0666,mode=0620");
-    MountOp shm = Fs("tmpfs", "shm", "dev/shm", MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                     "mode=1777,size=" + std::to_string(64 * kMiB));
+    // /dev/shm is a directory of the scratch tmpfs (its cap, its memory charge), not a tmpfs of
+    // its own: every superblock registers a memcg-aware shrinker, and each memory cgroup made
+    // on the host allocates room for all of them (see MaskedPaths' masks, below).
+    MountOp shm = Bind(Join(in_.scratch_dir, "shm"), "dev/shm", /*read_only=*/false, MountOp::Create::kDir);
+    shm.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
     // No /dev/mqueue: mq_open(3) works without it (the ipc namespace is the sandbox's own).
     for (MountOp* op : {&devpts, &shm}) {
       op->create = MountOp::Create::kDir;
@@ -261,7 +277,10 @@ class Planner {
     for (const std::string& path : MaskedPaths()) {
       bool is_file = path.rfind("proc/", 0) == 0 && path != "proc/acpi" && path != "proc/asound" &&
                      path != "proc/scsi";
-      plan_.mounts.push_back(Simple(is_file ? MountOp::Kind::kMaskFile : MountOp::Kind::kMaskDir, path, "mask"));
+      MountOp mask = Simple(is_file ? MountOp::Kind::kMaskFile : MountOp::Kind::kMaskDir, path, "mask");
+      // A directory is masked by a read-only bind of one empty directory of the scratch.
+      if (!is_file) mask.source = Join(in_.scratch_dir, kEmptyDir);
+      plan_.mounts.push_back(mask);
     }
     for (const std::string& path : ReadOnlyPaths()) {
       plan_.mounts.push_back(Simple(MountOp::Kind::kReadOnly, path, "read-only"));

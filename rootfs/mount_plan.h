@@ -44,7 +44,7 @@ struct MountOp {
     kBind,      // bind `source` (a host path) on target
     kFs,        // mount a fresh `fstype` with `data` on target
     kMaskFile,  // bind /dev/null on target (read-only); skipped when the target is missing
-    kMaskDir,   // an empty read-only tmpfs on target; skipped when the target is missing
+    kMaskDir,   // a read-only bind of source (an empty directory) on target; skipped when the target is missing
     kReadOnly,  // make the mount at target read-only (bind onto itself); skipped when missing
     kSymlink,   // create a symlink at target pointing to `source`
     kDevice,    // mknod a character device `device` at target (mode 0666)

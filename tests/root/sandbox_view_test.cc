@@ -156,8 +156,9 @@ TEST_F(SandboxViewTest, NothingAboveTheSandboxsCgroupIsInTheView) {
   EXPECT_THAT(r.out, ::testing::StartsWith(v2_ ? "0\n" : "5\n"));
   // /sys/fs/cgroup/.. is sysfs's /sys/fs, not the hierarchy.
   EXPECT_THAT(r.out, HasSubstr("cgroup\n"));
-  // Every cgroup mount's root, as the sandbox reads it, is "/" (the tmpfs's too on v1).
-  EXPECT_THAT(r.out, ::testing::EndsWith("\n/\n"));
+  // Every cgroup mount's root, as the sandbox reads it, is "/"; on v1 the room that holds the
+  // controllers' mountpoints is a directory of the sandbox's own scratch tmpfs, "/cgroup" there.
+  EXPECT_THAT(r.out, ::testing::EndsWith(v2_ ? "\n/\n" : "\n/\n/cgroup\n"));
 }
 
 TEST_F(SandboxViewTest, NprocAndCpuCountFollowTheCpuLimit) {

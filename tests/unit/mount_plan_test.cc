@@ -102,6 +102,18 @@ TEST(MountPlanTest, ProcHasRuncMasksAndReadOnlyPaths) {
   const MountOp* firmware = FindMount(*plan, "sys/firmware");
   ASSERT_NE(firmware, nullptr);
   EXPECT_EQ(firmware->kind, MountOp::Kind::kMaskDir);
+  // Masked by the scratch's empty directory, and /dev/shm is the scratch's too: no superblock
+  // of their own (each registers a shrinker every memory cgroup on the host makes room for).
+  EXPECT_EQ(firmware->source, HostInput().scratch_dir + "/empty");
+  const MountOp* shm = FindMount(*plan, "dev/shm");
+  ASSERT_NE(shm, nullptr);
+  EXPECT_EQ(shm->kind, MountOp::Kind::kBind);
+  EXPECT_EQ(shm->source, HostInput().scratch_dir + "/shm");
+  EXPECT_EQ(shm->attr_set & (MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC | MOUNT_ATTR_RDONLY),
+            MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+  size_t fresh_tmpfs = 0;
+  for (const MountOp& op : plan->mounts) fresh_tmpfs += op.kind == MountOp::Kind::kFs && op.fstype == "tmpfs";
+  EXPECT_EQ(fresh_tmpfs, 1u);  // /dev (its device nodes need a file system without nodev)
   for (const char* read_only : {"proc/sys", "proc/sysrq-trigger", "proc/irq", "proc/bus"}) {
     const MountOp* op = FindMount(*plan, read_only);
     ASSERT_NE(op, nullptr) << read_only;
@@ -287,7 +299,7 @@ TEST(MountPlanTest, AV2CgroupIsBoundReadOnlyOnSysFsCgroup) {
   EXPECT_GT(cgroup - plan->mounts.data(), FindMount(*plan, "sys") - plan->mounts.data());
 }
 
-TEST(MountPlanTest, V1ControllersSitInAReadOnlyTmpfsOnSysFsCgroup) {
+TEST(MountPlanTest, V1ControllersSitInAReadOnlyRoomOnSysFsCgroup) {
   MountPlanInput in = HostInput();
   in.cgroup_dirs = {{"/sys/fs/cgroup/memory/corral/sb_x", "memory"}, {"/sys/fs/cgroup/cpu/corral/sb_x", "cpu"}};
   auto plan = BuildMountPlan(in);
@@ -297,9 +309,16 @@ TEST(MountPlanTest, V1ControllersSitInAReadOnlyTmpfsOnSysFsCgroup) {
     if (op.target.rfind("sys/fs/cgroup", 0) == 0) ops.push_back(&op);
   }
   ASSERT_EQ(ops.size(), 4u);
-  EXPECT_EQ(ops[0]->kind, MountOp::Kind::kFs);
-  EXPECT_EQ(ops[0]->fstype, "tmpfs");
+  // The room is a directory of the scratch (no tmpfs of its own), with a mountpoint per
+  // controller made in the skeleton.
+  EXPECT_EQ(ops[0]->kind, MountOp::Kind::kBind);
+  EXPECT_EQ(ops[0]->source, in.scratch_dir + "/cgroup");
   EXPECT_EQ(ops[0]->target, "sys/fs/cgroup");
+  for (const char* dir : {"/cgroup", "/cgroup/memory", "/cgroup/cpu"}) {
+    EXPECT_TRUE(std::any_of(plan->skeleton.begin(), plan->skeleton.end(), [&](const FileOp& op) {
+      return op.kind == FileOp::Kind::kDir && op.path == in.scratch_dir + dir;
+    })) << dir;
+  }
   EXPECT_EQ(ops[1]->target, "sys/fs/cgroup/memory");
   EXPECT_EQ(ops[1]->source, "/sys/fs/cgroup/memory/corral/sb_x");
   EXPECT_EQ(ops[1]->create, MountOp::Create::kDir);
