@@ -211,11 +211,11 @@ def report(out_dir, results_md):
     if "corral" in rows and "bwrap-cg" in rows:
         speedup = rows["bwrap-cg"]["p50"] / rows["corral"]["p50"]
         L.append(f"Target (issue 19): `corral run` at least 1.5x faster than bubblewrap in a cgroup, p50: "
-                 f"{speedup:.2f}x, **{'met' if speedup >= 1.5 else 'not met'}** on this machine. On a cgroup "
-                 "v1 host, putting a process into a cgroup (a write to `cgroup.procs`) waits for an RCU grace "
-                 "period unless another attach happened within the last one, so a tool's own speed in a "
-                 "back-to-back loop decides whether it pays that wait (cgroup v2's `CLONE_INTO_CGROUP`, "
-                 "which corral uses there, has no such wait).\n")
+                 f"{speedup:.2f}x, **{'met' if speedup >= 1.5 else 'not met'}** on this machine. A write of a pid "
+                 "to `cgroup.procs` waits for an RCU grace period unless another one happened within the last "
+                 "period (so a tool's own speed in a back-to-back loop decides whether it pays that wait); "
+                 "corral's sandbox joins its cgroup without one (v1: its first thread writes 0 to `tasks`; "
+                 "v2: `CLONE_INTO_CGROUP`), `cgwrap` writes `cgroup.procs`.\n")
     if any(rows[t]["rss"] for t in rows):
         L.append("## Peak RSS\n")
         L.append("`/usr/bin/time -f %M` over the whole command, "

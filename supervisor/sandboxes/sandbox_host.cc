@@ -395,10 +395,15 @@ StatusOr<std::vector<UniqueFd>> SandboxHost::CreateCommandCgroup(const std::stri
     made = backend_.Create(cgroup);
   }
   RETURN_IF_ERROR(made);
-  // The command's own cgroup repeats the sandbox's limits (which still bound the whole): a
-  // program that reads the limits of the cgroup /proc/self/cgroup names (libuv, the JVM) finds
-  // the sandbox's there, not "max".
+  // The command's own cgroup repeats the sandbox's memory and pids limits (which still bound the
+  // whole): a program that reads the limits of the cgroup /proc/self/cgroup names (libuv, the
+  // JVM) finds the sandbox's there, not "max". Not its CPU quota: a write of cpu.max (v1
+  // cpu.cfs_quota_us) walks every task group of the host under cgroup_mutex
+  // (tg_set_cfs_bandwidth), which at 1,500 sandboxes was a fifth of corrald's time in a loop of
+  // commands, and stalled every other cgroup change meanwhile. A CPU-limited sandbox's CPUs
+  // (its affinity) are what thread pools size themselves by.
   ASSIGN_OR_RETURN(cgroups::CgroupLimits limits, backend_.ReadLimits(SandboxCgroup(id)));
+  limits.cpu_quota_us.reset();
   RETURN_IF_ERROR(backend_.SetLimits(cgroup, limits));
   return backend_.OpenSelfJoin(cgroup);
 }

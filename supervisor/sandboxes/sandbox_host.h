@@ -109,8 +109,9 @@ class SandboxHost {
   std::string SandboxCgroup(const std::string& id) const;
   // Per-command cgroups.
   std::string CommandCgroup(const std::string& id, uint64_t seq) const;
-  // Makes <sandbox>/cmd-<seq> with the sandbox's limits repeated in it (the sandbox's own still
-  // bound the whole; the copy is what a program reading its own cgroup's files finds), and
+  // Makes <sandbox>/cmd-<seq> with the sandbox's memory and pids limits repeated in it (the
+  // sandbox's own still bound the whole; the copy is what a program reading its own cgroup's
+  // files finds; not the CPU quota, see the .cc), and
   // returns the files the command's process writes "0" to, to join it (OpenSelfJoin).
   StatusOr<std::vector<UniqueFd>> CreateCommandCgroup(const std::string& id, uint64_t seq);
   // Kills what is left of the command's tree, returns its figures, removes the cgroup (a cgroup

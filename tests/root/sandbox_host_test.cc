@@ -570,6 +570,15 @@ TEST_F(SandboxHostTest, ACommandSeesTheSandboxsLimitsAtItsOwnCgroupAndAtTheRoot)
   ASSERT_TRUE(sandbox.ok());
   EXPECT_EQ(sandbox->memory_max_bytes, shape_.memory_bytes);
   EXPECT_EQ(sandbox->cpu_quota_us, 50000u);
+  // A command's cgroup repeats the memory and pids limits, not the CPU quota (a quota write walks
+  // every task group of the host): that stays the sandbox's alone, and still bounds the command.
+  ASSERT_TRUE(host_->CreateCommandCgroup(shape_.id, 99).ok());
+  auto command = host_->backend().ReadLimits(host_->CommandCgroup(shape_.id, 99));
+  ASSERT_TRUE(command.ok()) << command.status().ToString();
+  EXPECT_EQ(command->memory_max_bytes, shape_.memory_bytes);
+  EXPECT_EQ(command->pids_max, sandbox->pids_max);
+  EXPECT_FALSE(command->cpu_quota_us.has_value());
+  EXPECT_TRUE(host_->RemoveCommandCgroup(shape_.id, 99).ok());
 }
 
 TEST_F(SandboxHostTest, NodeInACommandReportsTheSandboxsMemoryAndCpus) {
