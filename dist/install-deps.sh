@@ -34,6 +34,9 @@ packages=(
   # runtime: mkfs.ext4 for disk-capped workspaces (busybox-static, below, is also used by the
   # image tests)
   e2fsprogs
+  # tests: a loop-mounted XFS with project quotas, where sandboxes' disk caps are project quotas
+  # (rootfs/project_quota.h)
+  xfsprogs
   # cgroup v2 suite in a QEMU guest (tests/cgv2)
   qemu-system-x86 busybox-static cpio zstd xz-utils
   # the Debian package (cpack: dpkg-shlibdeps from dpkg-dev, and file) and its install test on a

@@ -2,15 +2,15 @@
 
 #include <fcntl.h>
 #include <linux/loop.h>
-#include <spawn.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <vector>
+
+#include "common/run_program.h"
 
 namespace corral::rootfs {
 namespace {
@@ -25,41 +25,9 @@ Status RunMkfs(const std::string& path, uid_t uid, gid_t gid) {
   // left unwritten (lazy_journal_init: the file is sparse, so its holes already read as the zeros
   // a fresh journal needs; it takes host space only as the journal is used), and no discard pass
   // over the file. MountLayer mounts it with noinit_itable for the same reason.
-  std::vector<std::string> args = {kMkfs, "-q", "-F", "-m", "0", "-O", "^resize_inode",
-                                   "-E", owner + ",lazy_journal_init=1,nodiscard", path};
-  std::vector<char*> argv;
-  for (auto& arg : args) argv.push_back(arg.data());
-  argv.push_back(nullptr);
-  char* envp[] = {const_cast<char*>("PATH=/usr/sbin:/usr/bin:/sbin:/bin"), nullptr};
-  // Its complaints go into the error (not onto the caller's stderr, which is corrald's log).
-  int err[2];
-  if (pipe2(err, O_CLOEXEC) != 0) return ErrnoError("pipe");
-  UniqueFd err_read(err[0]), err_write(err[1]);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, err_write.get(), 2);
-  pid_t pid;
-  int rc = posix_spawn(&pid, kMkfs, &actions, nullptr, argv.data(), envp);
-  posix_spawn_file_actions_destroy(&actions);
-  err_write.reset();
-  if (rc != 0) return ErrnoError(std::string("run ") + kMkfs, rc);
-  std::string said;
-  char buf[512];
-  for (ssize_t n; (n = read(err_read.get(), buf, sizeof(buf))) != 0;) {
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) break;
-    if (said.size() < 2048) said.append(buf, static_cast<size_t>(n));
-  }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    while (!said.empty() && (said.back() == '\n' || said.back() == ' ')) said.pop_back();
-    for (char& c : said) c = c == '\n' ? ' ' : c;
-    return Status::Error(std::string(kMkfs) + " failed on " + path + (said.empty() ? "" : ": " + said), EIO);
-  }
+  Status made = RunProgram({kMkfs, "-q", "-F", "-m", "0", "-O", "^resize_inode", "-E",
+                            owner + ",lazy_journal_init=1,nodiscard", path});
+  if (!made.ok()) return Status::Error("making the layer image " + path + ": " + made.message(), EIO);
   return Status();
 }
 

@@ -365,6 +365,16 @@ std::string ApplyCgroupParent(const toml::node& node, DaemonConfig& config) {
   return "";
 }
 
+std::string ApplyDiskQuota(const toml::node& node, DaemonConfig& config) {
+  const auto* s = node.as_string();
+  if (s == nullptr) return "expected \"auto\", \"project\" or \"image\"";
+  if (s->get() == "auto") config.disk_quota = DiskQuotaMode::kAuto;
+  else if (s->get() == "project") config.disk_quota = DiskQuotaMode::kProject;
+  else if (s->get() == "image") config.disk_quota = DiskQuotaMode::kImage;
+  else return "expected \"auto\", \"project\" or \"image\"";
+  return "";
+}
+
 std::string ApplySynchronous(const toml::node& node, DaemonConfig& config) {
   const auto* s = node.as_string();
   if (s == nullptr || (s->get() != "normal" && s->get() != "full")) return "expected \"normal\" or \"full\"";
@@ -472,6 +482,7 @@ const std::vector<KeySpec>& Keys() {
       {"sandbox", "max_pids", CountKey(&DaemonConfig::max_pids)},
       {"sandbox", "default_disk", SizeKey(&DaemonConfig::default_disk_bytes)},
       {"sandbox", "max_disk", SizeKey(&DaemonConfig::max_disk_bytes)},
+      {"sandbox", "disk_quota", ApplyDiskQuota},
       {"sandbox", "default_idle_timeout", SecondsKey(&DaemonConfig::default_idle_timeout_s)},
       {"sandbox", "max_idle_timeout", SecondsKey(&DaemonConfig::max_idle_timeout_s)},
       {"sandbox", "max_sandboxes_per_user", CountKey(&DaemonConfig::max_sandboxes_per_user)},

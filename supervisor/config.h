@@ -20,6 +20,7 @@
 #include "supervisor/images/images_config.h"
 #include "supervisor/loopback_ports.h"
 #include "supervisor/relay/relay_config.h"
+#include "supervisor/sandboxes/layer_kind.h"
 
 namespace corral::supervisor {
 
@@ -62,6 +63,9 @@ struct DaemonConfig {
   uint64_t max_pids = 4096;
   uint64_t default_disk_bytes = 10ull << 30;
   uint64_t max_disk_bytes = 100ull << 30;
+  // How the disk cap is made: "auto" (project quotas where the state dir's file system enforces
+  // them, else an ext4 image per sandbox), "project" or "image" (sandboxes/writable_layer.h).
+  DiskQuotaMode disk_quota = DiskQuotaMode::kAuto;
   uint64_t default_idle_timeout_s = 1800;
   uint64_t max_idle_timeout_s = 7 * 24 * 3600;
   uint64_t max_sandboxes_per_user = 10;

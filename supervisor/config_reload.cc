@@ -53,6 +53,7 @@ std::vector<std::string> ApplyReload(DaemonConfig& live, const DaemonConfig& fre
   differs("streams", live.replay_buffer_bytes != fresh.replay_buffer_bytes ||
                          live.max_file_bytes != fresh.max_file_bytes);
   differs("store.synchronous", live.store_synchronous_full != fresh.store_synchronous_full);
+  differs("sandbox.disk_quota", live.disk_quota != fresh.disk_quota);
   differs("sessions", live.tool_call_timeout_s != fresh.tool_call_timeout_s ||
                           live.agent_silence_timeout_s != fresh.agent_silence_timeout_s);
   differs("relay (port, upstream, api_key_file, ca_file, limits)",

@@ -312,6 +312,16 @@ CheckResult CheckNetworkNamespaces(const DoctorOptions& options) {
   return Ok("network_namespaces", "a network namespace with its loopback up works");
 }
 
+std::string NearestExistingDir(const std::string& path) {
+  std::string dir = path.empty() ? "/" : path;
+  struct stat st;
+  while (stat(dir.c_str(), &st) != 0 && dir != "/") {
+    size_t slash = dir.rfind('/');
+    dir = slash == 0 || slash == std::string::npos ? "/" : dir.substr(0, slash);
+  }
+  return dir;
+}
+
 CheckResult CheckStateDir(const std::string& state_dir) {
   // The directory, or the nearest parent that exists (before the first start).
   std::string dir = state_dir.empty() ? "/" : state_dir;

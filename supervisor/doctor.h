@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "supervisor/sandboxes/layer_kind.h"
 
 namespace corral::supervisor {
 
@@ -41,6 +42,7 @@ struct DoctorOptions {
   std::string skopeo = "skopeo";            // images.skopeo: what pulls run
   bool probe_namespaces = true;             // false: skip the checks that fork (unit tests)
   uint64_t max_sandboxes = 1000;            // sandbox.max_sandboxes: the density the host must hold
+  DiskQuotaMode disk_quota = DiskQuotaMode::kAuto;  // sandbox.disk_quota: how layers are capped
   std::string sys_root = "/sys";            // /sys/block/loop*: the loop devices attached
   // Whether this process may raise its hard limits (CAP_SYS_RESOURCE): as corrald would, since
   // they run as the same user with the same capabilities. (HasCapSysResource() by default.)
@@ -80,8 +82,10 @@ CheckResult CheckClaudeCode(const std::string& claude, const std::string& expect
 CheckResult CheckImages(const DoctorOptions& options);
 // Density (doctor_density.cc): room for max_sandboxes running at once. open_files: corrald's
 // descriptors (it raises its limits to kDaemonOpenFiles, or fs.nr_open when lower);
-// namespace_limits: the user.max_*_namespaces sysctls and kernel.pid_max; layers: how a writable
-// layer is capped, and the loop devices attached; cgroup_join: see below.
+// namespace_limits: the user.max_*_namespaces sysctls and kernel.pid_max; layers: how a new
+// writable layer is capped (a project quota or an ext4 image, by sandbox.disk_quota and the state
+// dir's file system: FAIL when "project" cannot be had) and the loop devices attached;
+// cgroup_join: see below.
 CheckResult CheckOpenFiles(const DoctorOptions& options);
 CheckResult CheckNamespaceLimits(const DoctorOptions& options);
 CheckResult CheckLayers(const DoctorOptions& options);
@@ -91,6 +95,9 @@ CheckResult CheckCgroupJoin(const DoctorOptions& options);
 
 // The Claude Code version the session runner is tested with (dist/claude-code-version).
 const char* TestedClaudeCodeVersion();
+
+// `path`, or its nearest parent that exists (the state dir before the first start).
+std::string NearestExistingDir(const std::string& path);
 
 const char* CheckLevelName(CheckLevel level);  // "OK", "WARN", "FAIL"
 bool AnyFailed(const std::vector<CheckResult>& results);

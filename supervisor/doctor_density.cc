@@ -153,9 +153,10 @@ CheckResult CheckCgroupJoin(const DoctorOptions& options) {
 }
 
 CheckResult CheckLayers(const DoctorOptions& options) {
-  // Each sandbox's writable layer is a sparse ext4 image on a loop device (rootfs/disk_image.h):
-  // about 300 KiB of the host's disk until it writes, whatever its cap. Loop devices are made on
-  // demand (LOOP_CTL_GET_FREE); the loop driver's max_loop only says how many exist at boot.
+  // A new sandbox's writable layer (sandboxes/writable_layer.h): a directory capped by a project
+  // quota where the state dir's file system enforces them, else a sparse ext4 image on a loop
+  // device. Loop devices are made on demand (LOOP_CTL_GET_FREE); the loop driver's max_loop only
+  // says how many exist at boot.
   size_t attached = 0;
   if (DIR* block = opendir((options.sys_root + "/block").c_str())) {
     while (struct dirent* entry = readdir(block)) {
@@ -166,10 +167,17 @@ CheckResult CheckLayers(const DoctorOptions& options) {
     }
     closedir(block);
   }
+  const std::string loops = Count(attached) + " loop devices attached now";
+  auto choice = ChooseLayerKind(options.disk_quota, NearestExistingDir(options.state_dir + "/sandboxes"));
+  if (!choice.ok()) return {"layers", CheckLevel::kFail, choice.status().message()};
+  if (choice->kind == LayerKind::kQuotaDir) {
+    return {"layers", CheckLevel::kOk,
+            "writable layers are directories capped by project quotas (" + choice->why +
+                "): no mkfs, loop device or file system per sandbox; " + loops};
+  }
   return {"layers", CheckLevel::kOk,
-          "writable layers are sparse ext4 images on loop devices (about 300 KiB of host disk each until "
-          "written; project quotas are not used); loop devices are made on demand, " +
-              Count(attached) + " attached now"};
+          "writable layers are sparse ext4 images on loop devices (about 300 KiB of host disk each until written; "
+          "made by mkfs at create): " + choice->why + "; " + loops};
 }
 
 }  // namespace corral::supervisor

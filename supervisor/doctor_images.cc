@@ -23,17 +23,6 @@ namespace {
 
 constexpr uid_t kProbeBase = 1u << 30;
 
-// The state dir, or its nearest parent that exists (before the first start).
-std::string ExistingDir(const std::string& state_dir) {
-  std::string dir = state_dir.empty() ? "/" : state_dir;
-  struct stat st;
-  while (stat(dir.c_str(), &st) != 0 && dir != "/") {
-    size_t slash = dir.rfind('/');
-    dir = slash == 0 || slash == std::string::npos ? "/" : dir.substr(0, slash);
-  }
-  return dir;
-}
-
 // In a child with a mount namespace of its own: `base`/lower (on the state dir's file system,
 // holding a file of uid 0) bound idmapped into a range starting at kProbeBase, as an overlay's
 // lower layer, and the file read back through the overlay. 0 or the errno of the step that
@@ -89,9 +78,9 @@ CheckResult CheckImages(const DoctorOptions& options) {
                                    : "; " + options.skopeo + " is not installed: `corral image pull` is unavailable "
                                                              "(apt-get install skopeo), imports work";
   if (!options.probe_namespaces) return {"images", CheckLevel::kOk, "not probed" + pulls};
-  std::string base = ExistingDir(options.state_dir) + "/.corral-doctor-XXXXXX";
+  std::string base = NearestExistingDir(options.state_dir) + "/.corral-doctor-XXXXXX";
   if (mkdtemp(base.data()) == nullptr) {
-    return {"images", CheckLevel::kWarn, "cannot make a directory in " + ExistingDir(options.state_dir) + ": " +
+    return {"images", CheckLevel::kWarn, "cannot make a directory in " + NearestExistingDir(options.state_dir) + ": " +
                                              std::string(strerror(errno)) + ": images were not probed" + pulls};
   }
   int error = mkdir((base + "/t").c_str(), 0755) == 0 && mkdir((base + "/lower").c_str(), 0755) == 0 &&
@@ -122,7 +111,7 @@ CheckResult CheckImages(const DoctorOptions& options) {
                 "xfs, btrfs or tmpfs)" + pulls};
   }
   return {"images", skopeo ? CheckLevel::kOk : CheckLevel::kWarn,
-          "idmapped layers under an overlay work on " + ExistingDir(options.state_dir) + "'s file system" + pulls};
+          "idmapped layers under an overlay work on " + NearestExistingDir(options.state_dir) + "'s file system" + pulls};
 }
 
 }  // namespace corral::supervisor

@@ -185,8 +185,8 @@ StatusOr<ImageService::AddedLayer> ImageBuilder::RunInSandbox(const Caller& call
   RETURN_IF_ERROR(MakeDirs(dir, 0700));
   const std::string tar = dir + "/layer.tar";
   // The sandbox's kernel mount points are its own, not the image's.
-  ASSIGN_OR_RETURN(CaptureCounts counts, CaptureLayerImage(host_.LayerPath(sandbox.id), dir + "/mnt", tar,
-                                                           stopped.uid_base, {"proc", "dev", "sys"}));
+  ASSIGN_OR_RETURN(CaptureCounts counts, CaptureLayer(host_.SandboxLayer(sandbox.id), dir + "/mnt", tar,
+                                                      stopped.uid_base, {"proc", "dev", "sys"}));
   log(" ---> captured " + std::to_string(counts.entries) + " entries (" + std::to_string(counts.whiteouts) +
       " whiteouts), " + std::to_string(counts.bytes) + " bytes\n");
   auto layer = images_.AddLayerFromTar(tar);

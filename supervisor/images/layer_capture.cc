@@ -231,13 +231,26 @@ StatusOr<CaptureCounts> CaptureInPrivateNamespace(const std::string& image, cons
 
 }  // namespace
 
-StatusOr<CaptureCounts> CaptureLayerImage(const std::string& image, const std::string& mount_dir,
-                                          const std::string& tar_path, int64_t uid_base,
-                                          const std::set<std::string>& skip) {
-  RETURN_IF_ERROR(MakeDirs(mount_dir, 0700));
+StatusOr<CaptureCounts> CaptureLayer(const WritableLayer& layer, const std::string& mount_dir,
+                                     const std::string& tar_path, int64_t uid_base,
+                                     const std::set<std::string>& skip) {
   StatusOr<CaptureCounts> result = Status::Error("layer capture did not run");
+  if (layer.kind == LayerKind::kQuotaDir) {
+    // A thread of its own: fts(3) descends with fchdir, and the working directory is the
+    // process's unless the thread unshares it.
+    std::thread worker([&] {
+      if (unshare(CLONE_FS) != 0) {
+        result = ErrnoError("unshare CLONE_FS");
+        return;
+      }
+      result = WriteLayerTar(layer.path + "/upper", tar_path, uid_base, skip);
+    });
+    worker.join();
+    return result;
+  }
+  RETURN_IF_ERROR(MakeDirs(mount_dir, 0700));
   // A thread of its own: it leaves the daemon's mount namespace and never comes back.
-  std::thread worker([&] { result = CaptureInPrivateNamespace(image, mount_dir, tar_path, uid_base, skip); });
+  std::thread worker([&] { result = CaptureInPrivateNamespace(layer.path, mount_dir, tar_path, uid_base, skip); });
   worker.join();
   return result;
 }

@@ -24,6 +24,7 @@
 #include <string>
 
 #include "common/status.h"
+#include "supervisor/sandboxes/writable_layer.h"
 
 namespace corral::supervisor {
 
@@ -37,11 +38,12 @@ struct CaptureCounts {
 StatusOr<CaptureCounts> WriteLayerTar(const std::string& upper, const std::string& tar_path, int64_t uid_base,
                                       const std::set<std::string>& skip = {});
 
-// The same from a stopped sandbox's ext4 layer image: a thread of its own unshares its mount
-// namespace, mounts `image` read-only (nosuid, nodev, noexec) at `mount_dir` and writes the tar
-// of its upper/. The mount goes with the thread.
-StatusOr<CaptureCounts> CaptureLayerImage(const std::string& image, const std::string& mount_dir,
-                                          const std::string& tar_path, int64_t uid_base,
-                                          const std::set<std::string>& skip = {});
+// The same from a stopped sandbox's writable layer (writable_layer.h), on a thread of its own
+// (the walk changes its working directory). An ext4 image is mounted read-only (nosuid, nodev,
+// noexec) at `mount_dir` in that thread's own mount namespace, and goes with it; a project-quota
+// directory's upper/ is read where it is.
+StatusOr<CaptureCounts> CaptureLayer(const WritableLayer& layer, const std::string& mount_dir,
+                                     const std::string& tar_path, int64_t uid_base,
+                                     const std::set<std::string>& skip = {});
 
 }  // namespace corral::supervisor

@@ -207,12 +207,24 @@ StatusOr<ShiftCounts> ShiftTreeOwners(const std::string& dir, int64_t from_base,
   return counts;
 }
 
-StatusOr<ShiftCounts> ShiftLayerOwners(const std::string& image, const std::string& mount_dir, int64_t from_base,
+StatusOr<ShiftCounts> ShiftLayerOwners(const WritableLayer& layer, const std::string& mount_dir, int64_t from_base,
                                        int64_t to_base, int64_t count) {
-  RETURN_IF_ERROR(MakeDirs(mount_dir, 0700));
   StatusOr<ShiftCounts> result = Status::Error("layer shift did not run");
+  if (layer.kind == LayerKind::kQuotaDir) {
+    // A thread of its own, for the working directory fts(3) changes.
+    std::thread worker([&] {
+      if (unshare(CLONE_FS) != 0) {
+        result = ErrnoError("unshare CLONE_FS");
+        return;
+      }
+      result = ShiftTreeOwners(layer.path, from_base, to_base, count);
+    });
+    worker.join();
+    return result;
+  }
+  RETURN_IF_ERROR(MakeDirs(mount_dir, 0700));
   // A thread of its own: it leaves the daemon's mount namespace and never comes back.
-  std::thread worker([&] { result = ShiftInPrivateNamespace(image, mount_dir, from_base, to_base, count); });
+  std::thread worker([&] { result = ShiftInPrivateNamespace(layer.path, mount_dir, from_base, to_base, count); });
   worker.join();
   return result;
 }

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "common/status.h"
+#include "supervisor/sandboxes/writable_layer.h"
 
 namespace corral::supervisor {
 
@@ -26,11 +27,11 @@ struct ShiftCounts {
 StatusOr<ShiftCounts> ShiftTreeOwners(const std::string& dir, int64_t from_base, int64_t to_base,
                                       int64_t count);
 
-// Re-owns the ext4 layer image `image` (not in use by a sandbox): a thread of its own unshares
-// its mount namespace, mounts the image at `mount_dir` there (nosuid, nodev, noexec) and walks
-// it. The mount exists only in that thread's namespace and goes with it, also when the daemon
-// dies during the walk.
-StatusOr<ShiftCounts> ShiftLayerOwners(const std::string& image, const std::string& mount_dir,
+// Re-owns a writable layer (writable_layer.h; not in use by a sandbox), on a thread of its own.
+// An ext4 image: the thread unshares its mount namespace, mounts the image at `mount_dir` there
+// (nosuid, nodev, noexec) and walks it; the mount exists only in that namespace and goes with
+// it, also when the daemon dies during the walk. A project-quota directory is walked where it is.
+StatusOr<ShiftCounts> ShiftLayerOwners(const WritableLayer& layer, const std::string& mount_dir,
                                        int64_t from_base, int64_t to_base, int64_t count);
 
 }  // namespace corral::supervisor

@@ -160,7 +160,7 @@ void SandboxManager::ClaimPooled(const Caller& caller, const UserCaps& caps, San
   auto held = std::make_shared<WarmPool::Entry>(std::move(entry));
   asio::post(pool_, [this, row, held, done = std::move(done), fresh = std::move(fresh)]() mutable {
     // The caller's limits on the cgroup, and the CPU time init used so far, which is not theirs.
-    Status limited = host_.SetLimits(row.id, row.limits);
+    Status limited = host_.SetLimits(row.id, row.uid_base, row.limits);
     StatusOr<uint64_t> used = limited.ok() ? host_.CpuUsageUsec(row.id) : StatusOr<uint64_t>(limited);
     asio::post(io_, [this, row = std::move(row), held, used, done = std::move(done),
                      fresh = std::move(fresh)]() mutable {

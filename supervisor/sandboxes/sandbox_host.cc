@@ -1,10 +1,8 @@
 #include "supervisor/sandboxes/sandbox_host.h"
 
 #include <fcntl.h>
-#include <linux/fs.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -23,7 +21,6 @@
 #include "common/log.h"
 #include "isolation/launcher.h"
 #include "isolation/sandbox_launch.h"
-#include "rootfs/disk_image.h"
 #include "supervisor/sandboxes/cgroup_placement.h"
 #include "supervisor/sandboxes/claude_runtime.h"
 
@@ -135,12 +132,21 @@ std::string SandboxHost::CommandCgroup(const std::string& id, uint64_t seq) cons
   return SandboxCgroup(id) + "/cmd-" + std::to_string(seq);
 }
 
-std::string SandboxHost::LayerPath(const std::string& id) const {
-  return config_.state_dir + "/sandboxes/" + id + "/disk.img";
+WritableLayer SandboxHost::SandboxLayer(const std::string& id, std::optional<LayerKind> kind) const {
+  const std::string dir = config_.state_dir + "/sandboxes/" + id;
+  const WritableLayer image{LayerKind::kImage, dir + "/disk.img"}, quota_dir{LayerKind::kQuotaDir, dir + "/layer"};
+  struct stat st;
+  if (lstat(quota_dir.path.c_str(), &st) == 0) return quota_dir;
+  if (lstat(image.path.c_str(), &st) == 0) return image;
+  return kind.value_or(new_layer_kind_) == LayerKind::kImage ? image : quota_dir;
 }
 
-std::string SandboxHost::SnapshotPath(const std::string& snapshot_id) const {
-  return config_.state_dir + "/snapshots/" + snapshot_id + ".img";
+WritableLayer SandboxHost::SnapshotLayer(const std::string& snapshot_id, LayerKind kind) const {
+  const std::string base = config_.state_dir + "/snapshots/" + snapshot_id;
+  struct stat st;
+  if (lstat((base + ".img").c_str(), &st) == 0) return {LayerKind::kImage, base + ".img"};
+  if (lstat((base + ".layer").c_str(), &st) == 0) return {LayerKind::kQuotaDir, base + ".layer"};
+  return kind == LayerKind::kImage ? WritableLayer{kind, base + ".img"} : WritableLayer{kind, base + ".layer"};
 }
 
 std::string SandboxHost::ControlPath(const std::string& id) const {
@@ -172,13 +178,12 @@ std::vector<isolation::BindMount> SandboxHost::ClaudeBinds() const {
 }
 
 Status SandboxHost::Prepare(const isolation::SandboxSpec& spec) {
-  if (!spec.layer_image() || !spec.host_uid_base()) {
-    return Status::Error("sandbox spec without a layer image or a host uid range", EINVAL);
+  if (!spec.host_uid_base() || (!spec.layer_image() && !spec.workspace())) {
+    return Status::Error("sandbox spec without a writable layer or a host uid range", EINVAL);
   }
-  const std::string& image = *spec.layer_image();
-  RETURN_IF_ERROR(MakeDirs(image.substr(0, image.rfind('/')), 0700));
-  const uid_t base = *spec.host_uid_base();
-  return rootfs::EnsureDiskImage(image, spec.limits().disk_bytes.value_or(0), base, base);
+  const WritableLayer layer = spec.layer_image() ? WritableLayer{LayerKind::kImage, *spec.layer_image()}
+                                                 : WritableLayer{LayerKind::kQuotaDir, *spec.workspace()};
+  return MakeLayer(layer, *spec.host_uid_base(), spec.limits().disk_bytes.value_or(0));
 }
 
 StatusOr<int> SandboxHost::InitProgram() {
@@ -315,63 +320,19 @@ Status SandboxHost::Destroy(const std::string& id) {
   return RemoveTree(config_.state_dir + "/sandboxes/" + id);
 }
 
-Status SandboxHost::CopyLayer(const std::string& from_image, const std::string& to_image) {
-  const size_t slash = to_image.rfind('/');
-  if (slash != std::string::npos) RETURN_IF_ERROR(MakeDirs(to_image.substr(0, slash), 0700));
-  UniqueFd from(open(from_image.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!from) return ErrnoError("open " + from_image);
-  struct stat st;
-  if (fstat(from.get(), &st) != 0) return ErrnoError("stat " + from_image);
-  const std::string partial = to_image + ".partial";
-  UniqueFd to(open(partial.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-  if (!to) return ErrnoError("create " + partial);
-  auto fail = [&](Status status) {
-    unlink(partial.c_str());
-    return status;
-  };
-  if (ioctl(to.get(), FICLONE, from.get()) != 0) {
-    if (errno != EOPNOTSUPP && errno != EXDEV && errno != EINVAL && errno != ENOTTY) {
-      return fail(ErrnoError("reflink " + from_image));
-    }
-    // No reflinks here: copy the data extents only, so the copy stays as sparse as the source.
-    if (ftruncate(to.get(), st.st_size) != 0) return fail(ErrnoError("truncate " + partial));
-    off_t offset = 0;
-    while (offset < st.st_size) {
-      off_t data = lseek(from.get(), offset, SEEK_DATA);
-      if (data < 0) {
-        if (errno == ENXIO) break;  // only a hole is left
-        return fail(ErrnoError("seek " + from_image));
-      }
-      off_t hole = lseek(from.get(), data, SEEK_HOLE);
-      if (hole < 0) return fail(ErrnoError("seek " + from_image));
-      loff_t in = data, out = data;
-      size_t left = static_cast<size_t>(hole - data);
-      while (left > 0) {
-        ssize_t n = copy_file_range(from.get(), &in, to.get(), &out, left, 0);
-        if (n < 0) return fail(ErrnoError("copy " + from_image));
-        if (n == 0) break;
-        left -= static_cast<size_t>(n);
-      }
-      offset = hole;
-    }
-  }
-  if (fsync(to.get()) != 0) return fail(ErrnoError("fsync " + partial));
-  if (rename(partial.c_str(), to_image.c_str()) != 0) return fail(ErrnoError("rename " + partial));
-  return Status();
-}
-
-Status SandboxHost::CopySandboxLayer(const std::string& id, pid_t init_pid, const std::string& to_image) {
-  if (init_pid <= 0) return CopyLayer(LayerPath(id), to_image);
+Status SandboxHost::CopySandboxLayer(const std::string& id, pid_t init_pid, const WritableLayer& to) {
+  const WritableLayer from = SandboxLayer(id);
+  if (init_pid <= 0) return CopyLayer(from, to);
   const std::string cgroup = SandboxCgroup(id);
   RETURN_IF_ERROR(backend_.Freeze(cgroup));
   Status copied = [&]() -> Status {
-    // The sandbox's root is an overlay whose upper layer is the image's file system: syncfs on
-    // it writes that back through the loop device into the image file.
+    // The sandbox's root is an overlay whose upper layer is the image's file system (or the
+    // state dir's): syncfs on it writes that back, through the loop device into the image file.
     const std::string root = "/proc/" + std::to_string(init_pid) + "/root";
     UniqueFd fd(open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!fd) return ErrnoError("open " + root);
     if (syncfs(fd.get()) != 0) return ErrnoError("syncfs " + root);
-    return CopyLayer(LayerPath(id), to_image);
+    return CopyLayer(from, to);
   }();
   Status thawed = backend_.Thaw(cgroup);
   if (!copied.ok()) return copied;
@@ -380,8 +341,10 @@ Status SandboxHost::CopySandboxLayer(const std::string& id, pid_t init_pid, cons
 
 Status SandboxHost::Thaw(const std::string& id) { return backend_.Thaw(SandboxCgroup(id)); }
 
-Status SandboxHost::SetLimits(const std::string& id, const isolation::ResourceLimits& limits) {
-  return backend_.SetLimits(SandboxCgroup(id), isolation::CgroupLimitsOf(limits));
+Status SandboxHost::SetLimits(const std::string& id, int64_t uid_base, const isolation::ResourceLimits& limits) {
+  RETURN_IF_ERROR(backend_.SetLimits(SandboxCgroup(id), isolation::CgroupLimitsOf(limits)));
+  if (!limits.disk_bytes) return Status();
+  return ResizeLayer(SandboxLayer(id), uid_base, *limits.disk_bytes);
 }
 
 StatusOr<uint64_t> SandboxHost::CpuUsageUsec(const std::string& id) { return backend_.CpuUsageUsec(SandboxCgroup(id)); }

@@ -2,8 +2,9 @@
 // runs them on its worker pool, never on the event loop).
 //
 // On the host a sandbox `sb_x` is:
-//   <state_dir>/sandboxes/sb_x/disk.img   its writable layer: a sparse ext4 image of the disk
-//                                         cap (the user's files: survives stop and start)
+//   <state_dir>/sandboxes/sb_x/disk.img   its writable layer (the user's files: survives stop
+//                          or layer/      and start): a sparse ext4 image of the disk cap, or
+//                                         directories capped by a project quota (writable_layer.h)
 //   <run_dir>/sandboxes/sb_x/ctl          corral-init's control socket (only while running)
 //   <cgroup>/<parent>/sb_x/               limits for the whole sandbox; the root of its cgroup
 //                                         namespace, shown read-only at /sys/fs/cgroup inside
@@ -13,8 +14,8 @@
 //   where <parent> is the CgroupPlacement's (cgroup_placement.h): daemon.cgroup_parent, else under
 //   systemd its scope system.slice/corrald-sandboxes.scope, else corral. A sandbox that an older
 //   corrald started elsewhere (corral/sb_x) is managed where it is until it stops.
-// and, while it runs, a loop device (autoclear: it goes when the sandbox's mounts go) and the
-// sandbox's processes. Everything else (mounts, namespaces) lives and dies with its processes.
+// and, while it runs, its processes and (an image's) a loop device (autoclear: it goes when the
+// sandbox's mounts go). Everything else (mounts, namespaces) lives and dies with its processes.
 //
 // Host uids: root inside is kUidFirst + k * 65536 (the store hands out k), a range disjoint
 // from `corral run`'s ephemeral and workspace ranges.
@@ -36,6 +37,7 @@
 #include "common/unique_fd.h"
 #include "isolation/sandbox_spec.h"
 #include "supervisor/config.h"
+#include "supervisor/sandboxes/writable_layer.h"
 
 namespace corral::supervisor {
 
@@ -74,12 +76,18 @@ class SandboxHost {
   const std::string& cgroup_parent() const { return cgroup_parent_; }
   const std::vector<std::string>& legacy_cgroup_parents() const { return legacy_cgroup_parents_; }
 
-  // Makes the writable layer (formats spec.layer_image() of the spec's disk limit, owned by root
-  // inside) if it does not exist yet.
+  // The kind of writable layer new sandboxes get (an existing one keeps its own). kImage until
+  // corrald has looked at the state dir's file system (daemon start: [sandbox] disk_quota).
+  void SetNewLayerKind(LayerKind kind) { new_layer_kind_ = kind; }
+  LayerKind new_layer_kind() const { return new_layer_kind_; }
+
+  // Makes the writable layer the spec names (spec.layer_image(): an ext4 image formatted to the
+  // spec's disk limit; spec.workspace(): a project-quota directory, whose cap is set again) with
+  // its root owned by root inside, if it does not exist yet.
   Status Prepare(const isolation::SandboxSpec& spec);
   // Starts corral-init in a new sandbox `id` (its cgroup, control socket and run directory are
-  // named by it) and connects to it. `spec`: kControl, with the host uid base and the layer
-  // image (LayerPath(id)) set; PrepareLaunch (isolation/sandbox_launch.h) does the assembly.
+  // named by it) and connects to it. `spec`: kControl, with the host uid base and the
+  // layer (SandboxLayer(id)) set; PrepareLaunch (isolation/sandbox_launch.h) does the assembly.
   StatusOr<SandboxProcess> Start(const std::string& id, const isolation::SandboxSpec& spec);
   // Finds a sandbox that a previous daemon started: init alive with the same start time.
   // Returns nullopt when it is gone (then call Cleanup). Its cgroup is where its init is (from
@@ -91,17 +99,15 @@ class SandboxHost {
   Status Stop(const std::string& id, SandboxProcess* process);
   // Stop, then removes the writable layer too.
   Status Destroy(const std::string& id);
-  // Copies a (stopped or frozen) sandbox's layer: reflink where the file system has it, else a
-  // sparse copy. `to` is a path made by LayerPath/SnapshotPath.
-  Status CopyLayer(const std::string& from_image, const std::string& to_image);
-  // Copies the layer of sandbox `id` to `to_image`. When it runs (init_pid > 0) its cgroup is
-  // frozen and its file systems synced first, so the copy is what the sandbox last wrote, then
-  // thawed: a consistent image, not a torn one.
-  Status CopySandboxLayer(const std::string& id, pid_t init_pid, const std::string& to_image);
+  // Copies the layer of sandbox `id` to `to` (writable_layer.h's CopyLayer). When it runs
+  // (init_pid > 0) its cgroup is frozen and its file systems synced first, so the copy is what
+  // the sandbox last wrote, then thawed: a consistent copy, not a torn one.
+  Status CopySandboxLayer(const std::string& id, pid_t init_pid, const WritableLayer& to);
   // Thaws a sandbox that a snapshot left frozen (the daemon died during the copy).
   Status Thaw(const std::string& id);
-  // A running sandbox's memory, CPU and pids limits, now (a claimed pooled sandbox's).
-  Status SetLimits(const std::string& id, const isolation::ResourceLimits& limits);
+  // A running sandbox's memory, CPU and pids limits, now (a claimed pooled sandbox's), and a
+  // project-quota layer's disk cap (an image's size stays).
+  Status SetLimits(const std::string& id, int64_t uid_base, const isolation::ResourceLimits& limits);
   // The CPU time its cgroup counted so far.
   StatusOr<uint64_t> CpuUsageUsec(const std::string& id);
 
@@ -122,8 +128,12 @@ class SandboxHost {
   StatusOr<cgroups::CgroupStats> CommandCgroupStats(const std::string& id, uint64_t seq);
   Status RemoveCommandCgroup(const std::string& id, uint64_t seq);
 
-  std::string LayerPath(const std::string& id) const;      // .../sandboxes/<id>/disk.img
-  std::string SnapshotPath(const std::string& snapshot_id) const;
+  // Sandbox `id`'s layer: the one on disk (.../sandboxes/<id>/disk.img or layer/), else where a
+  // new one of `kind` (default: new_layer_kind()) goes.
+  WritableLayer SandboxLayer(const std::string& id, std::optional<LayerKind> kind = std::nullopt) const;
+  // A snapshot's copy: the one on disk (<state_dir>/snapshots/<id>.img or <id>.layer/), else
+  // where a new one of `kind` goes.
+  WritableLayer SnapshotLayer(const std::string& snapshot_id, LayerKind kind) const;
   std::string ControlPath(const std::string& id) const;
 
   cgroups::CgroupBackend& backend() { return backend_; }
@@ -162,6 +172,7 @@ class SandboxHost {
   std::mutex init_mu_;
   UniqueFd init_fd_;
   std::string init_path_;
+  LayerKind new_layer_kind_ = LayerKind::kImage;
   std::string mcp_binary_;
   std::string claude_runtime_;
   std::string claude_binary_;

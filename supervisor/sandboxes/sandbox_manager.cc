@@ -82,8 +82,12 @@ StatusOr<isolation::SandboxSpec> SandboxManager::SpecOf(const SandboxRow& row) c
   isolation::SandboxSpecBuilder spec;
   spec.SetInitMode(isolation::InitMode::kControl)
       .SetHostUidBase(static_cast<uid_t>(row.uid_base))
-      .SetLayerImage(host_.LayerPath(row.id))
       .SetNofileLimit(SandboxOpenFiles());
+  // The writable layer: an image on a loop device, or a project-quota directory, which the
+  // launch takes as a workspace (its upper/ and work/ are the overlay's).
+  const WritableLayer layer = host_.SandboxLayer(row.id);
+  if (layer.kind == LayerKind::kImage) spec.SetLayerImage(layer.path);
+  else spec.SetWorkspace(layer.path);
   ASSIGN_OR_RETURN(std::vector<std::string> layers, ImageLayersOf(row));
   if (!layers.empty()) spec.SetImageLayers(std::move(layers));
   const isolation::ResourceLimits& limits = row.limits;

@@ -1,9 +1,11 @@
 // SandboxManager: snapshots and forks (sandbox_manager.h). A snapshot is a copy of a sandbox's
-// writable layer in <state_dir>/snapshots/<id>.img; a fork is a new sandbox whose layer is a copy
-// of another's. The copies run on the worker pool, the source frozen while it runs.
+// writable layer in <state_dir>/snapshots/<id>.img (or <id>.layer/, writable_layer.h); a fork is
+// a new sandbox whose layer is a copy of another's. The copies run on the worker pool, the source
+// frozen while it runs.
 #include "supervisor/sandboxes/sandbox_manager.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -36,14 +38,25 @@ StatusOr<SnapshotRow> SandboxManager::OwnedSnapshot(const Caller& caller, const 
 void SandboxManager::FillLayer(SandboxRow row, LayerSource source, bool start, Done<SandboxRow> done) {
   busy_[row.id] = true;
   asio::post(pool_, [this, row, source, start, done = std::move(done)]() mutable {
-    const std::string layer = host_.LayerPath(row.id);
     Status filled = [&]() -> Status {
-      RETURN_IF_ERROR(MakeDirs(layer.substr(0, layer.rfind('/')), 0700));
+      // The copy is of the source's kind (a snapshot taken before the host's kind changed keeps
+      // its own); a project-quota directory is made with the new sandbox's project and cap
+      // first, so that everything copied in is charged to it.
+      WritableLayer from;
       if (!source.snapshot_id.empty()) {
-        RETURN_IF_ERROR(host_.CopyLayer(host_.SnapshotPath(source.snapshot_id), layer));
+        from = host_.SnapshotLayer(source.snapshot_id, host_.new_layer_kind());
       } else {
         if (!source.sandbox_spec) return Status::Error("no spec of sandbox " + source.sandbox_id, EINVAL);
         RETURN_IF_ERROR(host_.Prepare(*source.sandbox_spec));
+        from = host_.SandboxLayer(source.sandbox_id);
+      }
+      const WritableLayer layer = host_.SandboxLayer(row.id, from.kind);
+      if (layer.kind == LayerKind::kQuotaDir) {
+        RETURN_IF_ERROR(MakeLayer(layer, row.uid_base, row.limits.disk_bytes.value_or(0)));
+      }
+      if (!source.snapshot_id.empty()) {
+        RETURN_IF_ERROR(CopyLayer(from, layer));
+      } else {
         RETURN_IF_ERROR(host_.CopySandboxLayer(source.sandbox_id, source.sandbox_init_pid, layer));
       }
       auto shifted = ShiftLayerOwners(layer, config_.run_dir + "/layers", source.uid_base, row.uid_base, kUidStep);
@@ -101,16 +114,18 @@ void SandboxManager::Snapshot(const Caller& caller, const std::string& id, Done<
   StatusOr<isolation::SandboxSpec> spec = SpecOf(*row);
   busy_[id] = true;
   asio::post(pool_, [this, snapshot, spec, pid, done = std::move(done)]() mutable {
-    const std::string path = host_.SnapshotPath(snapshot.id);
+    const WritableLayer layer = host_.SnapshotLayer(snapshot.id, host_.SandboxLayer(snapshot.sandbox_id).kind);
     Status copied = spec.ok() ? host_.Prepare(*spec) : spec.status();
-    if (copied.ok()) copied = host_.CopySandboxLayer(snapshot.sandbox_id, pid, path);
-    struct stat st;
-    if (copied.ok() && stat(path.c_str(), &st) == 0) snapshot.bytes = static_cast<int64_t>(st.st_blocks) * 512;
-    asio::post(io_, [this, snapshot, copied, path, done = std::move(done)]() mutable {
+    if (copied.ok()) copied = host_.CopySandboxLayer(snapshot.sandbox_id, pid, layer);
+    if (copied.ok()) {
+      auto bytes = LayerDiskBytes(layer);
+      if (bytes.ok()) snapshot.bytes = static_cast<int64_t>(*bytes);
+    }
+    asio::post(io_, [this, snapshot, copied, layer, done = std::move(done)]() mutable {
       busy_.erase(snapshot.sandbox_id);
       if (!copied.ok()) {
         LogError("sandbox", "snapshot failed", {{"sandbox", snapshot.sandbox_id}, {"error", copied.ToString()}});
-        unlink(path.c_str());
+        (void)RemoveLayer(layer);
         return done(Status::Error("snapshot of " + snapshot.sandbox_id + " failed: " + copied.message(), EIO));
       }
       snapshot.created_at = Now();
@@ -123,7 +138,7 @@ void SandboxManager::Snapshot(const Caller& caller, const std::string& id, Done<
         return store_.InsertSnapshot(snapshot);
       });
       if (!stored.ok()) {
-        unlink(path.c_str());
+        (void)RemoveLayer(layer);
         return done(stored);
       }
       (void)store_.AppendEvent(snapshot.sandbox_id, "sandbox.snapshot", nlohmann::json{{"snapshot", snapshot.id}}.dump());
@@ -198,9 +213,7 @@ void SandboxManager::DeleteSnapshot(const Caller& caller, const std::string& id,
   if (!deleted.ok()) return done(deleted);
   LogInfo("sandbox", "snapshot deleted", {{"snapshot", id}});
   asio::post(pool_, [this, id, done = std::move(done)]() mutable {
-    const std::string path = host_.SnapshotPath(id);
-    Status removed;
-    if (unlink(path.c_str()) != 0 && errno != ENOENT) removed = ErrnoError("unlink " + path);
+    Status removed = RemoveLayer(host_.SnapshotLayer(id, LayerKind::kImage));
     asio::post(io_, [removed, done = std::move(done)]() mutable {
       if (!removed.ok()) return done(removed);
       done(true);
@@ -215,15 +228,22 @@ void SandboxManager::RemoveOrphanSnapshots() {
   while (struct dirent* entry = readdir(d)) {
     std::string name = entry->d_name;
     if (name == "." || name == "..") continue;
-    const std::string suffix = ".img";
     bool keep = false;
-    if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
-      auto row = store_.GetSnapshot(name.substr(0, name.size() - suffix.size()));
-      keep = !row.ok() || row->has_value();  // a store error keeps the file
+    for (const std::string suffix : {".img", ".layer"}) {
+      if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+        auto row = store_.GetSnapshot(name.substr(0, name.size() - suffix.size()));
+        keep = !row.ok() || row->has_value();  // a store error keeps the file
+      }
     }
     if (!keep) {
+      // An orphan, or a copy a crash left half made (<id>.img.partial, <id>.layer.partial).
       LogInfo("recovery", "removing an orphan snapshot file", {{"file", name}});
-      unlinkat(dirfd(d), name.c_str(), 0);
+      struct stat st;
+      if (fstatat(dirfd(d), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode)) {
+        (void)RemoveTreeUnder(dirfd(d), name);
+      } else {
+        unlinkat(dirfd(d), name.c_str(), 0);
+      }
     }
   }
   closedir(d);

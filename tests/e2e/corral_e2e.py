@@ -441,6 +441,7 @@ class DaemonTestCase(unittest.TestCase):
         cls.daemon.extra_api_config = getattr(cls, "extra_api_config", "")
         cls.daemon.extra_daemon_config = getattr(cls, "extra_daemon_config", "")
         cls.daemon.stop_grace = getattr(cls, "stop_grace", 2)
+        cls.daemon.state_dir = getattr(cls, "state_dir", cls.daemon.state_dir)  # a class may put it elsewhere
         try:
             cls.daemon.start()
             cls.secret = cls.daemon.add_issuer("acme")

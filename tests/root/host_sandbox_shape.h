@@ -35,12 +35,14 @@ struct HostSandboxShape {
 
   isolation::SandboxSpec Spec(const SandboxHost& host) const {
     isolation::SandboxSpecBuilder spec;
+    const WritableLayer layer = host.SandboxLayer(id);
     spec.SetInitMode(isolation::InitMode::kControl)
         .SetHostUidBase(static_cast<uid_t>(uid_base))
-        .SetLayerImage(host.LayerPath(id))
         .SetNofileLimit(SandboxOpenFiles())
         .SetHostname(hostname)
         .SetLoopbackPorts(loopback_ports);
+    if (layer.kind == LayerKind::kImage) spec.SetLayerImage(layer.path);
+    else spec.SetWorkspace(layer.path);
     if (memory_bytes > 0) spec.SetMemoryLimit(memory_bytes);
     if (cpu_millicores > 0) spec.SetCpuLimit(cpu_millicores);
     if (pids > 0) spec.SetPidsLimit(pids);

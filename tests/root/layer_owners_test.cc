@@ -255,7 +255,7 @@ TEST_F(LayerOwnersTest, ShiftsARealLayerImageInAPrivateMountNamespace) {
   ASSERT_TRUE(populated.ok()) << populated.ToString();
   EXPECT_NE(Debugfs(image, "stat /work.txt").find(DebugfsUser(kFrom + 1000)), std::string::npos);
 
-  auto counts = ShiftLayerOwners(image, mount_dir, kFrom, kTo, kRange);
+  auto counts = ShiftLayerOwners({LayerKind::kImage, image}, mount_dir, kFrom, kTo, kRange);
   ASSERT_TRUE(counts.ok()) << counts.status().ToString();
   EXPECT_GE(counts->shifted, 2u);  // the root and work.txt (lost+found is mkfs's own root's)
 
@@ -272,7 +272,7 @@ TEST_F(LayerOwnersTest, ShiftsARealLayerImageInAPrivateMountNamespace) {
 TEST_F(LayerOwnersTest, AnImageThatIsNotExt4IsAnErrorAndLeavesNothingMounted) {
   const std::string image = dir_ + "/garbage.img";
   ASSERT_TRUE(WriteNewFile(image, std::string(1 << 20, 'x'), 0600).ok());
-  auto counts = ShiftLayerOwners(image, dir_ + "/mnt", kFrom, kTo, kRange);
+  auto counts = ShiftLayerOwners({LayerKind::kImage, image}, dir_ + "/mnt", kFrom, kTo, kRange);
   EXPECT_FALSE(counts.ok());
   EXPECT_FALSE(MountedAt(dir_ + "/mnt"));
 }

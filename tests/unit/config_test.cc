@@ -36,7 +36,8 @@ std::string Dump(const DaemonConfig& c) {
       << "\ndefault_cpu_millicores=" << c.default_cpu_millicores
       << "\nmax_cpu_millicores=" << c.max_cpu_millicores << "\ndefault_pids=" << c.default_pids
       << "\nmax_pids=" << c.max_pids << "\ndefault_disk_bytes=" << c.default_disk_bytes
-      << "\nmax_disk_bytes=" << c.max_disk_bytes << "\ndefault_idle_timeout_s=" << c.default_idle_timeout_s
+      << "\nmax_disk_bytes=" << c.max_disk_bytes << "\ndisk_quota=" << static_cast<int>(c.disk_quota)
+      << "\ndefault_idle_timeout_s=" << c.default_idle_timeout_s
       << "\nmax_idle_timeout_s=" << c.max_idle_timeout_s
       << "\nmax_sandboxes_per_user=" << c.max_sandboxes_per_user << "\nmax_sandboxes=" << c.max_sandboxes
       << "\nmax_snapshots_per_user=" << c.max_snapshots_per_user
@@ -144,6 +145,7 @@ max_sandboxes = 20
 max_snapshots_per_user = 3
 max_commands_per_sandbox = 8
 stop_grace = 0
+disk_quota = "project"
 
 [streams]
 replay_buffer = "64K"
@@ -188,6 +190,7 @@ synchronous = "full"
   EXPECT_EQ(c.max_snapshots_per_user, 3u);
   EXPECT_EQ(c.max_commands_per_sandbox, 8u);
   EXPECT_EQ(c.stop_grace_s, 0u);
+  EXPECT_EQ(c.disk_quota, DiskQuotaMode::kProject);
   EXPECT_EQ(c.replay_buffer_bytes, 64u << 10);
   EXPECT_EQ(c.max_file_bytes, 10u << 20);
   EXPECT_TRUE(c.store_synchronous_full);
@@ -321,6 +324,9 @@ TEST(ConfigTest, WrongTypeNamesKeyAndLine) {
             "corrald.toml:2: sandbox.max_pids: expected a non-negative integer");
   EXPECT_EQ(ErrorOf("[daemon]\nstate_dir = 5\n"),
             "corrald.toml:2: daemon.state_dir: expected an absolute path");
+  EXPECT_EQ(ErrorOf("[sandbox]\ndisk_quota = \"xfs\"\n"),
+            "corrald.toml:2: sandbox.disk_quota: expected \"auto\", \"project\" or \"image\"");
+  EXPECT_EQ(ParseConfig("[sandbox]\ndisk_quota = \"image\"\n")->disk_quota, DiskQuotaMode::kImage);
   EXPECT_EQ(ErrorOf("[store]\nsynchronous = \"off\"\n"),
             "corrald.toml:2: store.synchronous: expected \"normal\" or \"full\"");
   EXPECT_EQ(ErrorOf("api = 5\n"), "corrald.toml:1: api: expected a table ([api])");
@@ -404,7 +410,7 @@ TEST(ConfigTest, DistConfigDocumentsEveryKeyWithItsDefault) {
       uncommented += line + "\n";
     }
   }
-  EXPECT_EQ(keys, 78);  // every field of DaemonConfig but the prices; listen sets two
+  EXPECT_EQ(keys, 79);  // every field of DaemonConfig but the prices; listen sets two
   auto parsed = ParseConfig(uncommented, "uncommented");
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   EXPECT_EQ(Dump(*parsed), Dump(DaemonConfig{}));

@@ -154,7 +154,7 @@ TEST_F(DoctorTest, DensityLimitsBelowMaxSandboxesWarnAndSayWhich) {
   EXPECT_NE(room.detail.find("room for 47000 sandboxes"), std::string::npos) << room.detail;  // 2 user ns each
   CheckResult layers = CheckLayers(options);
   EXPECT_EQ(layers.level, CheckLevel::kOk);
-  EXPECT_NE(layers.detail.find("1 attached now"), std::string::npos) << layers.detail;  // loop8 has no backing
+  EXPECT_NE(layers.detail.find("1 loop devices attached now"), std::string::npos) << layers.detail;  // loop8: no backing
   // A low sysctl: named, and only it.
   std::ofstream(dir_ + "/sys/user/max_net_namespaces") << "1500\n";
   CheckResult short_of = CheckNamespaceLimits(options);

@@ -314,6 +314,7 @@ Status CheckHost(const supervisor::DaemonConfig& config, const supervisor::Cgrou
   doctor.cgroup_parent = placement.sandboxes_parent;
   doctor.state_dir = config.state_dir;
   doctor.max_sandboxes = config.max_sandboxes;
+  doctor.disk_quota = config.disk_quota;
   doctor.skopeo = config.images.skopeo;
   doctor.claude_version = supervisor::TestedClaudeCodeVersion();
   std::string failed;
@@ -471,9 +472,20 @@ std::unique_ptr<supervisor::ImageBuilds> ServeImageBuilds(api::Server& server, b
   return builds;
 }
 
+// How new sandboxes' disk caps are made, from what the state dir's file system offers.
+Status ChooseNewLayerKind(const supervisor::DaemonConfig& config, supervisor::SandboxHost& host) {
+  const std::string sandboxes_dir = config.state_dir + "/sandboxes";
+  RETURN_IF_ERROR(MakeDirs(sandboxes_dir, 0700));
+  ASSIGN_OR_RETURN(supervisor::LayerKindChoice choice, supervisor::ChooseLayerKind(config.disk_quota, sandboxes_dir));
+  host.SetNewLayerKind(choice.kind);
+  LogInfo("corrald", "disk caps of new sandboxes",
+          {{"kind", choice.kind == supervisor::LayerKind::kQuotaDir ? "project quota" : "ext4 image"},
+           {"why", choice.why}});
+  return Status();
+}
+
 int Serve(Foundation& base) {
   supervisor::DaemonConfig* config = base.config;
-  cgroups::CgroupBackend* backend = base.backend;
   const supervisor::CgroupPlacement& placement = base.placed->placement;
   supervisor::Store* store = base.store;
   // Declared before the io_context, so that it outlives it: handlers still queued when the loop
@@ -487,7 +499,8 @@ int Serve(Foundation& base) {
   if (config->relay.port == supervisor::kToolBridgePort) {
     return Fail("relay.port: " + std::to_string(config->relay.port) + " is the tool bridge's port");
   }
-  supervisor::SandboxHost host(*config, *backend, base.init_path);
+  supervisor::SandboxHost host(*config, *base.backend, base.init_path);
+  if (Status chosen = ChooseNewLayerKind(*config, host); !chosen.ok()) return Fail(chosen.ToString());
   host.SetCgroupPlacement(placement.sandboxes_parent, placement.legacy_parents, placement.parent_is_corralds);
   if (base.placed->scope) host.SetParentKeeper([scope = base.placed->scope.get()] { return scope->Ensure().status(); });
   host.SetMcpBinary(*mcp);
@@ -563,7 +576,7 @@ int Serve(Foundation& base) {
   boost::asio::steady_timer watchdog(io);
   ArmWatchdogIfAsked(watchdog);
 
-  AnnounceReady(*config, server.tcp_port(), *backend, placement);
+  AnnounceReady(*config, server.tcp_port(), *base.backend, placement);
   io.run();
   // The API's event watchers post to the loop, which is done: appends from here on go nowhere.
   sandbox_events.Watch(nullptr);
