@@ -224,7 +224,21 @@ StatusOr<SandboxProcess> SandboxHost::Start(const std::string& id, const isolati
   site.status_fd = listener.get();
   site.leaf = "init";
   ASSIGN_OR_RETURN(isolation::PreparedLaunch prepared, isolation::PrepareLaunch(spec, site, backend_));
+  // The overlay makes its work/work directory anew at each mount, with its own credentials (no
+  // CAP_SYS_RESOURCE: it never overrides a quota), and XFS reserves blocks for a mkdir against
+  // the project: a project-quota layer filled to its cap would mount read-only. Its cap is
+  // raised by kMountSlack for the launch (nothing of the sandbox's runs yet) and set back after.
+  const uint64_t cap = spec.limits().disk_bytes.value_or(0);
+  const bool slack = spec.workspace() && cap > 0;
+  const WritableLayer layer{LayerKind::kQuotaDir, spec.workspace().value_or("")};
+  if (slack) RETURN_IF_ERROR(ResizeLayer(layer, *spec.host_uid_base(), cap + kMountSlack));
   auto launched = isolation::LaunchPrepared(prepared);
+  if (slack) {
+    Status reset = ResizeLayer(layer, *spec.host_uid_base(), cap);
+    if (!reset.ok()) {
+      LogWarn("sandbox", "the disk cap stays raised by the mount's slack", {{"sandbox", id}, {"error", reset.ToString()}});
+    }
+  }
   listener.reset();  // init holds it now
   if (!launched.ok()) {
     (void)backend_.Destroy(cgroup);

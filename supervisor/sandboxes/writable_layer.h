@@ -35,6 +35,10 @@ uint32_t LayerProjectId(int64_t uid_base);
 // 16 KiB of cap, as mkfs.ext4 gives an image.
 Status MakeLayer(const WritableLayer& layer, int64_t uid_base, uint64_t disk_bytes);
 
+// What a kQuotaDir's cap is raised by while its overlay mounts (SandboxHost::Start): room for the
+// work directory the overlay makes anew, when the sandbox had filled its cap.
+inline constexpr uint64_t kMountSlack = 16ull << 20;
+
 // Changes a kQuotaDir's cap (an image's size is fixed: nothing to do).
 Status ResizeLayer(const WritableLayer& layer, int64_t uid_base, uint64_t disk_bytes);
 

@@ -142,8 +142,8 @@ class QuotaLayers:
         self.assertEqual(status, 201, made)
         projects = set()
         for copy in (sid, fork["id"], made["id"]):
-            out = self.ok_in(token, copy, "cat ~/proj/link; stat -c '%U %a' /root/r.txt; ls /etc/hosts 2>&1 || true",
-                             user="root")
+            out = self.ok_in(token, copy, "cat /home/agent/proj/link; stat -c '%U %a' /root/r.txt; "
+                                          "ls /etc/hosts 2>&1 || true", user="root")
             self.assertEqual(out, "v1\nroot 600\nls: cannot access '/etc/hosts': No such file or directory\n", copy)
             upper = os.path.join(self.state_dir, "sandboxes", copy, "layer", "upper")
             projects.add(project_id(os.path.join(upper, "home", "agent", "proj", "main.c")))

@@ -104,6 +104,14 @@ TEST_P(QuotaLayerTest, TheDiskCapIsTheProjectsQuotaAndHolds) {
   EXPECT_NE(over.wait_status, 0) << over.out;
   // ext4 says EDQUOT; XFS says ENOSPC for a project quota (the project is the "device").
   EXPECT_THAT(over.out, ::testing::AnyOf(HasSubstr("Disk quota exceeded"), HasSubstr("No space left on device")));
+  // Full, stopped and started: the overlay still mounts read-write (its work dir is made anew at
+  // each mount, under a cap raised for the launch only), and the cap is the cap again after.
+  ASSERT_TRUE(host_->Stop(shape_.id, &*running_).ok());
+  running_.reset();
+  ASSERT_NO_FATAL_FAILURE(StartSandbox());
+  auto restarted = rootfs::ProjectUsageOf(layer.path, LayerProjectId(shape_.uid_base));
+  ASSERT_TRUE(restarted.ok()) << restarted.status().ToString();
+  EXPECT_EQ(restarted->limits.bytes, 256ull << 20);
   // Room again once the file goes.
   Finished freed = Run(Sh("rm -f $HOME/a $HOME/b && dd if=/dev/zero of=$HOME/c bs=1M count=150 conv=fsync 2>&1"));
   EXPECT_EQ(freed.wait_status, 0) << freed.out;
