@@ -33,6 +33,10 @@
 #   DENSITY=2000 DENSITY_CONCURRENCY=4 CREATE_RUNS=200 CREATE_TP_SECONDS=10 POOL_SIZE=8
 #   MEM=256M PIDS=256 MAP_UID=200000   (the crun/runc containers, as in cold_start.sh)
 #   RESULTS_MD=path    where to write the report (overrides the choice above)
+#   STATE_FS=host|xfs|ext4  the daemon's state dir on this directory's file system (host: layers
+#                      are whatever corral doctor says), or on a 64G sparse XFS / ext4 with project
+#                      quotas, loop-mounted for this run (project-quota layers; needs a kernel with
+#                      CONFIG_XFS_QUOTA / CONFIG_QFMT_V2, as Debian's)
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
@@ -106,6 +110,10 @@ cleanup() {
   remove_containers || bad=1
   remove_cgroup_tree "$CGPARENT" || bad=1
   remove_cgroup_tree "$CGBASE" || bad=1
+  # The state dir's own file system (STATE_FS), once nothing of the daemon's uses it.
+  if [ -n "${STATE_MOUNT:-}" ] && mountpoint -q "$STATE_MOUNT"; then
+    umount "$STATE_MOUNT" 2>/dev/null || { say "$STATE_MOUNT is busy; unmounting it lazily"; umount -l "$STATE_MOUNT"; bad=1; }
+  fi
   # Loop devices on our images: autocleared when the sandboxes' mounts go; detach what is left.
   for l in /sys/block/loop*/loop/backing_file; do
     [ -e "$l" ] || continue
@@ -156,6 +164,21 @@ fi
 
 # ------------------------------------------------------------------- corrald
 STATE_DIR=$WORK/state
+DISK_QUOTA=auto
+STATE_FS=${STATE_FS:-host}
+if [ "$STATE_FS" != host ]; then
+  case $STATE_FS in
+    xfs)  MKFS=(mkfs.xfs -q -f) ;;
+    ext4) MKFS=(mkfs.ext4 -q -F -O quota,project) ;;
+    *)    die "STATE_FS=$STATE_FS: expected host, xfs or ext4" ;;
+  esac
+  STATE_MOUNT=$WORK/state-fs
+  mkdir -p "$STATE_MOUNT" && truncate -s 64G "$WORK/state-fs.img" && "${MKFS[@]}" "$WORK/state-fs.img" >/dev/null \
+    || die "cannot make the $STATE_FS file system"
+  mount -t "$STATE_FS" -o loop,prjquota "$WORK/state-fs.img" "$STATE_MOUNT" \
+    || die "cannot mount a $STATE_FS with prjquota (a kernel without quota support?)"
+  STATE_DIR=$STATE_MOUNT/state DISK_QUOTA=project
+fi
 CFG=$WORK/corrald.toml
 MOST=$IDLE_SANDBOXES
 if has_phase density && [ "$DENSITY" -gt "$MOST" ]; then MOST=$DENSITY; fi
@@ -180,6 +203,7 @@ requests_per_minute = 0
 max_sandboxes_per_user = $((MOST + 64))
 max_sandboxes = $((MOST + 64 > 1000 ? MOST + 64 : 1000))
 stop_grace = 2
+disk_quota = "$DISK_QUOTA"
 
 # The density phase sets it through reloads (daemon_bench_density.py).
 [pool]
@@ -267,6 +291,11 @@ meta=(
 for t in "${!CMD[@]}"; do meta+=("commands.$t=${CMD[$t]}"); done
 [ -z "$HYBRID" ] || meta+=("notes.crun=crun 1.8.1 refuses hybrid cgroup hosts, so \`crun run -d\` and the \`crun exec\` measurements ran in a private mount namespace where a throwaway tmpfs covers /sys/fs/cgroup/unified (as in the cold-start benchmark; not part of the timed command).")
 mapfile -t -O ${#meta[@]} meta < <(machine_meta)
+# How the daemon made the sandboxes' writable layers (its log says which, and why).
+meta+=("machine.layers=$("$PY" -c 'import json, sys
+for line in open(sys.argv[1]):
+    if "disk caps of new sandboxes" in line:
+        e = json.loads(line); print(e["kind"] + ": " + e["why"]); break' "$LOG" 2>/dev/null)")
 write_meta "$OUT/meta.json" "elapsed_s runs warmup stream_repeat idle_sandboxes create_concurrency" "" "phases runtimes" "${meta[@]}"
 "$PY" "$DRIVER" report "$OUT" "$RESULTS_MD"
 say "report: $RESULTS_MD${TRIAL:+ (trial: $TRIAL)}"
