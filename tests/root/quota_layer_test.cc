@@ -13,7 +13,9 @@
 #include <string>
 
 #include "common/file_util.h"
+#include "rootfs/layer_unpack.h"
 #include "rootfs/project_quota.h"
+#include "supervisor/images/layer_capture.h"
 #include "supervisor/ids.h"
 #include "supervisor/sandboxes/layer_owners.h"
 #include "supervisor/sandboxes/writable_layer.h"
@@ -255,6 +257,27 @@ TEST_P(QuotaLayerTest, DestroyTakesTheLayerAndItsUseAway) {
   }
   EXPECT_EQ(after.bytes, 0u);
   EXPECT_EQ(after.inodes, 0u);
+}
+
+TEST_P(QuotaLayerTest, AnImageBuildCapturesWhatTheSandboxWrote) {
+  ASSERT_NO_FATAL_FAILURE(StartSandbox());
+  ASSERT_EQ(Run(Sh("mkdir -p ~/proj && echo v1 > ~/proj/main.c")).wait_status, 0);
+  ASSERT_EQ(RunAsRoot("rm /etc/hosts").wait_status, 0);
+  ASSERT_TRUE(host_->Stop(shape_.id, &*running_).ok());
+  running_.reset();
+  const std::string tar = tmp_.path() + "/layer.tar";
+  auto counts = CaptureLayer(host_->SandboxLayer(shape_.id), tmp_.path() + "/mnt", tar, shape_.uid_base,
+                             {"proc", "dev", "sys"});
+  ASSERT_TRUE(counts.ok()) << counts.status().ToString();
+  EXPECT_EQ(counts->whiteouts, 1u);  // /etc/hosts
+  auto unpacked = rootfs::UnpackLayer(tar, tmp_.path() + "/unpacked", {}, {});
+  ASSERT_TRUE(unpacked.ok()) << unpacked.status().ToString();
+  EXPECT_EQ(*ReadFileToString(tmp_.path() + "/unpacked/home/agent/proj/main.c"), "v1\n");
+  struct stat st;
+  ASSERT_EQ(lstat((tmp_.path() + "/unpacked/home/agent/proj/main.c").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 1000u);  // the image's ids, not the sandbox's host range
+  ASSERT_EQ(lstat((tmp_.path() + "/unpacked/etc/hosts").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode) && st.st_rdev == 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(FileSystems, QuotaLayerTest,
