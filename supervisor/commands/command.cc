@@ -116,11 +116,17 @@ void Command::ReadSync() {
           self->StoreState();
         }
         self->StartPumps();
-        self->MaybeFinish();  // it may have ended already (its exit comes on another socket)
+        // It may have ended already (its exit comes on another socket): its outcome waited for
+        // what the child said here (a setup failure), and its end for its output.
+        self->MaybeEnd();
+        self->MaybeFinish();
         return;
       }
       self->OnSyncMessage(std::move(**message));
-      if (!self->sync_watch_) return self->MaybeFinish();  // a failed handshake: no output to pump
+      if (!self->sync_watch_) {  // a failed handshake: no output to pump
+        self->MaybeEnd();
+        return self->MaybeFinish();
+      }
     }
     self->ReadSync();
   });
@@ -395,7 +401,9 @@ void Command::OnStopped(StatusOr<cgroups::CgroupStats> figures, uint64_t ended_u
 }
 
 void Command::MaybeEnd() {
-  if (ended_ || !wait_status_ || !stats_) return;
+  // Not before the sync socket's EOF: a child that failed its setup said so there, and its exit
+  // (on init's control socket) can be read first; the outcome would be an exit with 127.
+  if (ended_ || !wait_status_ || !stats_ || sync_watch_) return;
   OutcomeEvidence evidence;
   if (failed_step_ != 0) {
     evidence.setup_failed = true;

@@ -384,6 +384,27 @@ class Commands(DaemonTestCase):
         self.assertEqual(outcome["outcome"], "setup_failed")
         self.assertEqual(outcome["errno"], "ENOENT")
 
+    def test_a_setup_failure_is_one_every_time(self):
+        """The child says why it failed on the sync socket and exits; init reports the exit on
+        its control socket, which the daemon may read first. The outcome must wait for the first:
+        100 missing programs, four clients at a time, each a setup failure with ENOENT, beside
+        100 commands that exit 127 by themselves (an exit, not a setup failure)."""
+        async def client_runs(first):
+            c = await self.client()
+            results = []
+            for i in range(first, first + 25):
+                argv = ["/no/such/program"] if i % 2 == 0 else ["sh", "-c", "exit 127"]
+                _, _, outcome, _ = await c.run(self.sid, argv)
+                results.append((outcome["outcome"], outcome.get("errno"), outcome.get("exit_code")))
+            await c.close()
+            return results
+
+        async def go():
+            parts = await asyncio.gather(*(client_runs(first) for first in (0, 25, 50, 75)))
+            return [result for part in parts for result in part]
+        expected = [("setup_failed", "ENOENT", None) if i % 2 == 0 else ("exited", None, 127) for i in range(100)]
+        self.assertEqual(self.run_async(go()), expected)
+
     def test_json_output_mode_and_the_command_record(self):
         async def go():
             c = await self.client()
