@@ -83,10 +83,43 @@ void SandboxManager::FillPool() {
     asio::post(pool_, [this, row, shape = *shape, spec = std::move(*spec)]() mutable {
       auto launched = std::make_shared<Launched>();
       *launched = Launch(row, spec);
-      asio::post(io_, [this, row = std::move(row), shape = std::move(shape), launched]() mutable {
-        OnPoolFilled(std::move(row), std::move(shape), launched);
-      });
+      {
+        std::lock_guard lock(fills_mu_);
+        if (!fills_stopped_) {
+          fills_done_[row.id] = launched;
+          asio::post(io_, [this, row = std::move(row), shape = std::move(shape), launched]() mutable {
+            {
+              std::lock_guard taken(fills_mu_);
+              if (fills_done_.erase(row.id) == 0) return;  // Detach destroyed it
+            }
+            OnPoolFilled(std::move(row), std::move(shape), launched);
+          });
+          return;
+        }
+      }
+      // The daemon stopped while this one started: made for nobody, and the loop is gone.
+      DestroyLaunchedFill(row.id, *launched);
     });
+  }
+}
+
+void SandboxManager::DestroyLaunchedFill(const std::string& id, Launched& launched) {
+  Status stopped = host_.Stop(id, launched.process.ok() ? &*launched.process : nullptr);
+  if (stopped.ok()) stopped = host_.Destroy(id);
+  if (!stopped.ok()) LogError("pool", "cannot destroy a pooled sandbox", {{"sandbox", id}, {"error", stopped.ToString()}});
+}
+
+void SandboxManager::DestroyUnclaimedFills() {
+  std::map<std::string, std::shared_ptr<Launched>> done;
+  {
+    std::lock_guard lock(fills_mu_);
+    fills_stopped_ = true;
+    done.swap(fills_done_);
+  }
+  // On the worker pool, which corrald joins before it exits (their rows go at the next start's
+  // recovery).
+  for (auto& [id, launched] : done) {
+    asio::post(pool_, [this, id = id, launched = launched] { DestroyLaunchedFill(id, *launched); });
   }
 }
 

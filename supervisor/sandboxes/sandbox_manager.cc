@@ -318,6 +318,7 @@ void SandboxManager::Detach() {
   pool_retry_.cancel();
   // Pooled sandboxes hold memory and disk for nobody: destroyed on the worker pool, which corrald
   // joins before it exits (their rows go at the next start's recovery).
+  DestroyUnclaimedFills();
   for (WarmPool::Entry& entry : warm_pool_.TakeAll()) {
     auto process = std::make_shared<SandboxProcess>(std::move(entry.process));
     asio::post(pool_, [this, id = entry.id, process] {

@@ -30,6 +30,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -263,6 +264,10 @@ class SandboxManager {
   void OnPoolFilled(SandboxRow row, PoolShape shape, std::shared_ptr<Launched> launched);
   // FillPool again kPoolRetry from now (once, however many failures asked).
   void ArmPoolRetry();
+  // A pooled sandbox started for nobody (the daemon is stopping): stopped and removed, on the
+  // calling (worker) thread. DestroyUnclaimedFills: Detach's part for those already started.
+  void DestroyLaunchedFill(const std::string& id, Launched& launched);
+  void DestroyUnclaimedFills();
   // Gives the pooled sandbox `entry` to the caller as `row` (what a fresh create would have
   // stored); falls back to a fresh create when the pooled one is gone or cannot take the limits.
   void ClaimPooled(const Caller& caller, const UserCaps& caps, SandboxRow row, WarmPool::Entry entry,
@@ -303,6 +308,12 @@ class SandboxManager {
   std::map<PoolShape, std::string> pool_names_;  // a shape's image as pool.sizes names it
   bool metering_ = false;  // a MeterCompute round is reading
   bool detached_ = false;
+  // Pooled sandboxes started on the worker pool whose hand-over to the event loop is posted but
+  // not run yet: Detach destroys them (the loop stops right after it, and would drop the post),
+  // and a fill that ends after Detach destroys its own (pool.cc).
+  std::mutex fills_mu_;
+  bool fills_stopped_ = false;
+  std::map<std::string, std::shared_ptr<Launched>> fills_done_;
 };
 
 }  // namespace corral::supervisor

@@ -42,6 +42,30 @@ class Doctor(unittest.TestCase):
         self.assertTrue(report["ok"])
         self.assertEqual([c["name"] for c in report["checks"]], CHECKS)
 
+    def test_project_quotas_asked_for_where_there_are_none_fail_the_layers_check(self):
+        fs = os.path.join(self.tmp, "fs")
+        self.tmpfs(fs, "512m")  # room enough for state_dir's check; no project quotas, on any kernel
+        config = os.path.join(self.tmp, "quota.toml")
+        details = {}
+        for mode, level in (("project", "fail"), ("auto", "ok"), ("image", "ok")):
+            with open(config, "w") as f:
+                f.write(f'[daemon]\nstate_dir = "{fs}/state"\n[sandbox]\ndisk_quota = "{mode}"\n')
+            run = self.doctor("--json", "--config", config)
+            self.assertEqual(run.returncode, 1 if level == "fail" else 0, run.stdout + run.stderr)
+            layers = next(c for c in json.loads(run.stdout)["checks"] if c["name"] == "layers")
+            self.assertEqual(layers["level"], level, layers)
+            details[mode] = layers["detail"]
+        self.assertIn('sandbox.disk_quota = "project"', details["project"])
+        self.assertIn("tmpfs, which has no project quotas", details["project"])
+        self.assertIn("sparse ext4 images", details["auto"])
+        self.assertIn("tmpfs, which has no project quotas", details["auto"])
+        self.assertIn('disk_quota = "image"', details["image"])
+        with open(config, "w") as f:
+            f.write('[sandbox]\ndisk_quota = "zfs"\n')
+        bad = self.doctor("--config", config)
+        self.assertNotEqual(bad.returncode, 0)
+        self.assertIn('sandbox.disk_quota: expected "auto", "project" or "image"', bad.stdout + bad.stderr)
+
     def test_a_state_dir_without_room_fails_the_doctor_and_the_daemon(self):
         small = os.path.join(self.tmp, "small")
         self.tmpfs(small, "64m")

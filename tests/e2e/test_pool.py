@@ -245,6 +245,24 @@ sizes = { host = 2 }
             # The user's sandbox was adopted, untouched.
             self.assertEqual(self.in_sandbox(token, kept["id"], "echo still"), "still\n")
 
+    def test_a_stop_while_the_pool_fills_leaves_none_of_it(self):
+        """A clean stop destroys the pool, the sandboxes still starting for it too: eight asked
+        for, and the daemon stopped as soon as the reload is in; none of the pool is left."""
+        status, body = self.daemon.admin("GET", "/v1/admin/sandboxes")
+        self.assertEqual(status, 200, body)
+        owned = {s["id"] for s in body["sandboxes"]}
+        with open(self.daemon.config_path) as f:
+            text = f.read()
+        with open(self.daemon.config_path, "w") as f:
+            f.write(text[:text.index("[pool]")] + "[pool]\nsizes = { host = 8 }\n")
+        before = self.daemon.log().count('"config reloaded"')
+        os.kill(self.daemon.proc.pid, signal.SIGHUP)
+        wait_until(lambda: self.daemon.log().count('"config reloaded"') > before, what="the reload")
+        self.daemon.stop(signal.SIGTERM)
+        left = {rel.split("/")[-1] for rel in self.daemon.cgroups() if rel.split("/")[-1].startswith("sb_")}
+        self.assertEqual(left - owned, set())
+        self.daemon.start()  # for the other tests (setUp sets the pool back to 2)
+
 
 class DiskFull(DaemonTestCase):
     """The state dir on a small tmpfs of the test's own; creates with too little room left."""

@@ -31,7 +31,9 @@ Status ReadDaemonConfig(const std::string& given, supervisor::DoctorOptions& doc
   if (auto value = table["sandbox"]["disk_quota"].value<std::string>()) {
     if (*value == "project") doctor.disk_quota = supervisor::DiskQuotaMode::kProject;
     else if (*value == "image") doctor.disk_quota = supervisor::DiskQuotaMode::kImage;
-    else if (*value != "auto") return Status::Error(path + ": sandbox.disk_quota: expected \"auto\", \"project\" or \"image\"", EINVAL);
+    else if (*value != "auto") {
+      return Status::Error(path + ": sandbox.disk_quota: expected \"auto\", \"project\" or \"image\"", EINVAL);
+    }
   }
   return Status();
 }
@@ -43,9 +45,9 @@ const char* DoctorUsage() {
          "Checks that this host can run corrald: kernel, user and network namespaces, overlayfs,\n"
          "cgroups and the daemon's subtree, seccomp, openat2, Landlock, pidfd and clone3, free space\n"
          "and inodes in the state directory, room for sandbox.max_sandboxes (open files, namespace\n"
-         "sysctls, how disk caps are made and the loop devices), Claude Code. Each line is OK, WARN (works, degraded:\n"
-         "what is lost) or FAIL (what to do). Exits 1 when a check fails; corrald runs the same\n"
-         "checks when it starts and refuses to start on a FAIL. Run it as root.\n";
+         "sysctls, how disk caps are made and the loop devices), Claude Code. Each line is OK, WARN\n"
+         "(works, degraded: what is lost) or FAIL (what to do). Exits 1 when a check fails; corrald\n"
+         "runs the same checks when it starts and refuses to start on a FAIL. Run it as root.\n";
 }
 
 int RunDoctorCommand(const DoctorCommandOptions& options) {
