@@ -13,6 +13,7 @@
 #include <boost/asio/post.hpp>
 #include <nlohmann/json.hpp>
 
+#include "common/file_util.h"
 #include "common/log.h"
 #include "isolation/sandbox_spec.h"
 #include "supervisor/egress/egress_proxy.h"
@@ -151,8 +152,19 @@ SandboxManager::Launched SandboxManager::Launch(const SandboxRow& row, const iso
   if (out.process.ok()) {
     out.hello = Hello(out.process->control.get(), kHelloTimeout, nullptr);
     if (!out.hello.ok()) {
+      // Where init was, for the log: what it was waiting in (a start that timed out once in CI
+      // under load, and could not be made to again).
+      const pid_t pid = out.process->pid;
+      const std::string proc = "/proc/" + std::to_string(pid);
+      auto wchan = ReadFileToString(proc + "/wchan");
+      auto stat = ReadFileToString(proc + "/stat");
+      const size_t paren = stat.ok() ? stat->rfind(')') : std::string::npos;
+      const std::string state = paren != std::string::npos && paren + 2 < stat->size() ? stat->substr(paren + 2, 1) : "?";
       (void)host_.Stop(row.id, &*out.process);
-      out.process = Status::Error("corral-init did not answer: " + out.hello.status().ToString(), EIO);
+      out.process = Status::Error("corral-init did not answer: " + out.hello.status().ToString() + " (init " +
+                                      std::to_string(pid) + " state " + state + ", waiting in " +
+                                      (wchan.ok() && !wchan->empty() ? *wchan : "?") + ")",
+                                  EIO);
     } else {
       out.process->init_version = out.hello->version;
     }
