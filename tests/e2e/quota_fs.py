@@ -105,57 +105,32 @@ def _unmount(mount_point):
         raise RuntimeError(f"umount {mount_point}: {plain.stderr.strip()}; umount -l: {lazy.stderr.strip()}")
 
 
+# How each kind is made: mkfs.xfs needs at least 300 MB; ext4's project quotas need both features.
+_MKFS = {"xfs": ["mkfs.xfs", "-q", "-f"], "ext4": ["mkfs.ext4", "-q", "-F", "-O", "quota,project"]}
+
+
 @contextlib.contextmanager
 def quota_state_dir(parent_dir, kind, size_mb=1024):
-    """xfs_state_dir for "xfs"; for "ext4", the same with mkfs.ext4 -O quota,project."""
-    if kind == "xfs":
-        with xfs_state_dir(parent_dir, size_mb) as path:
-            yield path
-        return
-    mount_point = os.path.join(parent_dir, "ext4")
-    fd, image = tempfile.mkstemp(prefix="ext4-", suffix=".img", dir=parent_dir)
-    mounted = False
-    try:
-        os.ftruncate(fd, size_mb << 20)
-        os.close(fd)
-        fd = -1
-        _run([_tool("mkfs.ext4") or "mkfs.ext4", "-q", "-F", "-O", "quota,project", image])
-        os.makedirs(mount_point, exist_ok=True)
-        _run([_tool("mount") or "mount", "-t", "ext4", "-o", "loop,prjquota", image, mount_point])
-        mounted = True
-        yield mount_point
-    finally:
-        if fd >= 0:
-            os.close(fd)
-        try:
-            if mounted:
-                _unmount(mount_point)
-        finally:
-            if os.path.isdir(mount_point) and not os.path.ismount(mount_point):
-                os.rmdir(mount_point)
-            os.unlink(image)
-
-
-@contextlib.contextmanager
-def xfs_state_dir(parent_dir, size_mb=1024):
-    """Makes a sparse image of `size_mb` MiB in parent_dir, formats it XFS, mounts it with
-    `-o loop,prjquota` on parent_dir/xfs and yields that path; on exit (also on an exception)
-    unmounts it and removes the image and the mount point. mkfs.xfs needs at least 300 MB."""
-    mount_point = os.path.join(parent_dir, "xfs")
+    """Makes a sparse image of `size_mb` MiB in parent_dir, formats it as `kind` ("xfs" or
+    "ext4") with project quotas, mounts it with `-o loop,prjquota` on parent_dir/<kind> and yields
+    that path; on exit (also on an exception) unmounts it and removes the image and the mount
+    point."""
+    mount_point = os.path.join(parent_dir, kind)
     if os.path.ismount(mount_point):
         raise RuntimeError(f"{mount_point} is already a mount point (not ours; left alone)")
-    fd, image = tempfile.mkstemp(prefix="xfs-", suffix=".img", dir=parent_dir)
+    fd, image = tempfile.mkstemp(prefix=f"{kind}-", suffix=".img", dir=parent_dir)
     made_mount_point = False
     mounted = False
     try:
         os.ftruncate(fd, size_mb << 20)
         os.close(fd)
         fd = -1
-        _run([_tool("mkfs.xfs") or "mkfs.xfs", "-q", "-f", image])
+        mkfs = _MKFS[kind]
+        _run([_tool(mkfs[0]) or mkfs[0], *mkfs[1:], image])
         if not os.path.isdir(mount_point):
             os.mkdir(mount_point, 0o755)
             made_mount_point = True
-        _run([_tool("mount") or "mount", "-t", "xfs", "-o", "loop,prjquota", image, mount_point])
+        _run([_tool("mount") or "mount", "-t", kind, "-o", "loop,prjquota", image, mount_point])
         mounted = True
         yield mount_point
     finally:
@@ -168,3 +143,8 @@ def xfs_state_dir(parent_dir, size_mb=1024):
             if made_mount_point and not os.path.ismount(mount_point):
                 os.rmdir(mount_point)
             os.unlink(image)
+
+
+def xfs_state_dir(parent_dir, size_mb=1024):
+    """quota_state_dir(parent_dir, "xfs", size_mb)."""
+    return quota_state_dir(parent_dir, "xfs", size_mb)

@@ -296,16 +296,6 @@ TEST_F(IsolationTest, DiskCapStopsWritesInsideOnly) {
   EXPECT_THAT(r.err, HasSubstr("No space left on device"));
 }
 
-// Loop devices whose backing file is `image`.
-std::vector<std::string> LoopDevicesBackedBy(const std::string& image) {
-  std::vector<std::string> out;
-  for (int n = 0; n < 256; ++n) {
-    auto backing = ReadFileToString("/sys/block/loop" + std::to_string(n) + "/loop/backing_file");
-    if (backing.ok() && backing->find(image) != std::string::npos) out.push_back("loop" + std::to_string(n));
-  }
-  return out;
-}
-
 TEST_F(IsolationTest, DiskCapOfAWorkspacePersistsAndHolds) {
   const std::string ws = TestStateDir() + "/ws-disk-" + std::to_string(getpid());
   CorralResult w = RunCorral({"run", "--workspace", ws, "--disk", "16M", "--", "sh", "-c",
@@ -319,7 +309,7 @@ TEST_F(IsolationTest, DiskCapOfAWorkspacePersistsAndHolds) {
   ASSERT_EQ(stat((ws + "/disk.img").c_str(), &st), 0);
   EXPECT_EQ(st.st_size, 16 << 20);
   EXPECT_NE(stat((ws + "/upper").c_str(), &st), 0);
-  EXPECT_TRUE(WaitFor([&] { return LoopDevicesBackedBy(ws + "/disk.img").empty(); }, 5));
+  EXPECT_TRUE(WaitFor([&] { return LoopDevicesBacking(ws + "/disk.img").empty(); }, 5));
   // The next run, with or without repeating --disk, sees the file.
   CorralResult r = RunCorral({"run", "--workspace", ws, "--", "cat", "/home/agent/note"});
   EXPECT_EQ(r.out, "kept\n") << r.err;

@@ -1,6 +1,5 @@
-#include "quota_fs_util.h"
+#include "tests/root/quota_fs_util.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <spawn.h>
@@ -19,6 +18,7 @@
 
 #include "common/file_util.h"
 #include "common/unique_fd.h"
+#include "tests/root/root_test_util.h"
 
 namespace corral::test {
 namespace {
@@ -111,24 +111,6 @@ ToolResult RunTool(const std::vector<std::string>& argv) {
   }
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return result;
-}
-
-std::vector<std::string> LoopDevicesBacking(const std::string& image) {
-  std::vector<std::string> devices;
-  DIR* dir = opendir("/sys/block");
-  if (dir == nullptr) return devices;
-  while (struct dirent* entry = readdir(dir)) {
-    const std::string name = entry->d_name;
-    if (name.rfind("loop", 0) != 0) continue;
-    // Only an attached device has loop/backing_file ("path" or "path (deleted)").
-    StatusOr<std::string> backing = ReadFileToString("/sys/block/" + name + "/loop/backing_file");
-    if (!backing.ok()) continue;
-    std::string file = *backing;
-    while (!file.empty() && file.back() == '\n') file.pop_back();
-    if (file == image || file == image + " (deleted)") devices.push_back("/dev/" + name);
-  }
-  closedir(dir);
-  return devices;
 }
 
 QuotaFs::QuotaFs(const std::string& dir, QuotaFsKind kind, uint64_t bytes) : kind_(kind) {

@@ -77,8 +77,6 @@ class QuotaFs {
   bool unsupported_ = false;
 };
 
-// The loop devices ("/dev/loopN") whose backing file is `image`, from /sys/block/loop*/loop.
-std::vector<std::string> LoopDevicesBacking(const std::string& image);
 
 // Runs `argv` (argv[0] an absolute path) with stdin from /dev/null and a fixed PATH and C locale;
 // returns its exit code (-1: it did not start or was killed) and its stdout and stderr together.

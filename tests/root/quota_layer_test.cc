@@ -6,8 +6,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <dirent.h>
-
 #include <fstream>
 #include <memory>
 #include <string>
@@ -57,21 +55,6 @@ class QuotaLayerTest : public SandboxHostFixture, public ::testing::WithParamInt
     return Run(request);
   }
 
-  // Loop devices whose backing file is under the state dir (an image layer would be one).
-  std::vector<std::string> LoopsUnderStateDir() {
-    std::vector<std::string> found;
-    DIR* block = opendir("/sys/block");
-    if (block == nullptr) return found;
-    while (struct dirent* entry = readdir(block)) {
-      const std::string name = entry->d_name;
-      if (name.rfind("loop", 0) != 0) continue;
-      auto backing = ReadFileToString("/sys/block/" + name + "/loop/backing_file");
-      if (backing.ok() && backing->rfind(config_.state_dir, 0) == 0) found.push_back(name);
-    }
-    closedir(block);
-    return found;
-  }
-
   test::TempDir tmp_{"quota-layer"};
   std::unique_ptr<test::QuotaFs> fs_;
   HostSandboxShape second_;
@@ -86,7 +69,7 @@ TEST_P(QuotaLayerTest, TheDiskCapIsTheProjectsQuotaAndHolds) {
   auto project = rootfs::ProjectIdOf(layer.path + "/upper");
   ASSERT_TRUE(project.ok()) << project.status().ToString();
   EXPECT_EQ(*project, LayerProjectId(shape_.uid_base));
-  EXPECT_TRUE(LoopsUnderStateDir().empty()) << "an image layer on a loop device";
+  EXPECT_TRUE(test::LoopDevicesBacking(config_.state_dir).empty()) << "an image layer on a loop device";
 
   // df inside shows the cap (the overlay's statfs is its upper's: the project's limits).
   Finished df = Run(Sh("df -k / | tail -1 | awk '{print $2}'"));
@@ -228,7 +211,7 @@ TEST_P(QuotaLayerTest, AnExistingImageLayerKeepsItsKind) {
   EXPECT_EQ(host_->SandboxLayer(shape_.id).kind, LayerKind::kImage);
   ASSERT_NO_FATAL_FAILURE(StartSandbox());
   EXPECT_EQ(Run(Sh("echo hi > ~/f && cat ~/f")).out, "hi\n");
-  EXPECT_FALSE(LoopsUnderStateDir().empty()) << "the image layer is on a loop device";
+  EXPECT_FALSE(test::LoopDevicesBacking(config_.state_dir).empty()) << "the image layer is on a loop device";
   // And a new one gets the host's kind.
   EXPECT_EQ(host_->SandboxLayer(NewId("sb")).kind, LayerKind::kQuotaDir);
 }

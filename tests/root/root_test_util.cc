@@ -227,4 +227,26 @@ void SandboxEnvironment::TearDown() {
   (void)RemoveTree(TestStateDir());
 }
 
+std::vector<std::string> LoopDevicesBacking(const std::string& path) {
+  std::vector<std::string> devices;
+  DIR* dir = opendir("/sys/block");
+  if (dir == nullptr) return devices;
+  while (struct dirent* entry = readdir(dir)) {
+    const std::string name = entry->d_name;
+    if (name.rfind("loop", 0) != 0) continue;
+    // Only an attached device has loop/backing_file.
+    StatusOr<std::string> backing = ReadFileToString("/sys/block/" + name + "/loop/backing_file");
+    if (!backing.ok()) continue;
+    std::string file = *backing;
+    while (!file.empty() && file.back() == '\n') file.pop_back();
+    const std::string deleted = " (deleted)";
+    if (file.size() > deleted.size() && file.compare(file.size() - deleted.size(), deleted.size(), deleted) == 0) {
+      file.resize(file.size() - deleted.size());
+    }
+    if (file == path || file.rfind(path + "/", 0) == 0) devices.push_back("/dev/" + name);
+  }
+  closedir(dir);
+  return devices;
+}
+
 }  // namespace corral::test

@@ -60,4 +60,8 @@ class SandboxEnvironment : public ::testing::Environment {
   void TearDown() override;
 };
 
+// The loop devices ("/dev/loopN") whose backing file is `path` or lies under the directory
+// `path`, from /sys/block/loop*/loop/backing_file ("file" or "file (deleted)").
+std::vector<std::string> LoopDevicesBacking(const std::string& path);
+
 }  // namespace corral::test
