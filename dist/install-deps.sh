@@ -16,6 +16,8 @@ packages=(
   # full network mode: veth, addresses and routes with libnl, the filter and NAT with libnftables
   # (nftables: the nft command, for tests and operators to look at the rules)
   nftables libnftables-dev
+  # the sanitizer stage of dist/test.sh: Clang, with its ASan and UBSan runtimes
+  clang-16 libclang-rt-16-dev
   # tests
   libgtest-dev libgmock-dev python3 iproute2 procps util-linux curl
   # the compatibility suite (tests/compat): CPython's own regression tests, run on the host and

@@ -117,9 +117,9 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
    public:
     Reservation(std::shared_ptr<Impl> impl, std::string user, int64_t micro_usd)
         : impl_(std::move(impl)), user_(std::move(user)), micro_usd_(micro_usd) {
-      Held& held = impl_->held[user_];
-      ++held.calls;
-      held.micro_usd += micro_usd_;
+      Held& user_held = impl_->held[user_];
+      ++user_held.calls;
+      user_held.micro_usd += micro_usd_;
     }
     ~Reservation() {
       auto it = impl_->held.find(user_);

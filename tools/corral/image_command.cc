@@ -118,8 +118,7 @@ StatusOr<ImageOptions> ParseImageOptions(const std::vector<std::string>& args, c
 }
 
 ImageRequest BuildImageRequest(const ImageOptions& options) {
-  using json = nlohmann::json;
-  json body = json::object();
+  nlohmann::json body = nlohmann::json::object();
   if (!options.name.empty()) body["name"] = options.name;
   if (options.force) body["force"] = true;
   switch (options.verb) {
