@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
-# Installs every Debian package corral's build, tests and benchmarks need. Idempotent: packages
-# already present are left alone, and apt is only consulted when something is missing.
+# install-deps.sh [all|build|rest] - installs every Debian package corral's build, tests and
+# benchmarks need (all, the default), or only what `dist/build.sh` needs (build: the compiler,
+# the libraries, the web page's npm packages), or everything else (rest: what the tests,
+# benchmarks and the sanitizer stage use; dist/test.sh installs it while corral compiles).
+# Idempotent: packages already present are left alone, and apt is only consulted when something
+# is missing.
 set -euo pipefail
 
-packages=(
-  # build
-  build-essential cmake pkg-config
+group=${1:-all}
+case $group in all|build|rest) ;; *) echo "usage: $0 [all|build|rest]" >&2; exit 2 ;; esac
+
+build_packages=(
+  build-essential cmake pkg-config git
   libseccomp-dev libcap-dev libnl-3-dev libnl-route-3-dev
   libboost-dev libboost-system-dev nlohmann-json3-dev libsqlite3-dev libssl-dev
   libtomlplusplus-dev libsystemd-dev sqlite3
@@ -14,12 +20,19 @@ packages=(
   # egress proxy: asynchronous DNS against a configured resolver (egress.resolver)
   libc-ares-dev
   # full network mode: veth, addresses and routes with libnl, the filter and NAT with libnftables
-  # (nftables: the nft command, for tests and operators to look at the rules)
-  nftables libnftables-dev
+  libnftables-dev
+  # the tests' and benchmarks' programs
+  libgtest-dev libgmock-dev libbenchmark-dev
+  # the web page's build (esbuild, from web/node_modules)
+  nodejs
+)
+rest_packages=(
+  # the nft command, for tests and operators to look at the full network mode's rules
+  nftables
   # the sanitizer stage of dist/test.sh: Clang, with its ASan and UBSan runtimes
   clang-16 libclang-rt-16-dev
   # tests
-  libgtest-dev libgmock-dev python3 iproute2 procps util-linux curl
+  python3 iproute2 procps util-linux curl
   # the compatibility suite (tests/compat): CPython's own regression tests, run on the host and
   # in a sandbox
   libpython3.11-testsuite
@@ -28,11 +41,11 @@ packages=(
   systemd
   # e2e tests: real WebSocket clients (Debian's python3-websockets, and node-ws for
   # tests/e2e/node/ws_client.mjs)
-  python3-websockets nodejs node-ws
+  python3-websockets node-ws
   # egress proxy tests: the fake internet (tests/fixtures/fake_internet.py) makes its test CA
   # with python3-cryptography and its git repository with git; its self-test installs a
   # package from it with pip
-  git python3-cryptography python3-pip
+  python3-cryptography python3-pip
   # runtime: mkfs.ext4 for disk-capped workspaces (busybox-static, below, is also used by the
   # image tests)
   e2fsprogs
@@ -47,7 +60,7 @@ packages=(
   # the web page's browser tests (web/test): Debian's Chromium, driven by playwright-core
   chromium
   # benchmarks (bench/)
-  libbenchmark-dev bubblewrap crun runc hyperfine time jq
+  bubblewrap crun runc hyperfine time jq
   # images: `corral image pull` copies from registries into an OCI layout with skopeo; the image
   # tests' layouts are made with umoci (tests/fixtures/make_image.sh), their Debian image with
   # mmdebstrap from the host's mirror, and pulled from a real registry on loopback
@@ -63,6 +76,12 @@ if [ "$(id -u)" -ne 0 ]; then
   exit 1
 fi
 
+packages=()
+case $group in
+  all) packages=("${build_packages[@]}" "${rest_packages[@]}") ;;
+  build) packages=("${build_packages[@]}") ;;
+  rest) packages=("${rest_packages[@]}") ;;
+esac
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
@@ -72,7 +91,7 @@ done
 # npm: the machine's own when it has one, else Debian's.
 command -v npm >/dev/null || missing+=(npm)
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "install-deps: all ${#packages[@]} packages present"
+  echo "install-deps: all ${#packages[@]} packages present ($group)"
 else
   echo "install-deps: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -86,14 +105,16 @@ else
   fi
 fi
 
-# The three npm installs below wait on the registry, not the CPU: they run at once.
+# The three npm installs below wait on the registry, not the CPU: they run at once. The web
+# page's is the build's; the other two are the tests'.
 npm_jobs=()
+want() { [ "$group" = all ] || [ "$group" = "$1" ]; }
 
 # Claude Code, the agent that sessions run (a native binary; npm only installs it). In the
 # host's /usr, so the `host` image shows it inside every sandbox. Pinned: the session runner and
 # the scripted model server (tests/fixtures) are tested against this version's stream-json.
 CLAUDE_CODE_VERSION=$(cat "$(dirname "${BASH_SOURCE[0]}")/claude-code-version")  # also `corral doctor`'s
-if [ "$(claude --version 2>/dev/null | awk '{print $1}')" != "$CLAUDE_CODE_VERSION" ]; then
+if want rest && [ "$(claude --version 2>/dev/null | awk '{print $1}')" != "$CLAUDE_CODE_VERSION" ]; then
   echo "install-deps: installing @anthropic-ai/claude-code@$CLAUDE_CODE_VERSION"
   npm install -g --no-fund --no-audit --loglevel=error "@anthropic-ai/claude-code@$CLAUDE_CODE_VERSION" &
   npm_jobs+=($!)
@@ -102,7 +123,7 @@ fi
 # The TypeScript SDK's build and test dependencies (typescript, ws and their types), exactly as
 # its lock file names them, into sdk/typescript/node_modules.
 sdk_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/sdk/typescript"
-if [ ! -d "$sdk_dir/node_modules" ]; then
+if want rest && [ ! -d "$sdk_dir/node_modules" ]; then
   echo "install-deps: npm ci in sdk/typescript"
   (cd "$sdk_dir" && npm ci --no-fund --no-audit --loglevel=error) &
   npm_jobs+=($!)
@@ -112,7 +133,7 @@ fi
 # Debian's /usr/bin/chromium: it downloads no browser) dependencies, into web/node_modules. The
 # CMake build then builds the page beside corrald.
 web_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/web"
-if [ ! -d "$web_dir/node_modules" ]; then
+if want build && [ ! -d "$web_dir/node_modules" ]; then
   echo "install-deps: npm ci in web"
   (cd "$web_dir" && npm ci --no-fund --no-audit --loglevel=error) &
   npm_jobs+=($!)

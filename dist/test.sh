@@ -33,8 +33,14 @@ report() {
 }
 trap report EXIT
 
-t=$(date +%s); dist/install-deps.sh; stage_done install-deps "$t"
 mkdir -p "$logs"
+if [ $# -gt 0 ]; then
+  t=$(date +%s); dist/install-deps.sh; stage_done install-deps "$t"
+else
+  # What the build needs first; the rest (the tests' packages and npm modules, ~40 more) while
+  # corral compiles, below.
+  t=$(date +%s); dist/install-deps.sh build; stage_done install-build-deps "$t"
+fi
 
 main_build() {
   # The build type's optimization (-O2, as shipped) with line tables only (-g1): full debug info
@@ -72,18 +78,35 @@ if [ $# -gt 0 ]; then
   exit 0
 fi
 
-# The package test's clean Debian tree (debootstrap: the mirror and the disk) while corral builds.
-# Its own failures are the package test's to report; here it is only started early.
-tests/package/guest-tree.sh base > "$logs/guest-tree.log" 2>&1 &
-tree_pid=$!
-# Likewise the image tests' Debian image (mmdebstrap twice, then umoci), at a lower priority: the
-# e2e tests that need it wait on its lock, or make it themselves when this failed.
-nice -n 10 tests/fixtures/make_image.sh debian-python-node > "$logs/debian-image.log" 2>&1 &
-image_pid=$!
+# While corral compiles, what waits on the network and the disk: the rest of the packages, then
+# the package test's clean Debian tree (debootstrap) and the image tests' Debian image
+# (mmdebstrap twice, then umoci, at a lower priority). The tree's and the image's own failures
+# are their tests' to report (package_install; the image tests wait on the image's lock, or make
+# it themselves): here they are only started early.
+prepare_beside_build() {
+  local rc=0
+  dist/install-deps.sh rest > "$logs/install-deps-rest.log" 2>&1 || rc=$?
+  echo "$rc" > "$logs/install-deps-rest.rc"
+  [ "$rc" -eq 0 ] || return 0
+  tests/package/guest-tree.sh base > "$logs/guest-tree.log" 2>&1 &
+  local tree_pid=$!
+  nice -n 10 tests/fixtures/make_image.sh debian-python-node > "$logs/debian-image.log" 2>&1 &
+  local image_pid=$!
+  wait "$tree_pid" || echo "== the guest tree was not made in advance (package_install says why): $(tail -1 "$logs/guest-tree.log")"
+  wait "$image_pid" || echo "== the Debian image was not made in advance (the image tests say why): $(tail -1 "$logs/debian-image.log")"
+}
+rm -f "$logs/install-deps-rest.rc"
+prepare_beside_build > "$logs/prepare.out" 2>&1 &
+prepare_pid=$!
 
 t=$(date +%s); main_build; stage_done build "$t"
-wait "$tree_pid" || echo "== the guest tree was not made in advance (package_install says why): $(tail -1 "$logs/guest-tree.log")"
-wait "$image_pid" || echo "== the Debian image was not made in advance (the image tests say why): $(tail -1 "$logs/debian-image.log")"
+t=$(date +%s); wait "$prepare_pid" || true; stage_done "prepared beside build (wait)" "$t"
+cat "$logs/prepare.out"
+if [ "$(cat "$logs/install-deps-rest.rc" 2>/dev/null)" != 0 ]; then
+  tail -40 "$logs/install-deps-rest.log"
+  echo "== failed: dist/install-deps.sh rest (its log: $logs/install-deps-rest.log)"
+  exit 1
+fi
 
 # A job beside the host's tests: `beside NAME NICE CMD...` runs CMD in the background at that
 # priority, its output in $logs/NAME.out, its status and end time in $logs/NAME.rc and .end.

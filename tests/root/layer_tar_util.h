@@ -1,6 +1,6 @@
 // Tar archives built in tests with libarchive, entry by entry, plain, gzip or zstd: image layers
 // and image archives (OCI layouts, docker save) with exactly the entries a test needs, the bad
-// ones included (`../x`, devices, a 1 GiB run of zeros).
+// ones included (`../x`, devices, a long run of zeros).
 #pragma once
 
 #include <sys/types.h>
