@@ -155,14 +155,11 @@ SandboxManager::Launched SandboxManager::Launch(const SandboxRow& row, const iso
       // Where init was, for the log: what it was waiting in (a start that timed out once in CI
       // under load, and could not be made to again).
       const pid_t pid = out.process->pid;
-      const std::string proc = "/proc/" + std::to_string(pid);
-      auto wchan = ReadFileToString(proc + "/wchan");
-      auto stat = ReadFileToString(proc + "/stat");
-      const size_t paren = stat.ok() ? stat->rfind(')') : std::string::npos;
-      const std::string state = paren != std::string::npos && paren + 2 < stat->size() ? stat->substr(paren + 2, 1) : "?";
+      auto wchan = ReadFileToString("/proc/" + std::to_string(pid) + "/wchan");
+      const char state = ProcessState(pid);
       (void)host_.Stop(row.id, &*out.process);
       out.process = Status::Error("corral-init did not answer: " + out.hello.status().ToString() + " (init " +
-                                      std::to_string(pid) + " state " + state + ", waiting in " +
+                                      std::to_string(pid) + " state " + std::string(1, state) + ", waiting in " +
                                       (wchan.ok() && !wchan->empty() ? *wchan : "?") + ")",
                                   EIO);
     } else {

@@ -98,13 +98,13 @@ void SandboxManager::FillPool() {
         }
       }
       // The daemon stopped while this one started: made for nobody, and the loop is gone.
-      DestroyLaunchedFill(row.id, *launched);
+      DestroyPooled(row.id, launched->process.ok() ? &*launched->process : nullptr);
     });
   }
 }
 
-void SandboxManager::DestroyLaunchedFill(const std::string& id, Launched& launched) {
-  Status stopped = host_.Stop(id, launched.process.ok() ? &*launched.process : nullptr);
+void SandboxManager::DestroyPooled(const std::string& id, SandboxProcess* process) {
+  Status stopped = host_.Stop(id, process);
   if (stopped.ok()) stopped = host_.Destroy(id);
   if (!stopped.ok()) LogError("pool", "cannot destroy a pooled sandbox", {{"sandbox", id}, {"error", stopped.ToString()}});
 }
@@ -119,7 +119,9 @@ void SandboxManager::DestroyUnclaimedFills() {
   // On the worker pool, which corrald joins before it exits (their rows go at the next start's
   // recovery).
   for (auto& [id, launched] : done) {
-    asio::post(pool_, [this, id = id, launched = launched] { DestroyLaunchedFill(id, *launched); });
+    asio::post(pool_, [this, id = id, launched = launched] {
+      DestroyPooled(id, launched->process.ok() ? &*launched->process : nullptr);
+    });
   }
 }
 

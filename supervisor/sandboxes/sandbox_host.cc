@@ -65,6 +65,16 @@ StatusOr<UniqueFd> ListenControl(const std::string& path) {
   return std::move(fd);
 }
 
+// /proc/PID/stat from field 3 on ("S 1 ..."); empty when the process is gone. The command name
+// (field 2) may hold spaces and parentheses: the fields start after the last ')'.
+std::string StatFieldsFrom3(pid_t pid) {
+  auto stat = ReadFileToString("/proc/" + std::to_string(pid) + "/stat");
+  if (!stat.ok()) return "";
+  const size_t close = stat->rfind(')');
+  if (close == std::string::npos || close + 2 >= stat->size()) return "";
+  return stat->substr(close + 2);
+}
+
 }  // namespace
 
 uint64_t SandboxOpenFiles() {
@@ -74,18 +84,21 @@ uint64_t SandboxOpenFiles() {
 }
 
 uint64_t ProcessStartTime(pid_t pid) {
-  auto stat = ReadFileToString("/proc/" + std::to_string(pid) + "/stat");
-  if (!stat.ok()) return 0;
-  // The command name (field 2) may hold spaces and parentheses: count from the last ')'.
-  size_t close = stat->rfind(')');
-  if (close == std::string::npos) return 0;
-  const char* p = stat->c_str() + close + 1;
-  // Fields 3..22: skip 19 fields, then read the 20th.
+  const std::string fields = StatFieldsFrom3(pid);
+  if (fields.empty()) return 0;
+  const char* p = fields.c_str();
+  // Field 22 is the 20th from field 3: skip 19 spaces.
   for (int field = 3; field < 22; ++field) {
-    p = strchr(p + 1, ' ');
+    p = strchr(p, ' ');
     if (p == nullptr) return 0;
+    ++p;
   }
-  return strtoull(p + 1, nullptr, 10);
+  return strtoull(p, nullptr, 10);
+}
+
+char ProcessState(pid_t pid) {
+  const std::string fields = StatFieldsFrom3(pid);
+  return fields.empty() ? '?' : fields[0];
 }
 
 StatusOr<UniqueFd> ConnectControl(const std::string& path) {

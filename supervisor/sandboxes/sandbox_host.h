@@ -180,6 +180,8 @@ class SandboxHost {
 
 // /proc/PID/stat field 22 (start time in clock ticks since boot); 0 when the process is gone.
 uint64_t ProcessStartTime(pid_t pid);
+// /proc/PID/stat field 3 (R, S, D, Z, ...); '?' when the process is gone.
+char ProcessState(pid_t pid);
 
 // Connects to a control socket (SOCK_SEQPACKET), close-on-exec.
 StatusOr<UniqueFd> ConnectControl(const std::string& path);

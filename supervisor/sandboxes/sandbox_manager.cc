@@ -321,11 +321,7 @@ void SandboxManager::Detach() {
   DestroyUnclaimedFills();
   for (WarmPool::Entry& entry : warm_pool_.TakeAll()) {
     auto process = std::make_shared<SandboxProcess>(std::move(entry.process));
-    asio::post(pool_, [this, id = entry.id, process] {
-      Status stopped = host_.Stop(id, process.get());
-      if (stopped.ok()) stopped = host_.Destroy(id);
-      if (!stopped.ok()) LogError("pool", "cannot destroy a pooled sandbox", {{"sandbox", id}, {"error", stopped.ToString()}});
-    });
+    asio::post(pool_, [this, id = entry.id, process] { DestroyPooled(id, process.get()); });
   }
   for (auto& [id, command] : commands_) command->Release();
   for (auto& [id, live] : live_) {

@@ -264,9 +264,10 @@ class SandboxManager {
   void OnPoolFilled(SandboxRow row, PoolShape shape, std::shared_ptr<Launched> launched);
   // FillPool again kPoolRetry from now (once, however many failures asked).
   void ArmPoolRetry();
-  // A pooled sandbox started for nobody (the daemon is stopping): stopped and removed, on the
-  // calling (worker) thread. DestroyUnclaimedFills: Detach's part for those already started.
-  void DestroyLaunchedFill(const std::string& id, Launched& launched);
+  // A pooled sandbox held for nobody (the daemon is stopping): stopped and removed, on the
+  // calling (worker) thread; `process` null when its start failed. DestroyUnclaimedFills:
+  // Detach's part for those whose start ended but whose hand-over to the loop has not run.
+  void DestroyPooled(const std::string& id, SandboxProcess* process);
   void DestroyUnclaimedFills();
   // Gives the pooled sandbox `entry` to the caller as `row` (what a fresh create would have
   // stored); falls back to a fresh create when the pooled one is gone or cannot take the limits.

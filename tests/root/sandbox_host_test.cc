@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -499,6 +500,38 @@ TEST_F(SandboxHostTest, NodeInACommandReportsTheSandboxsMemoryAndCpus) {
   Finished free = Run(Sh("node -e \"console.log(require('os').availableParallelism())\"; nproc"));
   const std::string all = std::to_string(allowed->size()) + "\n";
   EXPECT_EQ(free.out, all + all) << free.err;
+}
+
+// /proc/PID/stat read past a command name with spaces and parentheses in it: a sleeping
+// child's state and start time, then a zombie's, then nothing once it is reaped.
+TEST(ProcStatTest, StateAndStartTimeReadPastAnyCommandName) {
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    prctl(PR_SET_NAME, "a) R 1 (b");
+    (void)!write(ready[1], "x", 1);
+    pause();
+    _exit(0);
+  }
+  close(ready[1]);
+  char byte;
+  ASSERT_EQ(read(ready[0], &byte, 1), 1);
+  close(ready[0]);
+  char state = '?';
+  for (int i = 0; i < 200 && (state = ProcessState(child)) != 'S'; ++i) usleep(5000);
+  EXPECT_EQ(state, 'S');
+  const uint64_t started = ProcessStartTime(child);
+  EXPECT_GT(started, 0u);
+  EXPECT_GE(started, ProcessStartTime(getpid()));
+  ASSERT_EQ(kill(child, SIGKILL), 0);
+  for (int i = 0; i < 200 && (state = ProcessState(child)) != 'Z'; ++i) usleep(5000);
+  EXPECT_EQ(state, 'Z');
+  EXPECT_EQ(ProcessStartTime(child), started);
+  ASSERT_EQ(waitpid(child, nullptr, 0), child);
+  EXPECT_EQ(ProcessState(child), '?');
+  EXPECT_EQ(ProcessStartTime(child), 0u);
 }
 
 }  // namespace
