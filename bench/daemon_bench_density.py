@@ -24,7 +24,7 @@ import threading
 import time
 
 from daemon_bench_client import Api, env, env_int, loadavg, stats_ms, write_json, ws_connect
-from daemon_bench_proc import proc_status_kib
+from daemon_bench_proc import HZ, proc_cpu_ticks, proc_status_kib
 
 
 def meminfo_kib(field):
@@ -58,6 +58,47 @@ def settle(seconds=3):
     """Lets the kernel's deferred work (namespace teardown, RCU frees) catch up before a reading."""
     subprocess.run(["sync"], check=False)
     time.sleep(seconds)
+
+
+def host_ticks():
+    """(busy, stolen, all) clock ticks of every CPU since boot, from /proc/stat's first line: busy
+    is user, nice, system, irq and softirq; stolen is what a hypervisor took (a VM's host)."""
+    with open("/proc/stat") as f:
+        t = [int(v) for v in f.readline().split()[1:9]]
+    return t[0] + t[1] + t[2] + t[5] + t[6], t[7], sum(t)
+
+
+def every_process_ticks():
+    """{(pid, comm): utime + stime} of every process now."""
+    ticks = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                text = f.read()
+        except OSError:
+            continue  # gone meanwhile
+        comm = text[text.index("(") + 1:text.rindex(")")]
+        fields = text.rsplit(")", 1)[1].split()
+        ticks[(int(name), comm)] = int(fields[11]) + int(fields[12])
+    return ticks
+
+
+def idle_cpu(pid, seconds):
+    """While nothing is asked of it: corrald's CPU (all threads), the host's, in % of one core, and
+    the processes that used the most (on a shared or virtual machine, not always corral's)."""
+    print(f"density: idle window of {seconds} s begins", file=sys.stderr, flush=True)
+    p0, c0, (b0, s0, a0), t0 = every_process_ticks(), proc_cpu_ticks(pid), host_ticks(), time.monotonic()
+    time.sleep(seconds)
+    c1, (b1, s1, a1), t1 = proc_cpu_ticks(pid), host_ticks(), time.monotonic()
+    p1 = every_process_ticks()
+    cores = os.cpu_count() or 1
+    share = 100.0 * cores / max(1, a1 - a0)
+    used = sorted(((p1[k] - v, k) for k, v in p0.items() if k in p1), reverse=True)[:3]
+    top = [{"pid": k[0], "comm": k[1], "pct": 100.0 * d / HZ / (t1 - t0)} for d, k in used if d > 0]
+    return {"seconds": t1 - t0, "corrald_pct": 100.0 * (c1 - c0) / HZ / (t1 - t0),
+            "host_pct": share * (b1 - b0), "stolen_pct": share * (s1 - s0), "top": top}
 
 
 def pooled(api):
@@ -226,6 +267,7 @@ def ramp(n, clients):
     info1 = meminfo()
     mem1, disk1, du1 = info1["MemAvailable"], disk_used_kib(state_dir), du_kib(state_dir)
     rss1, fds1 = proc_status_kib(pid, "VmRSS"), len(os.listdir(f"/proc/{pid}/fd"))
+    idle = idle_cpu(pid, env_int("IDLE_WINDOW_S", 10))
     runs = env_int("RUNS", 200)
 
     async def execs():
@@ -248,7 +290,7 @@ def ramp(n, clients):
         "meminfo_kib_per_sandbox": {k: (info1.get(k, 0) - info0.get(k, 0)) / n for k in MEMINFO_PARTS},
         "disk_used_kib_per_sandbox": (disk1 - disk0) / n, "du_kib_per_sandbox": (du1 - du0) / n,
         "corrald_rss_kib": [rss0, rss1], "corrald_fds": [fds0, fds1],
-        "exec_at_density": stats_ms(rtt), "destroy_all_s": destroy_s,
+        "exec_at_density": stats_ms(rtt), "destroy_all_s": destroy_s, "idle_cpu": idle,
     }
 
 
@@ -331,4 +373,11 @@ def report_density(L, density):
     rss, fds = ramp["corrald_rss_kib"], ramp["corrald_fds"]
     L.append(f"| corrald's RSS and descriptors, before -> with {n} | {rss[0] // 1024} -> {rss[1] // 1024} MiB; "
              f"{fds[0]} -> {fds[1]} | | |")
+    idle = ramp.get("idle_cpu")
+    if idle:
+        busiest = ", ".join("%s (pid %d) %.1f" % (t["comm"], t["pid"], t["pct"]) for t in idle.get("top", []))
+        L.append(f"| CPU while the {n} sandboxes idle and nobody asks anything ({idle['seconds']:.0f} s), "
+                 f"% of one core: corrald / the whole host (taken by the hypervisor: "
+                 f"{idle.get('stolen_pct', 0):.1f}; the busiest processes: {busiest}) | "
+                 f"{idle['corrald_pct']:.1f} / {idle['host_pct']:.1f} | | |")
     L.append("")
