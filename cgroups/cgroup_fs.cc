@@ -214,6 +214,18 @@ StatusOr<std::vector<std::string>> ListSubdirectories(const std::string& dir) {
   return names;
 }
 
+StatusOr<bool> HasSubdirectories(const std::string& dir) {
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0) {
+    if (errno == ENOENT) return false;
+    return ErrnoError("stat " + dir);
+  }
+  if (!S_ISDIR(st.st_mode)) return Status::Error(dir + " is not a directory", ENOTDIR);
+  if (st.st_nlink >= 2) return st.st_nlink > 2;
+  ASSIGN_OR_RETURN(std::vector<std::string> children, ListSubdirectories(dir));
+  return !children.empty();
+}
+
 StatusOr<std::vector<std::string>> ListTreeDeepestFirst(const std::string& dir) {
   std::vector<std::string> out;
   ASSIGN_OR_RETURN(bool exists, PathExists(dir));

@@ -67,6 +67,12 @@ StatusOr<bool> PathExists(const std::string& path);
 // directory yields an empty list.
 StatusOr<std::vector<std::string>> ListSubdirectories(const std::string& dir);
 
+// Whether `dir` has a subdirectory (a missing `dir` has none). cgroupfs (kernfs), ext4, xfs and
+// tmpfs count a directory's subdirectories in its link count (2 + their number), so one stat
+// answers, where listing a parent of thousands of cgroups read every entry; a file system that
+// does not count them (link count 1: btrfs, overlayfs) is listed.
+StatusOr<bool> HasSubdirectories(const std::string& dir);
+
 // `dir` and every directory below it, deepest first (post-order), so that removing them in
 // this order never meets a non-empty directory. A missing `dir` yields an empty list.
 StatusOr<std::vector<std::string>> ListTreeDeepestFirst(const std::string& dir);

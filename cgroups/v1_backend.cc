@@ -363,9 +363,10 @@ class V1Backend final : public CgroupBackend {
     ASSIGN_OR_RETURN(std::vector<std::string> dirs, ExistingDirs(name));
     for (const std::string& dir : dirs) {
       // Look at every hierarchy before removing from any: removing the memory cgroup of a
-      // command whose tasks are still in the freezer one would leave it half unmanaged.
-      ASSIGN_OR_RETURN(std::vector<std::string> children, ListSubdirectories(dir));
-      if (!children.empty()) return Status();
+      // command whose tasks are still in the freezer one would leave it half unmanaged. The
+      // sandboxes' parent is asked after every stop: a stat, not a listing of its children.
+      ASSIGN_OR_RETURN(bool has_children, HasSubdirectories(dir));
+      if (has_children) return Status();
       StatusOr<std::vector<pid_t>> pids = ReadPidList(dir + "/cgroup.procs");
       if (pids.ok() && !pids->empty()) return Status();
       if (!pids.ok() && pids.status().error_number() != ENOENT) return pids.status();

@@ -2,7 +2,9 @@
 // system type. Each backend against its fake hierarchy: cgroups_v1_test.cc, cgroups_v2_test.cc.
 #include <gtest/gtest.h>
 #include <linux/magic.h>
+#include <sys/stat.h>
 #include <sys/statfs.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <functional>
@@ -12,6 +14,7 @@
 
 #include "cgroups/cgroup_backend.h"
 #include "cgroups/cgroup_fs.h"
+#include "common/file_util.h"
 #include "tests/testing/temp_dir.h"
 
 namespace corral::cgroups {
@@ -78,6 +81,28 @@ TEST(KeyedFileTest, MatchesWholeKeysOnly) {
   EXPECT_EQ(FindKeyedValue(events, "oom_kil"), std::nullopt);
   EXPECT_EQ(FindKeyedValue("populated 1", "populated"), 1u);
   EXPECT_EQ(FindKeyedValue("max garbage\n", "max"), std::nullopt);
+}
+
+TEST(HasSubdirectoriesTest, OnlyADirectoryCounts) {
+  test::TempDir tmp("has-subdirs");
+  const std::string dir = tmp.path() + "/parent";
+  StatusOr<bool> missing = HasSubdirectories(dir);
+  ASSERT_TRUE(missing.ok()) << missing.status().ToString();
+  EXPECT_FALSE(*missing);
+  ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0);
+  EXPECT_FALSE(*HasSubdirectories(dir));
+  // A file and a symlink to a directory are no children (ListSubdirectories agrees).
+  ASSERT_TRUE(WriteNewFile(dir + "/cgroup.procs", "").ok());
+  ASSERT_EQ(::symlink(tmp.path().c_str(), (dir + "/link").c_str()), 0);
+  EXPECT_FALSE(*HasSubdirectories(dir));
+  EXPECT_TRUE(ListSubdirectories(dir)->empty());
+  ASSERT_EQ(::mkdir((dir + "/child").c_str(), 0755), 0);
+  EXPECT_TRUE(*HasSubdirectories(dir));
+  ASSERT_EQ(::rmdir((dir + "/child").c_str()), 0);
+  EXPECT_FALSE(*HasSubdirectories(dir));
+  StatusOr<bool> file = HasSubdirectories(dir + "/cgroup.procs");
+  ASSERT_FALSE(file.ok());
+  EXPECT_EQ(file.status().error_number(), ENOTDIR);
 }
 
 TEST(DetectBackendTest, DecidesByFileSystemType) {
