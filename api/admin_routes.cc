@@ -49,7 +49,14 @@ void Backup(boost::asio::io_context& io, boost::asio::thread_pool& pool, const s
 void RegisterAdminRoutes(Server& server, boost::asio::io_context& io, boost::asio::thread_pool& pool,
                          supervisor::SandboxManager& manager, const supervisor::DaemonConfig& config) {
   server.Route("POST", "/v1/admin/backup", Auth::kAdminOnly,
-               [&io, &pool, db = config.state_dir + "/corrald.db"](HttpRequest request, Responder respond) {
+               [&io, &pool, db = config.state_dir + "/corrald.db", postgresql = config.store_postgresql](
+                   HttpRequest request, Responder respond) {
+                 if (postgresql) {
+                   return respond(ErrorResponse(Status::Error(
+                       "the store is in PostgreSQL (store.backend): back it up with PostgreSQL's own tools "
+                       "(pg_dump, or the server's base backups and WAL archive), as docs/FLEET.md says",
+                       ENOTSUP)));
+                 }
                  Backup(io, pool, db, std::move(request), std::move(respond));
                });
   server.Route("GET", "/v1/admin/sandboxes", Auth::kAdminOnly, [&manager](HttpRequest request, Responder respond) {

@@ -55,7 +55,8 @@ ErrorCode ErrorCodeFor(const Status& status) {
     case EKEYREJECTED: return ErrorCode::kUnauthorized;
     case EUSERS: return ErrorCode::kRateLimited;
     case ERANGE: return ErrorCode::kStreamGap;
-    case EAGAIN: return ErrorCode::kUnavailable;
+    case EAGAIN:
+    case ECONNREFUSED: return ErrorCode::kUnavailable;  // the store's database unreachable, for one
     case EPERM:
     case EACCES: return ErrorCode::kForbidden;
     case EFBIG:

@@ -177,6 +177,9 @@ HttpResponse ErrorResponse(const Status& status) {
   // Internal errors keep their details in the log; the client gets the request id to quote.
   response.body = ErrorBody(ErrorCodeName(code), code == ErrorCode::kInternal ? "internal error" : status.message());
   if (code == ErrorCode::kInternal) LogError("api", "internal error", {{"error", status.ToString()}});
+  // Unavailable now, not for good: when to ask again (the store tries its database again every
+  // second).
+  if (code == ErrorCode::kUnavailable) response.headers.push_back({"Retry-After", "1"});
   return response;
 }
 

@@ -21,6 +21,8 @@ build_packages=(
   libc-ares-dev
   # full network mode: veth, addresses and routes with libnl, the filter and NAT with libnftables
   libnftables-dev
+  # the store on PostgreSQL ([store] backend = "postgresql", a fleet's shared state): libpq
+  libpq-dev
   # the tests' and benchmarks' programs
   libgtest-dev libgmock-dev libbenchmark-dev
   # the web page's build (esbuild, from web/node_modules)
@@ -33,6 +35,9 @@ rest_packages=(
   clang-16 libclang-rt-16-dev
   # tests
   python3 iproute2 procps util-linux curl
+  # the store's tests on PostgreSQL: Debian's server, started by the tests in a temp dir of their
+  # own (tests/fixtures/postgres.py); the package's own cluster is not used
+  postgresql-15
   # the compatibility suite (tests/compat): CPython's own regression tests, run on the host and
   # in a sandbox
   libpython3.11-testsuite

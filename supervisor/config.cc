@@ -382,6 +382,23 @@ std::string ApplySynchronous(const toml::node& node, DaemonConfig& config) {
   return "";
 }
 
+std::string ApplyStoreBackend(const toml::node& node, DaemonConfig& config) {
+  const auto* s = node.as_string();
+  if (s == nullptr || (s->get() != "sqlite" && s->get() != "postgresql")) return "expected \"sqlite\" or \"postgresql\"";
+  config.store_postgresql = s->get() == "postgresql";
+  return "";
+}
+
+// A PostgreSQL connection string, as libpq takes it (checked when corrald connects); never
+// repeated in errors, in case it holds a password despite url_file.
+std::string ApplyStoreUrl(const toml::node& node, DaemonConfig& config) {
+  const auto* s = node.as_string();
+  const char* expected = "expected a connection string like \"postgresql://corral@db.internal/corral\"";
+  if (s == nullptr || s->get().empty() || s->get().find('\0') != std::string::npos) return expected;
+  config.store_url = s->get();
+  return "";
+}
+
 template <typename Part>
 Apply UrlKey(std::string Part::*field) {
   return [field](const toml::node& node, DaemonConfig& config) -> std::string {
@@ -497,6 +514,9 @@ const std::vector<KeySpec>& Keys() {
       {"streams", "replay_buffer", SizeKey(&DaemonConfig::replay_buffer_bytes)},
       {"streams", "max_file", SizeKey(&DaemonConfig::max_file_bytes)},
       {"store", "synchronous", ApplySynchronous},
+      {"store", "backend", ApplyStoreBackend},
+      {"store", "url", ApplyStoreUrl},
+      {"store", "url_file", AbsolutePathKey(&DaemonConfig::store_url_file)},
       {"sessions", "tool_call_timeout", SecondsKey(&DaemonConfig::tool_call_timeout_s)},
       {"sessions", "agent_silence_timeout", SecondsKey(&DaemonConfig::agent_silence_timeout_s)},
       {"relay", "port", CountKey(&RelayConfig::port)},
@@ -592,6 +612,20 @@ class Checker {
   const Lines& lines_;
 };
 
+// [store]: PostgreSQL needs its connection string, given once; SQLite takes none.
+Status ValidateStore(const DaemonConfig& c, const Checker& check) {
+  if (c.store_postgresql && c.store_url.empty() == c.store_url_file.empty()) {
+    return Status::Error(check.Where({"store.backend", "store.url", "store.url_file"}) +
+                         "store.backend = \"postgresql\" needs one of store.url and store.url_file (the connection "
+                         "string, or a file holding it)");
+  }
+  if (!c.store_postgresql && (!c.store_url.empty() || !c.store_url_file.empty())) {
+    return Status::Error(check.Where({"store.url", "store.url_file"}) +
+                         "store.url and store.url_file are for store.backend = \"postgresql\"");
+  }
+  return Status();
+}
+
 Status Validate(const DaemonConfig& c, const std::string& origin, const Lines& lines) {
   Checker check(origin, lines);
   RETURN_IF_ERROR(check.Check(c, {
@@ -680,6 +714,7 @@ Status Validate(const DaemonConfig& c, const std::string& origin, const Lines& l
     return Status::Error(check.Where({"images.max_layers"}) + "images.max_layers: at most " +
                          std::to_string(rootfs::kMaxImageLayers) + " (an overlay's lower layers)");
   }
+  RETURN_IF_ERROR(ValidateStore(c, check));
   // sockaddr_un.sun_path holds 107 characters and the terminating NUL.
   if (c.admin_socket.size() >= sizeof(sockaddr_un{}.sun_path)) {
     return Status::Error(check.Where({"daemon.admin_socket"}) + "daemon.admin_socket: longer than " +

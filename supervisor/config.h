@@ -87,7 +87,10 @@ struct DaemonConfig {
   uint64_t max_file_bytes = 100ull << 20;         // file API reads and writes
 
   // [store]
-  bool store_synchronous_full = false;            // store.synchronous = "normal" | "full"
+  bool store_synchronous_full = false;            // store.synchronous = "normal" | "full" (SQLite)
+  bool store_postgresql = false;                  // store.backend = "sqlite" (default) | "postgresql"
+  std::string store_url;                          // store.url: PostgreSQL's connection string
+  std::string store_url_file;                     // store.url_file: a file holding it (with a password)
 
   // [sessions]: agent sessions
   uint64_t tool_call_timeout_s = 120;             // a client tool call or permission request unanswered

@@ -52,7 +52,9 @@ std::vector<std::string> ApplyReload(DaemonConfig& live, const DaemonConfig& fre
                       live.max_token_lifetime_s != fresh.max_token_lifetime_s);
   differs("streams", live.replay_buffer_bytes != fresh.replay_buffer_bytes ||
                          live.max_file_bytes != fresh.max_file_bytes);
-  differs("store.synchronous", live.store_synchronous_full != fresh.store_synchronous_full);
+  differs("store", live.store_synchronous_full != fresh.store_synchronous_full ||
+                       live.store_postgresql != fresh.store_postgresql || live.store_url != fresh.store_url ||
+                       live.store_url_file != fresh.store_url_file);
   differs("sandbox.disk_quota", live.disk_quota != fresh.disk_quota);
   differs("sessions", live.tool_call_timeout_s != fresh.tool_call_timeout_s ||
                           live.agent_silence_timeout_s != fresh.agent_silence_timeout_s);

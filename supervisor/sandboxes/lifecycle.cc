@@ -28,7 +28,7 @@ using initproto::MsgType;
 
 void SandboxManager::Create(const Caller& caller, const UserCaps& caps, CreateRequest request,
                             Done<SandboxRow> done) {
-  if (request.name.size() > 128) return done(Status::Error("name: at most 128 characters", EINVAL));
+  if (Status named = CheckSandboxName(request.name); !named.ok()) return done(named);
   std::optional<SnapshotRow> snapshot;
   if (!request.snapshot.empty()) {
     auto found = OwnedSnapshot(caller, request.snapshot);

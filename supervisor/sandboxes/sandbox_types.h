@@ -5,11 +5,13 @@
 // against the daemon's configuration.
 #pragma once
 
+#include <cerrno>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "common/status.h"
 #include "isolation/resource_limits.h"
 #include "supervisor/relay/budget.h"
 #include "supervisor/egress/egress_policy.h"
@@ -56,6 +58,16 @@ struct ForkRequest {
   std::string name;  // "": the source's
   bool start = true;
 };
+
+// A sandbox's name (CreateRequest, ForkRequest): a label of at most 128 bytes, without control
+// characters (a NUL could not be stored in every engine, and none belongs in a label).
+inline Status CheckSandboxName(const std::string& name) {
+  if (name.size() > 128) return Status::Error("name: at most 128 characters", EINVAL);
+  for (unsigned char c : name) {
+    if (c < 0x20 || c == 0x7f) return Status::Error("name: control characters are not allowed", EINVAL);
+  }
+  return Status();
+}
 
 struct ExecSpec {
   std::string sandbox;

@@ -152,7 +152,7 @@ void SandboxManager::Fork(const Caller& caller, const UserCaps& caps, const std:
                           Done<SandboxRow> done) {
   auto source = Owned(caller, id);
   if (!source.ok()) return done(source.status());
-  if (request.name.size() > 128) return done(Status::Error("name: at most 128 characters", EINVAL));
+  if (Status named = CheckSandboxName(request.name); !named.ok()) return done(named);
   if (busy_[id] || (source->state != "running" && source->state != "stopped" && source->state != "created")) {
     return done(Status::Error("sandbox " + id + " is " + source->state, EBUSY));
   }

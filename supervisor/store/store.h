@@ -1,22 +1,26 @@
-// The daemon's state in SQLite: issuers, sandboxes, snapshots, commands, events, sessions, the
-// ledger and headless executions.
+// The daemon's state: issuers, sandboxes, snapshots, commands, events, sessions, the ledger and
+// headless executions, in SQLite (a file in the state dir, the default) or PostgreSQL (a server
+// the nodes of a fleet share). The same methods, tables and answers on both.
 //
-// WAL mode, foreign keys on, versioned migrations (PRAGMA user_version; each migration runs in
-// its own transaction, forward only). Every method that returns OK has committed: an
-// acknowledged API request is a committed row. `synchronous` is NORMAL by default (a commit
-// survives a crash of the daemon; FULL also survives a power cut, at one fsync per commit).
+// SQLite: WAL mode, foreign keys on. Both: versioned migrations, each in its own transaction,
+// forward only. Every method that returns OK has committed: an acknowledged API request is a
+// committed row. SQLite's `synchronous` is NORMAL by default (a commit survives a crash of the
+// daemon; FULL also survives a power cut, at one fsync per commit); PostgreSQL's durability is
+// its server's (synchronous_commit).
 //
 // Thread-safe: one connection, serialized by a mutex. Calls are short (indexed lookups and
 // single-row writes), so the daemon's event loop calls them directly.
 //
 // Errors: a missing row is a Status with errno ENOENT, a duplicate key EEXIST, a busy database
-// EBUSY; anything else is the SQLite error message with the statement that failed.
+// EBUSY, an unreachable one (PostgreSQL down or restarting) ECONNREFUSED; anything else is the
+// engine's error message with the operation that failed.
 //
-// Where it is: store_schema.cc opens the file (pragmas, migrations, the copy before them) and runs
-// transactions; store_{issuers,sandboxes,commands,events,ledger}.cc hold the tables' methods, in
-// SQL over store_sqlite.h (statements, binding, reading rows) and store_rows.h (each row type as
-// its columns). Only these files know SQL. Rows hold typed values (ResourceLimits, EgressRules,
-// Budget); store_columns.h turns them into the text of their columns (limits_json, egress_json,
+// Where it is: store.cc opens it (store_schema_{sqlite,postgres}.cc: each engine's migrations)
+// and runs transactions; store_{issuers,sandboxes,commands,events,ledger,images}.cc hold the
+// tables' methods, in SQL over store_sql.h (statements, binding, reading rows) and store_rows.h
+// (each row type as its columns), on a connection of sql_db.h (sql_sqlite.cc, sql_postgres.cc).
+// Only these files know SQL. Rows hold typed values (ResourceLimits, EgressRules, Budget);
+// store_columns.h turns them into the text of their columns (limits_json, egress_json,
 // budget_json) and back.
 #pragma once
 
@@ -35,9 +39,11 @@
 #include "supervisor/relay/budget.h"
 #include "supervisor/egress/egress_policy.h"
 
-struct sqlite3;
-
 namespace corral::supervisor {
+
+namespace store_internal {
+class SqlDb;
+}
 
 struct IssuerRow {
   std::string name;
@@ -212,6 +218,15 @@ struct LedgerTotal {
 
 enum class Synchronous { kNormal, kFull };
 
+// Where the store is ([store] in corrald.toml).
+enum class StoreBackend { kSqlite, kPostgresql };
+struct StoreOptions {
+  StoreBackend backend = StoreBackend::kSqlite;
+  std::string path;                            // SQLite: the database file
+  Synchronous synchronous = Synchronous::kNormal;  // SQLite
+  std::string url;                             // PostgreSQL: a libpq connection string
+};
+
 class Store {
  public:
   // Opens (creating if needed, mode 0600) and migrates to the latest schema. A store of an older
@@ -219,12 +234,17 @@ class Store {
   // 0600); when the copy fails, nothing is migrated and Open fails.
   static StatusOr<std::unique_ptr<Store>> Open(const std::string& path,
                                                Synchronous synchronous = Synchronous::kNormal);
+  // Either engine. PostgreSQL: connects (ECONNREFUSED when it cannot, EINVAL for a connection
+  // string that does not parse) and migrates, one node at a time; the operator backs the
+  // database up (pg_dump) before an upgrade, as for any PostgreSQL database.
+  static StatusOr<std::unique_ptr<Store>> Open(const StoreOptions& options);
   ~Store();
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
 
-  int schema_version() const;
-  static int latest_schema_version();
+  StoreBackend backend() const { return backend_; }
+  int schema_version() const;  // -1 when it cannot be read
+  static int latest_schema_version(StoreBackend backend = StoreBackend::kSqlite);
 
   // Issuers. AddIssuer: EEXIST when the name is taken. RemoveIssuer: ENOENT when absent.
   Status AddIssuer(const IssuerRow& issuer);
@@ -247,7 +267,7 @@ class Store {
   StatusOr<std::vector<SandboxRow>> ListSandboxes(const std::string& iss = "", const std::string& sub = "");
   StatusOr<int64_t> CountSandboxes(const std::string& iss, const std::string& sub);
   // Every sandbox of the daemon (pooled ones too), or those of one issuer's users when iss is set:
-  // counted by SQLite, for admission, which must not load every row at every create.
+  // counted by the database, for admission, which must not load every row at every create.
   StatusOr<int64_t> CountAllSandboxes(const std::string& iss = "");
   // Deletes the sandbox and its commands (its events and snapshots stay). ENOENT when absent.
   Status DeleteSandbox(const std::string& id);
@@ -328,13 +348,16 @@ class Store {
   StatusOr<std::optional<std::string>> GetExecutionBundle(const std::string& id);
   StatusOr<std::vector<ExecutionRow>> FailRunningExecutions(const std::string& error, int64_t now);
 
-  // Runs `body` in one transaction (BEGIN IMMEDIATE ... COMMIT, ROLLBACK when it fails). The
-  // methods above may be called inside it; they join the transaction.
+  // Runs `body` in one serializable transaction (SQLite: BEGIN IMMEDIATE ... COMMIT; ROLLBACK
+  // when it fails). The methods above may be called inside it; they join the transaction.
+  // PostgreSQL may run `body` more than once (a transaction that lost to a concurrent one is
+  // run again): it must only call the store and assign what it returns.
   Status InTransaction(const std::function<Status()>& body);
 
  private:
   Store() = default;
-  sqlite3* db_ = nullptr;
+  store_internal::SqlDb* db_ = nullptr;  // owned
+  StoreBackend backend_ = StoreBackend::kSqlite;
   mutable std::recursive_mutex mu_;
   std::function<void(const EventRow&)> event_listener_;
   int transaction_depth_ = 0;

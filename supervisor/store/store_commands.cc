@@ -3,11 +3,11 @@
 
 #include <mutex>
 
-#include "supervisor/store/store_sqlite.h"
+#include "supervisor/store/store_sql.h"
 
 namespace corral::supervisor {
 
-using namespace store_internal;  // the store's own SQLite helpers
+using namespace store_internal;  // the store's own SQL helpers
 
 // ---------------------------------------------------------------------------------------------
 // Commands
@@ -87,20 +87,15 @@ Status Store::DeleteExecution(const std::string& id) { return DeleteRow(mu_, db_
 
 Status Store::SetExecutionBundle(const std::string& id, std::string_view bundle) {
   std::lock_guard lock(mu_);
-  return Run(db_, "INSERT OR REPLACE INTO execution_bundles (execution_id, data) VALUES (?1, ?2)",
+  return Run(db_, "INSERT INTO execution_bundles (execution_id, data) VALUES (?1, ?2) "
+                 "ON CONFLICT (execution_id) DO UPDATE SET data = excluded.data",
              {id, Blob{bundle}}, "store the bundle of execution " + id);
 }
 
 StatusOr<std::optional<std::string>> Store::GetExecutionBundle(const std::string& id) {
   std::lock_guard lock(mu_);
-  const std::string what = "get the bundle of execution " + id;
-  ASSIGN_OR_RETURN(Stmt stmt, Prepare(db_, "SELECT data FROM execution_bundles WHERE execution_id = ?1", {id}, what));
-  ASSIGN_OR_RETURN(bool has_row, Step(db_, stmt.get(), what));
-  if (!has_row) return std::optional<std::string>();
-  // column_blob before column_bytes (the documented order); an empty BLOB may be a null pointer.
-  const auto* data = static_cast<const char*>(sqlite3_column_blob(stmt.get(), 0));
-  const auto size = static_cast<size_t>(sqlite3_column_bytes(stmt.get(), 0));
-  return std::optional<std::string>(data != nullptr ? std::string(data, size) : std::string());
+  return QueryOne<std::string>(db_, "SELECT data FROM execution_bundles WHERE execution_id = ?1", {id},
+                               "get the bundle of execution " + id);
 }
 
 StatusOr<std::vector<ExecutionRow>> Store::FailRunningExecutions(const std::string& error, int64_t now) {

@@ -4,23 +4,24 @@
 #include <ctime>
 #include <mutex>
 
-#include "supervisor/store/store_sqlite.h"
+#include "supervisor/store/store_sql.h"
 
 namespace corral::supervisor {
 
-using namespace store_internal;  // the store's own SQLite helpers
+using namespace store_internal;  // the store's own SQL helpers
 
 StatusOr<int64_t> Store::AppendEvent(const std::string& sandbox_id, const std::string& type,
                                      const std::string& data_json) {
   const int64_t at = static_cast<int64_t>(time(nullptr));
   std::lock_guard lock(mu_);
-  RETURN_IF_ERROR(Run(db_,
-                      "INSERT INTO events (sandbox_id, type, data_json, at) "
-                      "VALUES (?1, ?2, ?3, ?4)",
-                      {sandbox_id, type, data_json, at},
-                      "append event " + type + " of " + sandbox_id));
-  // Per connection, and the mutex keeps other inserts on this connection out until we read it.
-  const int64_t seq = static_cast<int64_t>(sqlite3_last_insert_rowid(db_));
+  const std::string what = "append event " + type + " of " + sandbox_id;
+  ASSIGN_OR_RETURN(std::optional<int64_t> assigned,
+                   QueryInt(db_,
+                            "INSERT INTO events (sandbox_id, type, data_json, at) "
+                            "VALUES (?1, ?2, ?3, ?4) RETURNING seq",
+                            {sandbox_id, type, data_json, at}, what));
+  if (!assigned) return Status::Error("store: " + what + ": no seq was assigned");
+  const int64_t seq = *assigned;
   if (event_listener_) event_listener_(EventRow{seq, sandbox_id, type, data_json, at});
   return seq;
 }

@@ -1,19 +1,20 @@
 // The store's images: layers, images as stacks of layers, and the tags that name them.
 #include <cerrno>
+#include <ctime>
 #include <mutex>
 
 #include "supervisor/store/store.h"
 #include "supervisor/store/store_rows.h"
-#include "supervisor/store/store_sqlite.h"
+#include "supervisor/store/store_sql.h"
 
 namespace corral::supervisor {
 
-using namespace store_internal;  // the store's own SQLite helpers
+using namespace store_internal;  // the store's own SQL helpers
 
 namespace {
 
 // Fills an image's layers and names from their tables.
-Status FillImage(sqlite3* db, ImageRow& image) {
+Status FillImage(SqlDb* db, ImageRow& image) {
   ASSIGN_OR_RETURN(image.layers,
                    Query<std::string>(db, "SELECT diff_id FROM image_layers WHERE image = ?1 ORDER BY position",
                                       {image.digest}, "list the layers of image " + image.digest));
@@ -27,19 +28,19 @@ Status FillImage(sqlite3* db, ImageRow& image) {
   return Status();
 }
 
-Status Tag(sqlite3* db, const std::string& name, const std::string& digest, bool force) {
+Status Tag(SqlDb* db, const std::string& name, const std::string& digest, bool force) {
   ASSIGN_OR_RETURN(std::optional<std::string> current,
                    QueryOne<std::string>(db, "SELECT image FROM image_tags WHERE name = ?1", {name}, "read tag " + name));
   if (current && *current == digest) return Status();
   if (current && !force) {
     return Status::Error("image name " + name + " already names " + *current + " (force to move it)", EEXIST);
   }
-  return Run(db, "INSERT INTO image_tags (name, image, updated_at) VALUES (?1, ?2, unixepoch()) "
-                 "ON CONFLICT(name) DO UPDATE SET image = excluded.image, updated_at = excluded.updated_at",
-             {name, digest}, "tag " + digest + " as " + name);
+  return Run(db, "INSERT INTO image_tags (name, image, updated_at) VALUES (?1, ?2, ?3) "
+                 "ON CONFLICT (name) DO UPDATE SET image = excluded.image, updated_at = excluded.updated_at",
+             {name, digest, static_cast<int64_t>(time(nullptr))}, "tag " + digest + " as " + name);
 }
 
-StatusOr<ImageUse> Uses(sqlite3* db, const std::string& digest) {
+StatusOr<ImageUse> Uses(SqlDb* db, const std::string& digest) {
   ImageUse use;
   ASSIGN_OR_RETURN(std::optional<int64_t> sandboxes,
                    QueryInt(db, "SELECT count(*) FROM sandboxes WHERE image = ?1", {digest}, "count sandboxes of image"));
@@ -61,7 +62,7 @@ Status Store::InsertImage(const ImageRow& image, const std::vector<LayerRow>& la
                           bool force) {
   return InTransaction([&]() -> Status {
     for (const LayerRow& layer : layers) {
-      RETURN_IF_ERROR(Run(db_, Sql({"INSERT OR IGNORE INTO layers (", kLayerColumns, ") VALUES (?1, ?2, ?3)"}),
+      RETURN_IF_ERROR(Run(db_, Sql({"INSERT INTO layers (", kLayerColumns, ") VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING"}),
                           Values(layer), "insert layer " + layer.diff_id));
     }
     ASSIGN_OR_RETURN(std::optional<int64_t> known,

@@ -3,11 +3,11 @@
 
 #include <mutex>
 
-#include "supervisor/store/store_sqlite.h"
+#include "supervisor/store/store_sql.h"
 
 namespace corral::supervisor {
 
-using namespace store_internal;  // the store's own SQLite helpers
+using namespace store_internal;  // the store's own SQL helpers
 
 Status Store::AddIssuer(const IssuerRow& issuer) {
   std::lock_guard lock(mu_);

@@ -4,11 +4,11 @@
 #include <cerrno>
 #include <mutex>
 
-#include "supervisor/store/store_sqlite.h"
+#include "supervisor/store/store_sql.h"
 
 namespace corral::supervisor {
 
-using namespace store_internal;  // the store's own SQLite helpers
+using namespace store_internal;  // the store's own SQL helpers
 
 namespace {
 
@@ -22,13 +22,17 @@ Status CheckLedgerKind(const std::string& kind) {
 StatusOr<int64_t> Store::AddLedger(const LedgerRow& row) {
   RETURN_IF_ERROR(CheckLedgerKind(row.kind));
   std::lock_guard lock(mu_);
-  RETURN_IF_ERROR(Run(db_,
-                      Sql({"INSERT INTO ledger (", kLedgerColumns.substr(4),
-                           ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"}),
-                      {row.iss, row.sub, row.kind, row.amount, row.at, row.sandbox_id, row.session_id, row.model,
-                       row.input_tokens, row.output_tokens, row.cache_write_tokens, row.cache_read_tokens},
-                      "add to the ledger of " + row.sub));
-  return static_cast<int64_t>(sqlite3_last_insert_rowid(db_));
+  const std::string what = "add to the ledger of " + row.sub;
+  ASSIGN_OR_RETURN(std::optional<int64_t> id,
+                   QueryInt(db_,
+                            Sql({"INSERT INTO ledger (", kLedgerColumns.substr(4),
+                                 ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) RETURNING id"}),
+                            {row.iss, row.sub, row.kind, row.amount, row.at, row.sandbox_id, row.session_id,
+                             row.model, row.input_tokens, row.output_tokens, row.cache_write_tokens,
+                             row.cache_read_tokens},
+                            what));
+  if (!id) return Status::Error("store: " + what + ": no id was assigned");
+  return *id;
 }
 
 StatusOr<int64_t> Store::LedgerSum(const std::string& iss, const std::string& sub, const std::string& kind,

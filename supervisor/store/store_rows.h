@@ -86,10 +86,23 @@ inline auto Fields(RowOf<SessionRow> auto& r) {
                   r.seq_reserved);
 }
 
+// A text field that may hold any bytes (sql_db.h's Bytes), in a row's Fields().
+template <typename S>
+struct BytesField {
+  S& text;
+};
+template <typename S>
+BytesField<S> AsBytes(S& text) {
+  return {text};
+}
+
 inline auto Fields(RowOf<ExecutionRow> auto& r) {
-  return std::tie(r.id, r.iss, r.sub, r.state, r.sandbox_id, r.session_id, r.request_json, r.base_commit,
-                  r.head_commit, r.summary, r.outcome, r.cost_micro_usd, r.usage_json, r.files_json, r.diff,
-                  r.diff_truncated, r.bundle_bytes, r.error, r.created_at, r.updated_at, r.ended_at);
+  // The diff is git's output: any bytes.
+  return std::tuple_cat(std::tie(r.id, r.iss, r.sub, r.state, r.sandbox_id, r.session_id, r.request_json,
+                                 r.base_commit, r.head_commit, r.summary, r.outcome, r.cost_micro_usd, r.usage_json,
+                                 r.files_json),
+                        std::make_tuple(AsBytes(r.diff)),
+                        std::tie(r.diff_truncated, r.bundle_bytes, r.error, r.created_at, r.updated_at, r.ended_at));
 }
 
 inline auto Fields(RowOf<LedgerRow> auto& r) {

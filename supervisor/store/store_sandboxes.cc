@@ -4,11 +4,11 @@
 #include <cerrno>
 #include <mutex>
 
-#include "supervisor/store/store_sqlite.h"
+#include "supervisor/store/store_sql.h"
 
 namespace corral::supervisor {
 
-using namespace store_internal;  // the store's own SQLite helpers
+using namespace store_internal;  // the store's own SQL helpers
 
 // ---------------------------------------------------------------------------------------------
 // Sandboxes and their uid ranges
@@ -31,7 +31,7 @@ StatusOr<SandboxRow> Store::CreateSandbox(SandboxRow row, int64_t uid_first, int
       SELECT ?1 AS candidate
       UNION ALL
       SELECT uid_base + ?2 FROM sandboxes
-       WHERE uid_base >= ?1 AND uid_base < ?3 AND (uid_base - ?1) % ?2 = 0)
+       WHERE uid_base >= ?1 AND uid_base < ?3 AND (uid_base - ?1) % ?2 = 0) AS candidates
     WHERE candidate < ?3 AND candidate NOT IN (SELECT uid_base FROM sandboxes))sql";
 
   std::lock_guard lock(mu_);
@@ -71,7 +71,7 @@ StatusOr<std::optional<SandboxRow>> Store::GetSandbox(const std::string& id) {
 }
 
 StatusOr<std::vector<SandboxRow>> Store::ListSandboxes(const std::string& iss, const std::string& sub) {
-  if (iss.empty()) return ListRows<SandboxRow>(mu_, db_, kSandboxes, "1", {}, "list sandboxes");
+  if (iss.empty()) return ListRows<SandboxRow>(mu_, db_, kSandboxes, "TRUE", {}, "list sandboxes");
   return ListRows<SandboxRow>(mu_, db_, kSandboxes, "iss = ?1 AND sub = ?2", {iss, sub},
                               "list sandboxes of " + iss + " " + sub);
 }

@@ -156,6 +156,7 @@ class Daemon:
         self.extra_config = ""      # more [sandbox] keys
         self.extra_daemon_config = ""  # more [daemon] keys
         self.extra_api_config = ""  # more [api] keys
+        self.extra_sections = ""    # more sections ([store] ...), at the end
         self.stop_grace = 2         # sandbox.stop_grace, seconds
 
     def write_config(self, port=0):
@@ -177,6 +178,8 @@ default_disk = "256M"
 default_memory = "512M"
 stop_grace = {self.stop_grace}
 {self.extra_config}
+
+{self.extra_sections}
 """)
 
     def start(self, port=None):
@@ -440,6 +443,7 @@ class DaemonTestCase(unittest.TestCase):
         cls.daemon.extra_config = getattr(cls, "extra_config", "")
         cls.daemon.extra_api_config = getattr(cls, "extra_api_config", "")
         cls.daemon.extra_daemon_config = getattr(cls, "extra_daemon_config", "")
+        cls.daemon.extra_sections = getattr(cls, "extra_sections", "")
         cls.daemon.stop_grace = getattr(cls, "stop_grace", 2)
         cls.daemon.state_dir = getattr(cls, "state_dir", cls.daemon.state_dir)  # a class may put it elsewhere
         try:

@@ -250,6 +250,18 @@ class Sandboxes(DaemonTestCase):
                 self.assertIn(field, reply["error"]["message"])
         status, reply = self.daemon.http("POST", "/v1/sandboxes", token, raw="{not json")
         self.assertEqual((status, reply["error"]["code"]), (400, "bad_request"))
+        # A name is a label: at most 128 bytes, no control characters (a NUL could not be kept in
+        # PostgreSQL's text, and none belongs in a label), on every store.
+        for name in ["a\u0000b", "line\nbreak", "tab\there", "x" * 129]:
+            with self.subTest(name=name[:20]):
+                status, reply = self.daemon.http("POST", "/v1/sandboxes", token, {"name": name})
+                self.assertEqual((status, reply["error"]["code"]), (400, "bad_request"), reply)
+                self.assertIn("name", reply["error"]["message"])
+        # Control: 128 bytes of UTF-8, quotes and spaces included, are a name.
+        name = "caf\u00e9 'quoted' \"x\" " + "y" * (128 - 19)
+        self.assertEqual(len(name.encode()), 128)
+        sandbox = self.create_sandbox(token, name=name, start=False)
+        self.assertEqual(sandbox["name"], name)
         # An image name of the right form that the daemon does not have (GET /v1/images) is not found.
         status, reply = self.daemon.http("POST", "/v1/sandboxes", token, {"image": "debian"})
         self.assertEqual((status, reply["error"]["code"]), (404, "not_found"), reply)

@@ -147,7 +147,12 @@ std::vector<std::string> Problems(const std::vector<Reference>& refs, const std:
       continue;
     }
     if (!ref.value.empty()) {
-      auto parsed = ParseConfig("[" + ref.section + "]\n" + ref.key + " = " + ref.value + "\n", ref.file);
+      // A key that only means something beside another is tried beside it.
+      const std::string beside = ref.section == "store" && (ref.key == "url" || ref.key == "url_file")
+                                     ? "backend = \"postgresql\"\n"
+                                     : "";
+      auto parsed =
+          ParseConfig("[" + ref.section + "]\n" + ref.key + " = " + ref.value + "\n" + beside, ref.file);
       if (!parsed.ok()) problems.push_back(ref.Where() + " = " + ref.value + ": " + parsed.status().message());
     }
   }

@@ -339,6 +339,47 @@ TEST(ConfigTest, WrongTypeNamesKeyAndLine) {
   EXPECT_FALSE(ok->store_synchronous_full);
 }
 
+TEST(ConfigTest, StoreKeys) {
+  auto sqlite = ParseConfig("");
+  ASSERT_TRUE(sqlite.ok());
+  EXPECT_FALSE(sqlite->store_postgresql);  // the default: SQLite in the state dir
+  auto url = ParseConfig("[store]\nbackend = \"postgresql\"\nurl = \"postgresql://corral@db/corral\"\n");
+  ASSERT_TRUE(url.ok()) << url.status().ToString();
+  EXPECT_TRUE(url->store_postgresql);
+  EXPECT_EQ(url->store_url, "postgresql://corral@db/corral");
+  auto file = ParseConfig("[store]\nbackend = \"postgresql\"\nurl_file = \"/etc/corral/store-url\"\n");
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  EXPECT_EQ(file->store_url_file, "/etc/corral/store-url");
+
+  EXPECT_EQ(ErrorOf("[store]\nbackend = \"mysql\"\n"),
+            "corrald.toml:2: store.backend: expected \"sqlite\" or \"postgresql\"");
+  EXPECT_EQ(ErrorOf("[store]\nbackend = \"postgresql\"\n"),
+            "corrald.toml:2: store.backend = \"postgresql\" needs one of store.url and store.url_file (the "
+            "connection string, or a file holding it)");
+  EXPECT_EQ(ErrorOf("[store]\nbackend = \"postgresql\"\nurl = \"x\"\nurl_file = \"/etc/u\"\n"),
+            "corrald.toml:2: store.backend = \"postgresql\" needs one of store.url and store.url_file (the "
+            "connection string, or a file holding it)");
+  EXPECT_EQ(ErrorOf("[store]\nurl = \"postgresql://db\"\n"),
+            "corrald.toml:2: store.url and store.url_file are for store.backend = \"postgresql\"");
+  EXPECT_EQ(ErrorOf("[store]\nbackend = \"postgresql\"\nurl = \"\"\n"),
+            "corrald.toml:3: store.url: expected a connection string like \"postgresql://corral@db.internal/corral\"");
+  EXPECT_EQ(ErrorOf("[store]\nbackend = \"postgresql\"\nurl_file = \"relative\"\n"),
+            "corrald.toml:3: store.url_file: expected an absolute path");
+}
+
+TEST(ConfigReloadTest, TheStoreNeedsARestart) {
+  auto live = ParseConfig("");
+  auto fresh = ParseConfig("[store]\nbackend = \"postgresql\"\nurl = \"postgresql://db/c\"\n");
+  ASSERT_TRUE(live.ok() && fresh.ok());
+  std::vector<std::string> restart = ApplyReload(*live, *fresh);
+  EXPECT_EQ(restart, std::vector<std::string>{"store"});
+  EXPECT_FALSE(live->store_postgresql);
+  // Control: the same store needs nothing.
+  auto same = ParseConfig("");
+  ASSERT_TRUE(same.ok());
+  EXPECT_TRUE(ApplyReload(*live, *same).empty());
+}
+
 TEST(ConfigTest, TheBodiesBudgetHoldsTheLargestUpload) {
   EXPECT_EQ(ErrorOf("[api]\nmax_body_memory = \"32M\"\n"),
             "corrald.toml:2: api.max_body (67108864) is above api.max_body_memory (33554432)");
@@ -410,7 +451,7 @@ TEST(ConfigTest, DistConfigDocumentsEveryKeyWithItsDefault) {
       uncommented += line + "\n";
     }
   }
-  EXPECT_EQ(keys, 79);  // every field of DaemonConfig but the prices; listen sets two
+  EXPECT_EQ(keys, 80);  // every field of DaemonConfig but the prices and store.url(_file); listen sets two
   auto parsed = ParseConfig(uncommented, "uncommented");
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   EXPECT_EQ(Dump(*parsed), Dump(DaemonConfig{}));

@@ -1,5 +1,5 @@
-// The SQLite store's ledger, sessions and headless executions, against real database files in a
-// temporary directory (the fixture in store_test_util.h).
+// The store's ledger, sessions and headless executions, on SQLite and on PostgreSQL (the fixture
+// in store_test_util.h).
 #include "supervisor/store/store.h"
 
 #include <gtest/gtest.h>
@@ -30,7 +30,7 @@ LedgerRow Debit(const std::string& sub, const std::string& kind, int64_t amount,
   return row;
 }
 
-TEST_F(StoreTest, LedgerSumsOneUsersDebitsOfAKindInAWindow) {
+TEST_P(StoreEngineTest, LedgerSumsOneUsersDebitsOfAKindInAWindow) {
   ASSERT_TRUE(store_->AddLedger(Debit("alice", "ai", 1500, 1000, "ses_a")).ok());
   ASSERT_TRUE(store_->AddLedger(Debit("alice", "ai", 250, 1999, "ses_b")).ok());
   ASSERT_TRUE(store_->AddLedger(Debit("alice", "ai", 7, 2000)).ok());       // the next window
@@ -48,7 +48,7 @@ TEST_F(StoreTest, LedgerSumsOneUsersDebitsOfAKindInAWindow) {
   EXPECT_FALSE(store_->AddLedger(Debit("alice", "dollars", 1, 1)).ok());
 }
 
-TEST_F(StoreTest, LedgerRowsKeepTheirUsageAndListInOrder) {
+TEST_P(StoreEngineTest, LedgerRowsKeepTheirUsageAndListInOrder) {
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(store_->AddLedger(Debit(i % 2 ? "bob" : "alice", "ai", 10 + i, 100 + i)).ok());
   auto all = store_->ListLedger("", "", 0, 1000);
   ASSERT_TRUE(all.ok()) << all.status().ToString();
@@ -73,7 +73,7 @@ TEST_F(StoreTest, LedgerRowsKeepTheirUsageAndListInOrder) {
   EXPECT_EQ(*store_->LedgerSum("corp", "alice", "ai", 0, 1000), 10 + 12 + 14);
 }
 
-TEST_F(StoreTest, LedgerTotalsSumOneUserByKindSandboxAndSessionInAWindow) {
+TEST_P(StoreEngineTest, LedgerTotalsSumOneUserByKindSandboxAndSessionInAWindow) {
   LedgerRow a = Debit("alice", "ai", 1500, 1000, "ses_a");
   a.sandbox_id = "sb_1";
   LedgerRow b = Debit("alice", "ai", 250, 1100, "ses_a");
@@ -105,7 +105,7 @@ TEST_F(StoreTest, LedgerTotalsSumOneUserByKindSandboxAndSessionInAWindow) {
   EXPECT_TRUE(store_->LedgerTotals("corp", "alice", 3000, 4000)->empty());
 }
 
-TEST_F(StoreTest, SandboxKeepsItsBudgetBilledCpuAndEgressRules) {
+TEST_P(StoreEngineTest, SandboxKeepsItsBudgetBilledCpuAndEgressRules) {
   ASSERT_GE(Create("sb_1"), 0);
   auto row = store_->GetSandbox("sb_1");
   ASSERT_TRUE(row.ok() && row->has_value());
@@ -150,7 +150,7 @@ SessionRow NewSession(const std::string& id, const std::string& sandbox, const s
   return row;
 }
 
-TEST_F(StoreTest, SessionsRoundTripAndGoWithTheirSandbox) {
+TEST_P(StoreEngineTest, SessionsRoundTripAndGoWithTheirSandbox) {
   ASSERT_GE(Create("sb_1"), 0);
   ASSERT_GE(Create("sb_2", 8, "bob"), 0);
   ASSERT_TRUE(store_->InsertSession(NewSession("ses_a", "sb_1")).ok());
@@ -206,7 +206,7 @@ ExecutionRow NewExecution(const std::string& id, const std::string& sub = "alice
   return row;
 }
 
-TEST_F(StoreTest, ExecutionsRoundTripEveryColumnAndListOnlyTheirUsers) {
+TEST_P(StoreEngineTest, ExecutionsRoundTripEveryColumnAndListOnlyTheirUsers) {
   ASSERT_TRUE(store_->InsertExecution(NewExecution("exe_a", "alice", 100)).ok());
   ASSERT_TRUE(store_->InsertExecution(NewExecution("exe_b", "alice", 101)).ok());
   ASSERT_TRUE(store_->InsertExecution(NewExecution("exe_c", "bob", 102)).ok());
@@ -257,7 +257,7 @@ TEST_F(StoreTest, ExecutionsRoundTripEveryColumnAndListOnlyTheirUsers) {
   EXPECT_EQ(store_->ListExecutions("", "", "running")->size(), 2u);
 }
 
-TEST_F(StoreTest, ExecutionBundlesAreBytesStoredApartAndGoWithTheirRecord) {
+TEST_P(StoreEngineTest, ExecutionBundlesAreBytesStoredApartAndGoWithTheirRecord) {
   ASSERT_TRUE(store_->InsertExecution(NewExecution("exe_a")).ok());
   ASSERT_TRUE(store_->InsertExecution(NewExecution("exe_b")).ok());
   // A bundle needs its record.
@@ -269,8 +269,9 @@ TEST_F(StoreTest, ExecutionBundlesAreBytesStoredApartAndGoWithTheirRecord) {
   auto got = store_->GetExecutionBundle("exe_a");
   ASSERT_TRUE(got.ok() && got->has_value()) << got.status().ToString();
   EXPECT_EQ(**got, bundle);
-  RawDb raw(path_);
-  EXPECT_EQ(raw.Exec("SELECT typeof(data) FROM execution_bundles"), "blob");
+  EXPECT_EQ(RawExec(postgres() ? "SELECT pg_typeof(data)::text FROM execution_bundles"
+                               : "SELECT typeof(data) FROM execution_bundles"),
+            postgres() ? "bytea" : "blob");
   // Replaced, and an empty one is still there (not NULL).
   ASSERT_TRUE(store_->SetExecutionBundle("exe_b", "").ok());
   ASSERT_TRUE(store_->GetExecutionBundle("exe_b")->has_value());
@@ -283,7 +284,7 @@ TEST_F(StoreTest, ExecutionBundlesAreBytesStoredApartAndGoWithTheirRecord) {
   EXPECT_TRUE(store_->GetExecutionBundle("exe_b")->has_value());
 }
 
-TEST_F(StoreTest, RecoveryFailsRunningExecutionsAndLeavesEndedOnes) {
+TEST_P(StoreEngineTest, RecoveryFailsRunningExecutionsAndLeavesEndedOnes) {
   ASSERT_TRUE(store_->InsertExecution(NewExecution("exe_run1")).ok());
   ASSERT_TRUE(store_->InsertExecution(NewExecution("exe_run2", "bob")).ok());
   ExecutionRow done = NewExecution("exe_done");
@@ -316,6 +317,8 @@ TEST_F(StoreTest, RecoveryFailsRunningExecutionsAndLeavesEndedOnes) {
   // Nothing is left running: a second pass finds nothing.
   EXPECT_EQ(store_->FailRunningExecutions("again", 600)->size(), 0u);
 }
+
+CORRAL_STORE_ON_BOTH_ENGINES();
 
 }  // namespace
 }  // namespace corral::supervisor

@@ -1,4 +1,6 @@
-// The SQLite store against real database files in a temporary directory.
+// The store against real database files in a temporary directory (SQLite) and real databases in
+// the run's PostgreSQL server (TEST_P: both engines; store_postgres_test.cc: what only
+// PostgreSQL has).
 //
 // What the daemon relies on is checked from outside the Store where it can be: file modes with
 // stat(2), journal mode and schema version with a second, raw sqlite3 connection, crash
@@ -6,7 +8,7 @@
 //
 // Here: opening, schema, durability, transactions and concurrency, issuers; the tables of
 // sandboxes and commands in store_sandboxes_test.cc, sessions, executions and the ledger in
-// store_sessions_test.cc (the fixture in store_test_util.h).
+// store_sessions_test.cc (the fixtures in store_test_util.h).
 #include "supervisor/store/store.h"
 
 #include <gtest/gtest.h>
@@ -60,7 +62,7 @@ TEST_F(StoreTest, OpenTightensModeOfExistingFile) {
   EXPECT_EQ(FileMode(path_), 0600u);
 }
 
-TEST_F(StoreTest, ReopenKeepsData) {
+TEST_P(StoreEngineTest, ReopenKeepsData) {
   ASSERT_TRUE(store_->AddIssuer({"corp", "s3cret", 42}).ok());
   ASSERT_GE(Create("sb_1"), 0);
   store_.reset();
@@ -74,11 +76,10 @@ TEST_F(StoreTest, ReopenKeepsData) {
   auto sandbox = store_->GetSandbox("sb_1");
   ASSERT_TRUE(sandbox.ok());
   EXPECT_TRUE(sandbox->has_value());
-  // Control: a fresh database in another file has none of it.
-  const std::string other_path = dir_.path() + "/other.db";
-  auto other = Store::Open(other_path);
-  ASSERT_TRUE(other.ok()) << other.status().ToString();
-  auto missing = (*other)->GetIssuer("corp");
+  // Control: a fresh database has none of it.
+  std::unique_ptr<Store> other = OpenOther();
+  ASSERT_NE(other, nullptr);
+  auto missing = other->GetIssuer("corp");
   ASSERT_TRUE(missing.ok());
   EXPECT_FALSE(missing->has_value());
 }
@@ -356,7 +357,7 @@ TEST_F(StoreTest, CommittedRowSurvivesKill) {
 // ---------------------------------------------------------------------------------------------
 // Issuers
 
-TEST_F(StoreTest, IssuersAddGetListRemove) {
+TEST_P(StoreEngineTest, IssuersAddGetListRemove) {
   ASSERT_TRUE(store_->AddIssuer({"zeta", "z", 1}).ok());
   ASSERT_TRUE(store_->AddIssuer({"alpha", "a", 2}).ok());
   auto got = store_->GetIssuer("alpha");
@@ -382,7 +383,7 @@ TEST_F(StoreTest, IssuersAddGetListRemove) {
   EXPECT_EQ((*list)[0].name, "alpha");
 }
 
-TEST_F(StoreTest, DuplicateIssuerIsEexist) {
+TEST_P(StoreEngineTest, DuplicateIssuerIsEexist) {
   ASSERT_TRUE(store_->AddIssuer({"corp", "first", 1}).ok());
   Status duplicate = store_->AddIssuer({"corp", "second", 2});
   EXPECT_FALSE(duplicate.ok());
@@ -395,7 +396,7 @@ TEST_F(StoreTest, DuplicateIssuerIsEexist) {
   EXPECT_TRUE(store_->AddIssuer({"other", "second", 2}).ok());
 }
 
-TEST_F(StoreTest, RemoveMissingIssuerIsEnoent) {
+TEST_P(StoreEngineTest, RemoveMissingIssuerIsEnoent) {
   Status missing = store_->RemoveIssuer("nobody");
   EXPECT_FALSE(missing.ok());
   EXPECT_EQ(missing.error_number(), ENOENT) << missing.ToString();
@@ -408,7 +409,7 @@ TEST_F(StoreTest, RemoveMissingIssuerIsEnoent) {
 // ---------------------------------------------------------------------------------------------
 // Transactions and concurrency
 
-TEST_F(StoreTest, FailedTransactionLeavesNothing) {
+TEST_P(StoreEngineTest, FailedTransactionLeavesNothing) {
   Status failed = store_->InTransaction([&]() -> Status {
     RETURN_IF_ERROR(store_->AddIssuer({"corp", "s", 1}));
     auto row = store_->CreateSandbox(NewSandbox("sb_1"), kUidFirst, kUidStep, 4);
@@ -438,7 +439,7 @@ TEST_F(StoreTest, FailedTransactionLeavesNothing) {
   EXPECT_TRUE(sandbox->has_value());
 }
 
-TEST_F(StoreTest, NestedTransactionJoinsOuter) {
+TEST_P(StoreEngineTest, NestedTransactionJoinsOuter) {
   Status failed = store_->InTransaction([&]() -> Status {
     Status inner = store_->InTransaction([&] { return store_->AddIssuer({"inner", "s", 1}); });
     if (!inner.ok()) return inner;
@@ -500,7 +501,7 @@ void CreateConcurrently(const std::vector<Store*>& stores, int per_thread) {
   }
 }
 
-TEST_F(StoreTest, ConcurrentCreatesGetDistinctUidBases) {
+TEST_P(StoreEngineTest, ConcurrentCreatesGetDistinctUidBases) {
   constexpr int kPerThread = 50;
   CreateConcurrently({store_.get()}, kPerThread);
   // The table is now full.
@@ -509,12 +510,13 @@ TEST_F(StoreTest, ConcurrentCreatesGetDistinctUidBases) {
   EXPECT_EQ(Create("sb_extra", 4 * kPerThread + 1), kUidFirst + 4 * kPerThread * kUidStep);
 }
 
-// Two connections to one file (two processes, as far as SQLite knows): no mutex is shared, so
-// distinct bases rest on BEGIN IMMEDIATE and the busy timeout alone.
-TEST_F(StoreTest, ConcurrentCreatesOverTwoConnections) {
-  auto second = Store::Open(path_);
-  ASSERT_TRUE(second.ok()) << second.status().ToString();
-  CreateConcurrently({store_.get(), second->get()}, 25);
+// Two connections to one database (two processes, or two nodes of a fleet): no mutex is shared,
+// so distinct bases rest on the engine's transactions alone (SQLite: BEGIN IMMEDIATE and the busy
+// timeout; PostgreSQL: SERIALIZABLE, a loser run again).
+TEST_P(StoreEngineTest, ConcurrentCreatesOverTwoConnections) {
+  std::unique_ptr<Store> second = OpenStore();
+  ASSERT_NE(second, nullptr);
+  CreateConcurrently({store_.get(), second.get()}, 25);
 }
 
 // Another process holding the write lock: the store waits (busy timeout) and then reports EBUSY.
@@ -533,6 +535,8 @@ TEST_F(StoreTest, WriteLockHeldElsewhereIsEbusyAfterTimeout) {
   other.Exec("ROLLBACK");
   EXPECT_TRUE(store_->AddIssuer({"corp", "s", 1}).ok());
 }
+
+CORRAL_STORE_ON_BOTH_ENGINES();
 
 }  // namespace
 }  // namespace corral::supervisor

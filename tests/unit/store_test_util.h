@@ -1,6 +1,8 @@
-// The fixture and helpers of the store's unit tests (store_test.cc, store_sandboxes_test.cc,
-// store_sessions_test.cc): a temporary directory with a store in it, a raw sqlite3 connection to
-// look at the file the way another process would, and rows to insert.
+// The fixtures and helpers of the store's unit tests (store_test.cc, store_sandboxes_test.cc,
+// store_sessions_test.cc): a store in a temporary directory (StoreTest: SQLite, for what only a
+// file has) or on either engine (StoreEngineTest, a TEST_P over SQLite and a database of its own
+// in the run's PostgreSQL server, tests/testing/postgres.h), a raw connection to look at the
+// database the way another process would, and rows to insert.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -11,11 +13,14 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "common/file_util.h"
 #include "supervisor/store/store.h"
+#include "tests/testing/postgres.h"
 #include "tests/testing/temp_dir.h"
 
 namespace corral::supervisor {
@@ -106,19 +111,66 @@ inline CommandRow NewCommand(const std::string& id, const std::string& sandbox_i
 inline constexpr int64_t kUidFirst = 100000;
 inline constexpr int64_t kUidStep = 65536;
 
-class StoreTest : public ::testing::Test {
+// A store for each test: SQLite in the temp dir, or a new database in the run's PostgreSQL.
+template <typename Base>
+class StoreFixtureOf : public Base {
  protected:
+  virtual StoreBackend backend() const { return StoreBackend::kSqlite; }
+  bool postgres() const { return backend() == StoreBackend::kPostgresql; }
+
   void SetUp() override {
     ASSERT_FALSE(dir_.path().empty());
     path_ = dir_.path() + "/state.db";
+    if (postgres()) {
+      std::optional<std::string> url = test::Postgres::Get().CreateDatabase();
+      if (!url) GTEST_SKIP() << test::Postgres::Get().why_not();
+      url_ = *url;
+    }
     store_ = OpenStore();
     ASSERT_NE(store_, nullptr);
   }
 
+  void TearDown() override {
+    store_.reset();
+    if (!url_.empty()) test::Postgres::Get().DropDatabase(url_);
+    for (const std::string& url : other_urls_) test::Postgres::Get().DropDatabase(url);
+  }
+
+  StoreOptions Options() const {
+    StoreOptions options;
+    options.backend = backend();
+    options.path = path_;
+    options.url = url_;
+    return options;
+  }
+
+  // Another connection to the same database (a second process, or a second node).
   std::unique_ptr<Store> OpenStore() {
-    auto store = Store::Open(path_);
+    auto store = Store::Open(Options());
     EXPECT_TRUE(store.ok()) << store.status().ToString();
     return store.ok() ? std::move(store).value() : nullptr;
+  }
+
+  // A store in a fresh database of its own (SQLite: another file), for controls.
+  std::unique_ptr<Store> OpenOther() {
+    StoreOptions options = Options();
+    options.path = dir_.path() + "/other-" + std::to_string(other_urls_.size() + other_files_++) + ".db";
+    if (postgres()) {
+      std::optional<std::string> url = test::Postgres::Get().CreateDatabase();
+      if (!url) return nullptr;
+      options.url = *url;
+      other_urls_.push_back(*url);
+    }
+    auto store = Store::Open(options);
+    EXPECT_TRUE(store.ok()) << store.status().ToString();
+    return store.ok() ? std::move(store).value() : nullptr;
+  }
+
+  // Runs SQL on a raw connection of the engine's own; the first column of its last row.
+  std::string RawExec(const std::string& sql) {
+    if (postgres()) return test::Postgres::Get().Exec(url_, sql);
+    RawDb raw(path_);
+    return raw.Exec(sql);
   }
 
   // Creates a sandbox in a range of `slots` uid ranges; returns its uid_base, or -errno.
@@ -130,7 +182,28 @@ class StoreTest : public ::testing::Test {
 
   test::TempDir dir_{"store"};
   std::string path_;
+  std::string url_;  // PostgreSQL: this test's database
+  std::vector<std::string> other_urls_;  // and those of OpenOther
+  int other_files_ = 0;
   std::unique_ptr<Store> store_;
 };
+
+// SQLite only: what is about the file (its mode, WAL, locks, migrations of old files, backups).
+using StoreTest = StoreFixtureOf<::testing::Test>;
+
+// Either engine: the same methods must give the same answers on both.
+class StoreEngineTest : public StoreFixtureOf<::testing::TestWithParam<StoreBackend>> {
+ protected:
+  StoreBackend backend() const override { return GetParam(); }
+};
+
+inline std::string EngineName(const ::testing::TestParamInfo<StoreBackend>& info) {
+  return info.param == StoreBackend::kPostgresql ? "PostgreSQL" : "SQLite";
+}
+
+// In each test program with TEST_P(StoreEngineTest, ...).
+#define CORRAL_STORE_ON_BOTH_ENGINES()                                                                  \
+  INSTANTIATE_TEST_SUITE_P(Engines, StoreEngineTest,                                                   \
+                           ::testing::Values(StoreBackend::kSqlite, StoreBackend::kPostgresql), EngineName)
 
 }  // namespace corral::supervisor

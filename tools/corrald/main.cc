@@ -225,25 +225,32 @@ void ArmWatchdogIfAsked(boost::asio::steady_timer& timer) {
   if (sd_watchdog_enabled(0, &usec) > 0) ArmWatchdog(timer, std::chrono::microseconds(usec));
 }
 
+// The trimmed text of a file that holds a secret: a regular file that only root may read. `key`
+// names the setting in errors.
+StatusOr<std::string> ReadRootSecretFile(const std::string& key, const std::string& path) {
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd) return ErrnoError(key + ": open " + path);
+  struct stat st;
+  if (fstat(fd.get(), &st) != 0) return ErrnoError(key + ": stat " + path);
+  if (!S_ISREG(st.st_mode)) return Status::Error(key + ": " + path + " is not a regular file");
+  if ((st.st_mode & 077) != 0 || st.st_uid != 0) {
+    return Status::Error(key + ": " + path + " must belong to root and be readable by it alone "
+                         "(chown root " + path + "; chmod 600 " + path + ")");
+  }
+  auto text = ReadFileToString(path);
+  if (!text.ok()) return text.status();
+  std::string secret = *text;
+  while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r' || secret.back() == ' ')) secret.pop_back();
+  return secret;
+}
+
 // The relay's settings as configured, with the operator's key read from its file, which only root
 // may read.
 StatusOr<supervisor::RelayConfig> RelayConfigOf(const supervisor::DaemonConfig& config) {
   supervisor::RelayConfig relay = config.relay;
   if (relay.api_key_file.empty()) return relay;
   const std::string& path = relay.api_key_file;
-  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-  if (!fd) return ErrnoError("relay.api_key_file: open " + path);
-  struct stat st;
-  if (fstat(fd.get(), &st) != 0) return ErrnoError("relay.api_key_file: stat " + path);
-  if (!S_ISREG(st.st_mode)) return Status::Error("relay.api_key_file: " + path + " is not a regular file");
-  if ((st.st_mode & 077) != 0 || st.st_uid != 0) {
-    return Status::Error("relay.api_key_file: " + path + " must belong to root and be readable by it alone "
-                         "(chown root " + path + "; chmod 600 " + path + ")");
-  }
-  auto text = ReadFileToString(path);
-  if (!text.ok()) return text.status();
-  std::string key = *text;
-  while (!key.empty() && (key.back() == '\n' || key.back() == '\r' || key.back() == ' ')) key.pop_back();
+  ASSIGN_OR_RETURN(std::string key, ReadRootSecretFile("relay.api_key_file", path));
   if (key.empty() || key.find_first_of(" \t\r\n") != std::string::npos) {
     return Status::Error("relay.api_key_file: " + path + " must hold the key alone, on one line");
   }
@@ -387,11 +394,21 @@ Status ServeExtrasAndListen(api::Server& server, api::Metrics& metrics, const su
   return Status();
 }
 
-// The store, with the durability the config asks for.
+// The store: SQLite in the state dir, with the durability the config asks for, or PostgreSQL
+// (the connection string from store.url, or from store.url_file, which only root may read).
 StatusOr<std::unique_ptr<supervisor::Store>> OpenStore(const supervisor::DaemonConfig& config) {
-  return supervisor::Store::Open(config.state_dir + "/corrald.db", config.store_synchronous_full
-                                                                        ? supervisor::Synchronous::kFull
-                                                                        : supervisor::Synchronous::kNormal);
+  supervisor::StoreOptions options;
+  options.path = config.state_dir + "/corrald.db";
+  options.synchronous = config.store_synchronous_full ? supervisor::Synchronous::kFull : supervisor::Synchronous::kNormal;
+  if (config.store_postgresql) {
+    options.backend = supervisor::StoreBackend::kPostgresql;
+    options.url = config.store_url;
+    if (!config.store_url_file.empty()) {
+      ASSIGN_OR_RETURN(options.url, ReadRootSecretFile("store.url_file", config.store_url_file));
+      if (options.url.empty()) return Status::Error("store.url_file: " + config.store_url_file + " is empty");
+    }
+  }
+  return supervisor::Store::Open(options);
 }
 
 // Full network mode ([network]).

@@ -1,6 +1,5 @@
-// The store's schema and its connection: opening the file, the connection's pragmas, the
-// migrations and the copy made before them, and transactions.
-#include "supervisor/store/store.h"
+// The store's schema in SQLite: opening the file, its migrations and the copy made before them.
+#include "supervisor/store/store_schema.h"
 
 #include <fcntl.h>
 #include <sqlite3.h>
@@ -15,12 +14,11 @@
 
 #include "common/log.h"
 #include "common/unique_fd.h"
+#include "supervisor/store/sql_sqlite.h"
 #include "supervisor/store/store_backup.h"
-#include "supervisor/store/store_sqlite.h"
+#include "supervisor/store/store_sql.h"
 
-namespace corral::supervisor {
-
-using namespace store_internal;  // NOLINT: the store's own SQLite helpers
+namespace corral::supervisor::store_internal {
 
 namespace {
 
@@ -272,28 +270,7 @@ Status CreatePrivateFile(const std::string& path) {
   return Status();
 }
 
-Status Configure(sqlite3* db, Synchronous synchronous) {
-  // journal_mode does not fail when WAL is impossible (e.g. no shared memory for the -shm file):
-  // it answers with the mode still in effect.
-  ASSIGN_OR_RETURN(std::optional<std::string> mode,
-                   QueryOne<std::string>(db, "PRAGMA journal_mode=WAL", {}, "set journal_mode"));
-  if (mode.value_or("") != "wal") {
-    return Status::Error("store: journal_mode is '" + mode.value_or("") + "', not 'wal'");
-  }
-  RETURN_IF_ERROR(ExecScript(
-      db,
-      synchronous == Synchronous::kFull ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL",
-      "set synchronous"));
-  // Foreign keys are off by default on every new connection, and the pragma is silently ignored
-  // by builds without them: read it back, since DeleteSandbox relies on ON DELETE CASCADE.
-  RETURN_IF_ERROR(ExecScript(db, "PRAGMA foreign_keys=ON", "enable foreign keys"));
-  ASSIGN_OR_RETURN(std::optional<int64_t> foreign_keys,
-                   QueryInt(db, "PRAGMA foreign_keys", {}, "read foreign_keys"));
-  if (foreign_keys != 1) return Status::Error("store: this SQLite cannot enforce foreign keys");
-  return Status();
-}
-
-StatusOr<int64_t> UserVersion(sqlite3* db) {
+StatusOr<int64_t> UserVersion(SqlDb* db) {
   ASSIGN_OR_RETURN(std::optional<int64_t> version,
                    QueryInt(db, "PRAGMA user_version", {}, "read user_version"));
   return version.value_or(0);
@@ -308,21 +285,20 @@ Status CheckNotNewer(int64_t version) {
 
 // Runs the migration from the current user_version, read again under the write lock so that two
 // processes opening the same new file do not both run it. Called inside a transaction.
-Status MigrateOneStep(sqlite3* db) {
+Status MigrateOneStep(SqlDb* db) {
   ASSIGN_OR_RETURN(int64_t version, UserVersion(db));
   RETURN_IF_ERROR(CheckNotNewer(version));
   if (version >= kLatestSchemaVersion) return Status();
   std::string what = "migrate to schema version " + std::to_string(version + 1);
-  RETURN_IF_ERROR(ExecScript(db, kMigrations[version], what));
+  RETURN_IF_ERROR(db->ExecScript(kMigrations[version], what));
   // PRAGMA takes no bound parameters; the value is our own integer.
-  std::string set_version = "PRAGMA user_version=" + std::to_string(version + 1);
-  return ExecScript(db, set_version.c_str(), what);
+  return db->ExecScript("PRAGMA user_version=" + std::to_string(version + 1), what);
 }
 
 // Before a store of an older schema is migrated: a copy of it as it was, beside it
 // (<path>.schema-<N>.before-migration-<UTC time>, 0600), so that going back to the previous
 // corrald stays possible. No copy, no migration.
-Status CopyBeforeMigrating(sqlite3* db, const std::string& path) {
+Status CopyBeforeMigrating(SqlDb* db, const std::string& path) {
   ASSIGN_OR_RETURN(int64_t version, UserVersion(db));
   RETURN_IF_ERROR(CheckNotNewer(version));
   if (version == 0 || version >= kLatestSchemaVersion) return Status();  // new, or nothing to do
@@ -345,11 +321,11 @@ Status CopyBeforeMigrating(sqlite3* db, const std::string& path) {
 }
 
 // Each migration in its own transaction, so a failure leaves the last good version.
-Status Migrate(sqlite3* db) {
+Status Migrate(SqlDb* db) {
   ASSIGN_OR_RETURN(int64_t version, UserVersion(db));
   RETURN_IF_ERROR(CheckNotNewer(version));
   while (version < kLatestSchemaVersion) {
-    RETURN_IF_ERROR(RunTransaction(db, [db] { return MigrateOneStep(db); }));
+    RETURN_IF_ERROR(db->Transaction([db] { return MigrateOneStep(db); }));
     ASSIGN_OR_RETURN(int64_t migrated, UserVersion(db));
     if (migrated <= version) {
       return Status::Error("store: user_version stayed " + std::to_string(migrated) +
@@ -362,57 +338,19 @@ Status Migrate(sqlite3* db) {
 
 }  // namespace
 
-// ---------------------------------------------------------------------------------------------
-// Store
+int SqliteLatestSchemaVersion() { return kLatestSchemaVersion; }
 
-StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path, Synchronous synchronous) {
+StatusOr<int64_t> SqliteSchemaVersion(SqlDb* db) { return UserVersion(db); }
+
+StatusOr<std::unique_ptr<SqlDb>> OpenSqliteStore(const std::string& path, bool synchronous_full) {
   if (sqlite3_libversion_number() < kMinSqliteVersion) {
-    return Status::Error(std::string("store: SQLite 3.37 or newer is required, this is ") +
-                         sqlite3_libversion());
+    return Status::Error(std::string("store: SQLite 3.37 or newer is required, this is ") + sqlite3_libversion());
   }
   RETURN_IF_ERROR(CreatePrivateFile(path));
-  sqlite3* raw = nullptr;
-  // The class mutex serializes every use of the connection, so SQLite's own is not needed.
-  // No SQLITE_OPEN_CREATE: the file was just created with the right mode.
-  int rc =
-      sqlite3_open_v2(path.c_str(), &raw,
-                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW, nullptr);
-  Db db(raw);  // open_v2 returns a handle to close even when it fails.
-  if (raw == nullptr) return Status::Error("store: open " + path + ": out of memory", ENOMEM);
-  if (rc != SQLITE_OK) return SqliteError(raw, rc, "open " + path);
-  sqlite3_extended_result_codes(raw, 1);
-  sqlite3_busy_timeout(raw, 5000);
-  RETURN_IF_ERROR(Configure(raw, synchronous));
-  RETURN_IF_ERROR(CopyBeforeMigrating(raw, path));
-  RETURN_IF_ERROR(Migrate(raw));
-
-  std::unique_ptr<Store> store(new Store());
-  store->db_ = db.release();
-  return store;
+  ASSIGN_OR_RETURN(std::unique_ptr<SqlDb> db, OpenSqlite(path, synchronous_full));
+  RETURN_IF_ERROR(CopyBeforeMigrating(db.get(), path));
+  RETURN_IF_ERROR(Migrate(db.get()));
+  return db;
 }
 
-Store::~Store() {
-  // Every statement is finalized, by its Stmt or with the cache, so this close cannot be
-  // refused with SQLITE_BUSY. Closing the last connection checkpoints the WAL and removes the
-  // -wal and -shm files.
-  CloseDb(db_);
-}
-
-int Store::schema_version() const {
-  std::lock_guard lock(mu_);
-  StatusOr<int64_t> version = UserVersion(db_);
-  return version.ok() ? static_cast<int>(*version) : -1;
-}
-
-int Store::latest_schema_version() { return kLatestSchemaVersion; }
-
-Status Store::InTransaction(const std::function<Status()>& body) {
-  std::lock_guard lock(mu_);
-  if (transaction_depth_ > 0) return body();  // Joins the outer transaction.
-  ++transaction_depth_;
-  Status status = RunTransaction(db_, body);
-  --transaction_depth_;
-  return status;
-}
-
-}  // namespace corral::supervisor
+}  // namespace corral::supervisor::store_internal
