@@ -1,8 +1,8 @@
 // The HTTP routes of docs/PROTOCOL.md, one registrar per resource. Each route parses its request
 // (protocol_json.h), checks the token's scope, calls the supervisor and answers; the work, and
 // every check of who owns what, is the supervisor's. RegisterApi (daemon_api.h) calls them all
-// but RegisterExecuteRoutes and RegisterImageRoutes, which corrald calls with the executions and
-// the image service.
+// but RegisterExecuteRoutes, RegisterImageRoutes and RegisterNodeRoutes, which corrald calls with
+// the executions, the image service and the node registry.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
@@ -10,6 +10,7 @@
 
 #include "api/server.h"
 #include "supervisor/config.h"
+#include "supervisor/fleet/node_registry.h"
 #include "supervisor/images/image_service.h"
 #include "supervisor/sessions/executions.h"
 #include "supervisor/relay/ledger.h"
@@ -58,6 +59,13 @@ void RegisterUsageRoutes(Server& server, const supervisor::Ledger& ledger, super
 //   GET  /v1/admin/sandboxes                every user's sandboxes, with their owners
 void RegisterAdminRoutes(Server& server, boost::asio::io_context& io, boost::asio::thread_pool& pool,
                          supervisor::SandboxManager& manager, const supervisor::DaemonConfig& config);
+
+// node_routes.cc, on the admin socket only (supervisor/fleet/node_registry.h):
+//   GET  /v1/admin/nodes                    {"nodes": [{"id", "address", "version", "alive",
+//                                           "drained", "this", "sandboxes", ...}]}, by id
+//   POST /v1/admin/nodes/{id}/drain         {"id", "drained": true}: it takes no new sandboxes
+//   POST /v1/admin/nodes/{id}/undrain       {"id", "drained": false}; not_found for no such node
+void RegisterNodeRoutes(Server& server, supervisor::NodeRegistry& nodes);
 
 // image_routes.cc (`images` may be null: every route answers 503 unavailable):
 //   GET    /v1/images, /v1/images/{ref}     any token: {"images": [...]}, one image; {ref} is a

@@ -18,6 +18,7 @@
 #include "common/file_util.h"
 #include "common/parse.h"
 #include "rootfs/mount_plan.h"
+#include "supervisor/config_fleet.h"
 #include "supervisor/config_images.h"
 #include "supervisor/loopback_ports.h"
 #include "supervisor/relay/upstream_url.h"
@@ -382,22 +383,14 @@ std::string ApplySynchronous(const toml::node& node, DaemonConfig& config) {
   return "";
 }
 
+std::string ApplyNodeId(const toml::node& node, DaemonConfig& config) { return ParseNodeId(node, config.node_id); }
+std::string ApplyNodeAddress(const toml::node& node, DaemonConfig& config) {
+  return ParseNodeAddress(node, config.node_address);
+}
 std::string ApplyStoreBackend(const toml::node& node, DaemonConfig& config) {
-  const auto* s = node.as_string();
-  if (s == nullptr || (s->get() != "sqlite" && s->get() != "postgresql")) return "expected \"sqlite\" or \"postgresql\"";
-  config.store_postgresql = s->get() == "postgresql";
-  return "";
+  return ParseStoreBackend(node, config.store_postgresql);
 }
-
-// A PostgreSQL connection string, as libpq takes it (checked when corrald connects); never
-// repeated in errors, in case it holds a password despite url_file.
-std::string ApplyStoreUrl(const toml::node& node, DaemonConfig& config) {
-  const auto* s = node.as_string();
-  const char* expected = "expected a connection string like \"postgresql://corral@db.internal/corral\"";
-  if (s == nullptr || s->get().empty() || s->get().find('\0') != std::string::npos) return expected;
-  config.store_url = s->get();
-  return "";
-}
+std::string ApplyStoreUrl(const toml::node& node, DaemonConfig& config) { return ParseStoreUrl(node, config.store_url); }
 
 template <typename Part>
 Apply UrlKey(std::string Part::*field) {
@@ -517,6 +510,10 @@ const std::vector<KeySpec>& Keys() {
       {"store", "backend", ApplyStoreBackend},
       {"store", "url", ApplyStoreUrl},
       {"store", "url_file", AbsolutePathKey(&DaemonConfig::store_url_file)},
+      {"node", "id", ApplyNodeId},
+      {"node", "address", ApplyNodeAddress},
+      {"node", "heartbeat", SecondsKey(&DaemonConfig::node_heartbeat_s)},
+      {"node", "dead_after", SecondsKey(&DaemonConfig::node_dead_after_s)},
       {"sessions", "tool_call_timeout", SecondsKey(&DaemonConfig::tool_call_timeout_s)},
       {"sessions", "agent_silence_timeout", SecondsKey(&DaemonConfig::agent_silence_timeout_s)},
       {"relay", "port", CountKey(&RelayConfig::port)},
@@ -612,8 +609,13 @@ class Checker {
   const Lines& lines_;
 };
 
-// [store]: PostgreSQL needs its connection string, given once; SQLite takes none.
+// [store]: PostgreSQL needs its connection string, given once; SQLite takes none. [node]: a node
+// is called dead after at least two heartbeats it missed.
 Status ValidateStore(const DaemonConfig& c, const Checker& check) {
+  if (c.node_heartbeat_s == 0 || c.node_dead_after_s < 2 * c.node_heartbeat_s) {
+    return Status::Error(check.Where({"node.heartbeat", "node.dead_after"}) +
+                         "node.dead_after must be at least twice node.heartbeat (which must be positive)");
+  }
   if (c.store_postgresql && c.store_url.empty() == c.store_url_file.empty()) {
     return Status::Error(check.Where({"store.backend", "store.url", "store.url_file"}) +
                          "store.backend = \"postgresql\" needs one of store.url and store.url_file (the connection "

@@ -92,6 +92,12 @@ struct DaemonConfig {
   std::string store_url;                          // store.url: PostgreSQL's connection string
   std::string store_url_file;                     // store.url_file: a file holding it (with a password)
 
+  // [node]: this corrald as a node of a fleet (supervisor/fleet/node_registry.h)
+  std::string node_id;                            // node.id; "": the host's name
+  std::string node_address;                       // node.address: host:port the other nodes reach it at
+  uint64_t node_heartbeat_s = 5;                  // node.heartbeat: how often it says it is alive
+  uint64_t node_dead_after_s = 20;                // node.dead_after: silent this long, a node is down
+
   // [sessions]: agent sessions
   uint64_t tool_call_timeout_s = 120;             // a client tool call or permission request unanswered
   uint64_t agent_silence_timeout_s = 900;         // an agent silent this long during a turn is hung

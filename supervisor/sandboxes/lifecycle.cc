@@ -29,6 +29,7 @@ using initproto::MsgType;
 void SandboxManager::Create(const Caller& caller, const UserCaps& caps, CreateRequest request,
                             Done<SandboxRow> done) {
   if (Status named = CheckSandboxName(request.name); !named.ok()) return done(named);
+  if (Status open = TakesNewSandboxes(); !open.ok()) return done(open);
   std::optional<SnapshotRow> snapshot;
   if (!request.snapshot.empty()) {
     auto found = OwnedSnapshot(caller, request.snapshot);

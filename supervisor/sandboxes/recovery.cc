@@ -14,7 +14,7 @@
 namespace corral::supervisor {
 
 Status SandboxManager::Recover() {
-  ASSIGN_OR_RETURN(auto rows, store_.ListSandboxes());
+  ASSIGN_OR_RETURN(auto rows, store_.ListNodeSandboxes());
   int adopted = 0, cleaned = 0;
   for (SandboxRow& row : rows) {
     if (row.state == "destroying" || row.state == "creating") {

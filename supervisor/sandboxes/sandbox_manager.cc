@@ -69,8 +69,21 @@ StatusOr<SandboxRow> SandboxManager::Owned(const Caller& caller, const std::stri
   if (!row || row->state == kPooled || (!caller.admin && (row->iss != caller.iss || row->sub != caller.sub))) {
     return NotFound("sandbox " + id);
   }
+  RETURN_IF_ERROR(OnThisNode("sandbox " + id, row->node_id));
   Fresh(*row);
   return *row;
+}
+
+Status SandboxManager::TakesNewSandboxes() const {
+  if (!drained_ || !drained_()) return Status();
+  return Status::Error("node " + store_.node_id() + " is drained: it takes no new sandboxes", EAGAIN);
+}
+
+// What another node of the fleet holds is that node's to act on (its files, cgroups and
+// processes are there): unavailable here, until requests are forwarded between nodes.
+Status SandboxManager::OnThisNode(const std::string& what, const std::string& node_id) const {
+  if (node_id == store_.node_id()) return Status();
+  return Status::Error(what + " is on node " + node_id + ", not on this one (" + store_.node_id() + ")", EAGAIN);
 }
 
 void SandboxManager::Fresh(SandboxRow& row) const {
@@ -341,7 +354,7 @@ std::map<std::string, int64_t> SandboxManager::CountByState() {
   for (const char* state : {"creating", "created", "starting", "running", "stopping", "stopped", "destroying", kPooled}) {
     counts[state] = 0;
   }
-  auto rows = store_.ListSandboxes();
+  auto rows = store_.ListNodeSandboxes();
   if (rows.ok()) {
     for (const auto& row : *rows) ++counts[row.state];
   }

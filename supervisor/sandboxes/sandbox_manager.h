@@ -86,6 +86,9 @@ class SandboxManager {
   void SetFullNetwork(FullNetwork* network) { network_ = network; }
   // Before Recover: the images sandboxes may be made of (null: only "host").
   void SetImages(ImageService* images) { images_ = images; }
+  // Whether this node is drained (supervisor/fleet/node_registry.h): a drained node makes no new
+  // sandboxes (creates and forks are unavailable); unset: never.
+  void SetDrained(std::function<bool()> drained) { drained_ = std::move(drained); }
   // Where compute budget refusals (a start) and stops (a running sandbox) are reported.
   void SetBudgetObserver(BudgetObserver* observer) { meter_.SetObserver(observer); }
   // Stops timers and lets go of every sandbox (they keep running for the next daemon; its
@@ -190,6 +193,8 @@ class SandboxManager {
   static int64_t Now();  // seconds since the epoch
   static Status NotFound(const std::string& what);
   StatusOr<SandboxRow> Owned(const Caller& caller, const std::string& id);
+  Status OnThisNode(const std::string& what, const std::string& node_id) const;
+  Status TakesNewSandboxes() const;  // EAGAIN when this node is drained
   // The row with the activity the daemon holds and has not written yet.
   void Fresh(SandboxRow& row) const;
   void StoreActivity(const Live& live);
@@ -297,6 +302,7 @@ class SandboxManager {
   EgressProxy* egress_ = nullptr;
   FullNetwork* network_ = nullptr;
   ImageService* images_ = nullptr;
+  std::function<bool()> drained_;
   std::map<std::string, std::shared_ptr<Live>> live_;  // running sandboxes by id
   std::map<std::string, bool> busy_;                   // a lifecycle operation is under way
   std::map<std::string, std::shared_ptr<Command>> commands_;  // by command id, until they end

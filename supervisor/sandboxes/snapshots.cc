@@ -29,6 +29,7 @@ StatusOr<SnapshotRow> SandboxManager::OwnedSnapshot(const Caller& caller, const 
   if (!row || (!caller.admin && (row->iss != caller.iss || row->sub != caller.sub))) {
     return NotFound("snapshot " + id);
   }
+  RETURN_IF_ERROR(OnThisNode("snapshot " + id, row->node_id));
   return *row;
 }
 
@@ -153,6 +154,7 @@ void SandboxManager::Fork(const Caller& caller, const UserCaps& caps, const std:
   auto source = Owned(caller, id);
   if (!source.ok()) return done(source.status());
   if (Status named = CheckSandboxName(request.name); !named.ok()) return done(named);
+  if (Status open = TakesNewSandboxes(); !open.ok()) return done(open);
   if (busy_[id] || (source->state != "running" && source->state != "stopped" && source->state != "created")) {
     return done(Status::Error("sandbox " + id + " is " + source->state, EBUSY));
   }

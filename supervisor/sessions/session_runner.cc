@@ -570,7 +570,7 @@ StatusOr<std::vector<SessionRow>> SessionRunner::List(const Caller& caller, cons
 }
 
 Status SessionRunner::Recover() {
-  ASSIGN_OR_RETURN(std::vector<SessionRow> rows, store_.ListSessions("", ""));
+  ASSIGN_OR_RETURN(std::vector<SessionRow> rows, store_.ListNodeSessions());
   for (SessionRow& row : rows) {
     if (row.state != "initializing" && row.state != "ready" && row.state != "processing" &&
         row.state != "waiting_tool") {

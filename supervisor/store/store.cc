@@ -5,6 +5,7 @@
 
 #include "supervisor/store/sql_db.h"
 #include "supervisor/store/store_schema.h"
+#include "supervisor/store/store_sql.h"
 
 namespace corral::supervisor {
 
@@ -25,10 +26,24 @@ StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) {
   std::unique_ptr<Store> store(new Store());
   store->db_ = db->release();
   store->backend_ = options.backend;
+  store->node_id_ = options.node_id;
+  if (options.backend == StoreBackend::kSqlite) RETURN_IF_ERROR(store->ClaimEveryRow());
   return store;
 }
 
 Store::~Store() { delete db_; }
+
+// A SQLite store is one node's: rows written before there were nodes (node_id ''), or under
+// another node id (the host renamed, node.id changed), are this node's.
+Status Store::ClaimEveryRow() {
+  return InTransaction([this]() -> Status {
+    for (const char* table : {"sandboxes", "snapshots", "executions"}) {
+      RETURN_IF_ERROR(Run(db_, std::string("UPDATE ") + table + " SET node_id = ?1 WHERE node_id <> ?1", {node_id_},
+                          std::string("claim the rows of ") + table + " for node " + node_id_));
+    }
+    return Status();
+  });
+}
 
 int Store::schema_version() const {
   std::lock_guard lock(mu_);

@@ -82,6 +82,7 @@ struct SandboxRow {
   int64_t cpu_billed_usec = 0;        // of this run's cgroup CPU time, what the ledger holds
   std::optional<EgressRules> egress;  // its egress rules; unset (rows from before they were kept): none
   std::string network = "loopback";   // "loopback" | "full" (supervisor/sandboxes/full_network.h)
+  std::string node_id;                // the node that holds it (its files, cgroups, processes)
 };
 
 struct SnapshotRow {
@@ -95,6 +96,7 @@ struct SnapshotRow {
   int64_t uid_base = 0;       // host uid of root inside, for the files in it
   isolation::ResourceLimits limits;  // the sandbox's limits when it was taken (disk_bytes: its size)
   std::string image_name;     // the sandbox's image_name
+  std::string node_id;        // the node whose disk holds it
 };
 
 // An image layer, unpacked once under the state dir (supervisor/images/image_service.h).
@@ -188,6 +190,22 @@ struct ExecutionRow {
   int64_t created_at = 0;
   int64_t updated_at = 0;
   int64_t ended_at = 0;
+  std::string node_id;        // the node that runs it
+};
+
+// A node of a fleet (supervisor/fleet/node_registry.h): one corrald on one host, as it last said
+// of itself. A SQLite store has one node, its own.
+struct NodeRow {
+  std::string id;
+  std::string address;          // host:port where the other nodes reach it; "" when not given
+  std::string version;          // its corrald's
+  int64_t started_at = 0;       // unix seconds
+  int64_t heartbeat_at = 0;     // unix milliseconds of its last heartbeat
+  bool drained = false;         // takes no new sandboxes (an operator's choice, kept across restarts)
+  int64_t max_sandboxes = 0;    // sandbox.max_sandboxes
+  int64_t sandboxes = 0;        // how many it held at its last heartbeat
+  int64_t memory_total = 0;     // bytes (MemTotal)
+  int64_t memory_available = 0; // bytes (MemAvailable) at its last heartbeat
 };
 
 // One debit (see budget.h for the units).
@@ -225,6 +243,10 @@ struct StoreOptions {
   std::string path;                            // SQLite: the database file
   Synchronous synchronous = Synchronous::kNormal;  // SQLite
   std::string url;                             // PostgreSQL: a libpq connection string
+  // This corrald's node: the rows it inserts are its own, and "the daemon's" sandboxes,
+  // executions and sessions are those of its node (SQLite: every row; a SQLite store is one
+  // node's, and takes the rows of another id as its own when it opens).
+  std::string node_id = "local";
 };
 
 class Store {
@@ -243,6 +265,7 @@ class Store {
   Store& operator=(const Store&) = delete;
 
   StoreBackend backend() const { return backend_; }
+  const std::string& node_id() const { return node_id_; }
   int schema_version() const;  // -1 when it cannot be read
   static int latest_schema_version(StoreBackend backend = StoreBackend::kSqlite);
 
@@ -256,23 +279,26 @@ class Store {
   Status AddRevocation(const RevocationRow& revocation);
   StatusOr<std::vector<RevocationRow>> ListRevocations();  // oldest first
 
-  // Sandboxes. CreateSandbox picks the lowest free uid_base of
-  // {uid_first + k * uid_step : 0 <= k < slots} and inserts the row in one transaction
-  // (ENOSPC when every slot is taken), returning the row as stored.
+  // Sandboxes. CreateSandbox picks the lowest free uid_base of this node's
+  // {uid_first + k * uid_step : 0 <= k < slots} and inserts the row, of this node, in one
+  // transaction (ENOSPC when every slot is taken), returning the row as stored.
   StatusOr<SandboxRow> CreateSandbox(SandboxRow row, int64_t uid_first, int64_t uid_step, int64_t slots);
   Status UpdateSandbox(const SandboxRow& row);   // every column but egress and network, by id; ENOENT when absent
   Status SetSandboxEgress(const std::string& id, const EgressRules& rules);  // ENOENT when absent
   StatusOr<std::optional<SandboxRow>> GetSandbox(const std::string& id);
-  // All sandboxes of one user, or every sandbox when iss is empty; oldest first.
+  // All sandboxes of one user, or every sandbox of every node when iss is empty; oldest first.
   StatusOr<std::vector<SandboxRow>> ListSandboxes(const std::string& iss = "", const std::string& sub = "");
+  // This node's sandboxes (pooled ones too); oldest first.
+  StatusOr<std::vector<SandboxRow>> ListNodeSandboxes();
   StatusOr<int64_t> CountSandboxes(const std::string& iss, const std::string& sub);
-  // Every sandbox of the daemon (pooled ones too), or those of one issuer's users when iss is set:
-  // counted by the database, for admission, which must not load every row at every create.
+  // Counted by the database, for admission, which must not load every row at every create: this
+  // node's sandboxes (pooled ones too), or, when iss is set, those of one issuer's users on every
+  // node.
   StatusOr<int64_t> CountAllSandboxes(const std::string& iss = "");
   // Deletes the sandbox and its commands (its events and snapshots stay). ENOENT when absent.
   Status DeleteSandbox(const std::string& id);
 
-  // Snapshots.
+  // Snapshots. InsertSnapshot: of this node.
   Status InsertSnapshot(const SnapshotRow& row);
   StatusOr<std::optional<SnapshotRow>> GetSnapshot(const std::string& id);
   StatusOr<std::vector<SnapshotRow>> ListSnapshots(const std::string& iss, const std::string& sub);
@@ -321,6 +347,8 @@ class Store {
   StatusOr<std::optional<SessionRow>> GetSession(const std::string& id);
   StatusOr<std::vector<SessionRow>> ListSessions(const std::string& iss, const std::string& sub,
                                                  const std::string& sandbox_id = "");
+  // The sessions of this node's sandboxes; oldest first.
+  StatusOr<std::vector<SessionRow>> ListNodeSessions();
 
   // Ledger. AddLedger returns the row's id; LedgerSum adds up one user's debits of a kind with
   // from <= at < to. ListLedger (for exports): empty iss or sub match every one, rows after
@@ -334,10 +362,10 @@ class Store {
   StatusOr<std::vector<LedgerRow>> ListLedger(const std::string& iss, const std::string& sub, int64_t from,
                                               int64_t to, int64_t after_id = 0, int64_t limit = 10000);
 
-  // Executions. ListExecutions: empty arguments match every value; oldest first. A bundle is
-  // stored (or replaced) apart from its record and goes with it (DeleteExecution).
-  // FailRunningExecutions (recovery): every running execution becomes failed with `error`, in one
-  // transaction; returns them as stored.
+  // Executions. InsertExecution: of this node. ListExecutions: empty arguments match every
+  // value; oldest first. A bundle is stored (or replaced) apart from its record and goes with it
+  // (DeleteExecution). FailRunningExecutions (recovery): every running execution of this node
+  // becomes failed with `error`, in one transaction; returns them as stored.
   Status InsertExecution(const ExecutionRow& row);
   Status UpdateExecution(const ExecutionRow& row);
   StatusOr<std::optional<ExecutionRow>> GetExecution(const std::string& id);
@@ -348,6 +376,15 @@ class Store {
   StatusOr<std::optional<std::string>> GetExecutionBundle(const std::string& id);
   StatusOr<std::vector<ExecutionRow>> FailRunningExecutions(const std::string& error, int64_t now);
 
+  // Nodes (store_nodes.cc). RegisterNode inserts or replaces the node's row but for `drained`,
+  // which stays as the operator left it (false for a new node). HeartbeatNode: ENOENT when its
+  // row is gone. ListNodes: by id.
+  Status RegisterNode(const NodeRow& row);
+  Status HeartbeatNode(const std::string& id, int64_t at_ms, int64_t sandboxes, int64_t memory_available);
+  StatusOr<std::optional<NodeRow>> GetNode(const std::string& id);
+  StatusOr<std::vector<NodeRow>> ListNodes();
+  Status SetNodeDrained(const std::string& id, bool drained);  // ENOENT when absent
+
   // Runs `body` in one serializable transaction (SQLite: BEGIN IMMEDIATE ... COMMIT; ROLLBACK
   // when it fails). The methods above may be called inside it; they join the transaction.
   // PostgreSQL may run `body` more than once (a transaction that lost to a concurrent one is
@@ -356,8 +393,10 @@ class Store {
 
  private:
   Store() = default;
+  Status ClaimEveryRow();
   store_internal::SqlDb* db_ = nullptr;  // owned
   StoreBackend backend_ = StoreBackend::kSqlite;
+  std::string node_id_;
   mutable std::recursive_mutex mu_;
   std::function<void(const EventRow&)> event_listener_;
   int transaction_depth_ = 0;

@@ -65,12 +65,28 @@ StatusOr<std::vector<SessionRow>> Store::ListSessions(const std::string& iss, co
                               {iss, sub, sandbox_id}, "list sessions");
 }
 
+StatusOr<std::vector<SessionRow>> Store::ListNodeSessions() {
+  return ListRows<SessionRow>(mu_, db_, kSessions, "sandbox_id IN (SELECT id FROM sandboxes WHERE node_id = ?1)",
+                              {node_id_}, "list the sessions of node " + node_id_);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Executions
 
-Status Store::InsertExecution(const ExecutionRow& row) { return InsertRow(mu_, db_, kExecutions, row); }
+Status Store::InsertExecution(const ExecutionRow& row) {
+  ExecutionRow ours = row;
+  ours.node_id = node_id_;
+  return InsertRow(mu_, db_, kExecutions, ours);
+}
 
-Status Store::UpdateExecution(const ExecutionRow& row) { return UpdateRow(mu_, db_, kExecutions, row); }
+// Every column but node_id (the node that runs it does not change).
+Status Store::UpdateExecution(const ExecutionRow& row) {
+  std::vector<Value> values = Values(row);
+  values.pop_back();
+  std::lock_guard lock(mu_);
+  return RunOnExistingRow(db_, UpdateSql(kExecutions.name, kExecutions.columns, values.size()), values,
+                          "update execution " + row.id);
+}
 
 StatusOr<std::optional<ExecutionRow>> Store::GetExecution(const std::string& id) {
   return GetRow<ExecutionRow>(mu_, db_, kExecutions, id);
@@ -101,7 +117,8 @@ StatusOr<std::optional<std::string>> Store::GetExecutionBundle(const std::string
 StatusOr<std::vector<ExecutionRow>> Store::FailRunningExecutions(const std::string& error, int64_t now) {
   std::vector<ExecutionRow> failed;
   Status done = InTransaction([&]() -> Status {
-    ASSIGN_OR_RETURN(failed, ListExecutions("", "", "running"));
+    ASSIGN_OR_RETURN(failed, ListRows<ExecutionRow>(mu_, db_, kExecutions, "state = 'running' AND node_id = ?1",
+                                                    {node_id_}, "list the running executions of node " + node_id_));
     for (ExecutionRow& row : failed) {
       row.state = "failed";
       row.error = error;

@@ -19,9 +19,10 @@ constexpr std::string_view kIssuerColumns = "name, secret, created_at";
 constexpr std::string_view kRevocationColumns = "iss, jti, revoked_at";
 constexpr std::string_view kSandboxColumns =
     "id, iss, sub, name, image, state, limits_json, idle_timeout_s, uid_base, created_at, "
-    "updated_at, last_active_at, init_pid, init_start_time, source, budget_json, cpu_billed_usec, egress_json, network, image_name";
+    "updated_at, last_active_at, init_pid, init_start_time, source, budget_json, cpu_billed_usec, egress_json, network, image_name, "
+    "node_id";
 constexpr std::string_view kSnapshotColumns =
-    "id, sandbox_id, iss, sub, image, created_at, bytes, uid_base, limits_json, image_name";
+    "id, sandbox_id, iss, sub, image, created_at, bytes, uid_base, limits_json, image_name, node_id";
 constexpr std::string_view kLayerColumns = "diff_id, bytes, created_at";
 constexpr std::string_view kImageColumns = "digest, config_json, bytes, created_at, source";
 constexpr std::string_view kCommandColumns =
@@ -34,7 +35,10 @@ constexpr std::string_view kSessionColumns =
 constexpr std::string_view kExecutionColumns =
     "id, iss, sub, state, sandbox_id, session_id, request_json, base_commit, head_commit, summary, outcome, "
     "cost_micro_usd, usage_json, files_json, diff, diff_truncated, bundle_bytes, error, created_at, updated_at, "
-    "ended_at";
+    "ended_at, node_id";
+constexpr std::string_view kNodeColumns =
+    "id, address, version, started_at, heartbeat_at, drained, max_sandboxes, sandboxes, memory_total, "
+    "memory_available";
 constexpr std::string_view kLedgerColumns =
     "id, iss, sub, kind, amount, at, sandbox_id, session_id, model, input_tokens, output_tokens, "
     "cache_write_tokens, cache_read_tokens";
@@ -63,12 +67,13 @@ inline auto Fields(RowOf<RevocationRow> auto& r) { return std::tie(r.iss, r.jti,
 inline auto Fields(RowOf<SandboxRow> auto& r) {
   return std::tie(r.id, r.iss, r.sub, r.name, r.image, r.state, r.limits, r.idle_timeout_s,
                   r.uid_base, r.created_at, r.updated_at, r.last_active_at, r.init_pid,
-                  r.init_start_time, r.source, r.budget, r.cpu_billed_usec, r.egress, r.network, r.image_name);
+                  r.init_start_time, r.source, r.budget, r.cpu_billed_usec, r.egress, r.network, r.image_name,
+                  r.node_id);
 }
 
 inline auto Fields(RowOf<SnapshotRow> auto& r) {
   return std::tie(r.id, r.sandbox_id, r.iss, r.sub, r.image, r.created_at, r.bytes, r.uid_base,
-                  r.limits, r.image_name);
+                  r.limits, r.image_name, r.node_id);
 }
 
 inline auto Fields(RowOf<LayerRow> auto& r) { return std::tie(r.diff_id, r.bytes, r.created_at); }
@@ -102,7 +107,13 @@ inline auto Fields(RowOf<ExecutionRow> auto& r) {
                                  r.base_commit, r.head_commit, r.summary, r.outcome, r.cost_micro_usd, r.usage_json,
                                  r.files_json),
                         std::make_tuple(AsBytes(r.diff)),
-                        std::tie(r.diff_truncated, r.bundle_bytes, r.error, r.created_at, r.updated_at, r.ended_at));
+                        std::tie(r.diff_truncated, r.bundle_bytes, r.error, r.created_at, r.updated_at, r.ended_at,
+                                 r.node_id));
+}
+
+inline auto Fields(RowOf<NodeRow> auto& r) {
+  return std::tie(r.id, r.address, r.version, r.started_at, r.heartbeat_at, r.drained, r.max_sandboxes, r.sandboxes,
+                  r.memory_total, r.memory_available);
 }
 
 inline auto Fields(RowOf<LedgerRow> auto& r) {

@@ -23,27 +23,28 @@ StatusOr<SandboxRow> Store::CreateSandbox(SandboxRow row, int64_t uid_first, int
     return Status::Error("store: create sandbox: invalid uid range", EINVAL);
   }
   const int64_t uid_end = uid_first + slots * uid_step;
-  // The lowest free slot is either the first one or the one right after a taken slot, so the
-  // candidates are uid_first and every on-grid uid_base + uid_step. NOT IN is safe here only
-  // because uid_base is NOT NULL (one NULL in the list would make NOT IN never true).
+  // The lowest free slot of this node is either the first one or the one right after a taken
+  // slot, so the candidates are uid_first and every on-grid uid_base + uid_step. NOT IN is safe
+  // here only because uid_base is NOT NULL (one NULL in the list would make NOT IN never true).
   static constexpr std::string_view kLowestFreeUidBase = R"sql(
     SELECT MIN(candidate) FROM (
       SELECT ?1 AS candidate
       UNION ALL
       SELECT uid_base + ?2 FROM sandboxes
-       WHERE uid_base >= ?1 AND uid_base < ?3 AND (uid_base - ?1) % ?2 = 0) AS candidates
-    WHERE candidate < ?3 AND candidate NOT IN (SELECT uid_base FROM sandboxes))sql";
+       WHERE node_id = ?4 AND uid_base >= ?1 AND uid_base < ?3 AND (uid_base - ?1) % ?2 = 0) AS candidates
+    WHERE candidate < ?3 AND candidate NOT IN (SELECT uid_base FROM sandboxes WHERE node_id = ?4))sql";
 
   std::lock_guard lock(mu_);
   Status status = InTransaction([&]() -> Status {
     ASSIGN_OR_RETURN(
         std::optional<int64_t> uid_base,
-        QueryInt(db_, kLowestFreeUidBase, {uid_first, uid_step, uid_end}, "find a free uid range"));
+        QueryInt(db_, kLowestFreeUidBase, {uid_first, uid_step, uid_end, node_id_}, "find a free uid range"));
     if (!uid_base) {
       return Status::Error(
           "store: create sandbox: all " + std::to_string(slots) + " uid ranges are in use", ENOSPC);
     }
     row.uid_base = *uid_base;
+    row.node_id = node_id_;
     return Run(db_, InsertSql(kSandboxes.name, kSandboxes.columns), Values(row), "insert sandbox " + row.id);
   });
   if (!status.ok()) return status;
@@ -76,6 +77,10 @@ StatusOr<std::vector<SandboxRow>> Store::ListSandboxes(const std::string& iss, c
                               "list sandboxes of " + iss + " " + sub);
 }
 
+StatusOr<std::vector<SandboxRow>> Store::ListNodeSandboxes() {
+  return ListRows<SandboxRow>(mu_, db_, kSandboxes, "node_id = ?1", {node_id_}, "list the sandboxes of node " + node_id_);
+}
+
 StatusOr<int64_t> Store::CountSandboxes(const std::string& iss, const std::string& sub) {
   return CountOwned(mu_, db_, kSandboxes, iss, sub);
 }
@@ -83,7 +88,8 @@ StatusOr<int64_t> Store::CountSandboxes(const std::string& iss, const std::strin
 StatusOr<int64_t> Store::CountAllSandboxes(const std::string& iss) {
   std::lock_guard lock(mu_);
   ASSIGN_OR_RETURN(std::optional<int64_t> count,
-                   iss.empty() ? QueryInt(db_, "SELECT COUNT(*) FROM sandboxes", {}, "count sandboxes")
+                   iss.empty() ? QueryInt(db_, "SELECT COUNT(*) FROM sandboxes WHERE node_id = ?1", {node_id_},
+                                          "count the sandboxes of node " + node_id_)
                                : QueryInt(db_, "SELECT COUNT(*) FROM sandboxes WHERE iss = ?1", {iss},
                                           "count sandboxes of issuer " + iss));
   return count.value_or(0);
@@ -94,7 +100,11 @@ Status Store::DeleteSandbox(const std::string& id) { return DeleteRow(mu_, db_, 
 // ---------------------------------------------------------------------------------------------
 // Snapshots
 
-Status Store::InsertSnapshot(const SnapshotRow& row) { return InsertRow(mu_, db_, kSnapshots, row); }
+Status Store::InsertSnapshot(const SnapshotRow& row) {
+  SnapshotRow ours = row;
+  ours.node_id = node_id_;
+  return InsertRow(mu_, db_, kSnapshots, ours);
+}
 
 StatusOr<std::optional<SnapshotRow>> Store::GetSnapshot(const std::string& id) {
   return GetRow<SnapshotRow>(mu_, db_, kSnapshots, id);

@@ -22,7 +22,8 @@ namespace corral::supervisor::store_internal {
 namespace {
 
 constexpr const char* kPostgresMigrations[] = {
-    // 0 -> 1: the SQLite store as of its schema version 11.
+    // 0 -> 1: the SQLite store as of its schema version 12, but for the uid ranges: unique per
+    // node here (each node has its own uids), in the whole table in SQLite (one node).
     R"sql(
 CREATE TABLE issuers (
   name        TEXT COLLATE "C" NOT NULL PRIMARY KEY,
@@ -46,7 +47,7 @@ CREATE TABLE sandboxes (
   state            TEXT COLLATE "C" NOT NULL,
   limits_json      TEXT COLLATE "C" NOT NULL,
   idle_timeout_s   BIGINT NOT NULL,
-  uid_base         BIGINT NOT NULL UNIQUE,
+  uid_base         BIGINT NOT NULL,
   created_at       BIGINT NOT NULL,
   updated_at       BIGINT NOT NULL,
   last_active_at   BIGINT NOT NULL,
@@ -58,9 +59,12 @@ CREATE TABLE sandboxes (
   egress_json      TEXT COLLATE "C" NOT NULL DEFAULT '',
   network          TEXT COLLATE "C" NOT NULL DEFAULT 'loopback',
   image_name       TEXT COLLATE "C" NOT NULL DEFAULT '',
-  rowid            BIGSERIAL
+  node_id          TEXT COLLATE "C" NOT NULL DEFAULT '',
+  rowid            BIGSERIAL,
+  UNIQUE (node_id, uid_base)
 );
 CREATE INDEX sandboxes_by_user ON sandboxes (iss, sub);
+CREATE INDEX sandboxes_by_node ON sandboxes (node_id);
 
 CREATE TABLE snapshots (
   id           TEXT COLLATE "C" NOT NULL PRIMARY KEY,
@@ -73,6 +77,7 @@ CREATE TABLE snapshots (
   uid_base     BIGINT NOT NULL DEFAULT 0,
   limits_json  TEXT COLLATE "C" NOT NULL DEFAULT '{}',
   image_name   TEXT COLLATE "C" NOT NULL DEFAULT '',
+  node_id      TEXT COLLATE "C" NOT NULL DEFAULT '',
   rowid        BIGSERIAL
 );
 CREATE INDEX snapshots_by_user ON snapshots (iss, sub);
@@ -165,6 +170,7 @@ CREATE TABLE executions (
   created_at      BIGINT NOT NULL,
   updated_at      BIGINT NOT NULL,
   ended_at        BIGINT NOT NULL,
+  node_id         TEXT COLLATE "C" NOT NULL DEFAULT '',
   rowid           BIGSERIAL
 );
 CREATE INDEX executions_by_user ON executions (iss, sub);
@@ -200,6 +206,19 @@ CREATE TABLE image_tags (
   updated_at  BIGINT NOT NULL
 );
 CREATE INDEX image_tags_by_image ON image_tags (image);
+
+CREATE TABLE nodes (
+  id                TEXT COLLATE "C" NOT NULL PRIMARY KEY,
+  address           TEXT COLLATE "C" NOT NULL,
+  version           TEXT COLLATE "C" NOT NULL,
+  started_at        BIGINT NOT NULL,
+  heartbeat_at      BIGINT NOT NULL,
+  drained           BIGINT NOT NULL,
+  max_sandboxes     BIGINT NOT NULL,
+  sandboxes         BIGINT NOT NULL,
+  memory_total      BIGINT NOT NULL,
+  memory_available  BIGINT NOT NULL
+);
 )sql",
 };
 constexpr int kPostgresLatest = static_cast<int>(std::size(kPostgresMigrations));

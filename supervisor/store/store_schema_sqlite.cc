@@ -249,6 +249,27 @@ CREATE INDEX image_tags_by_image ON image_tags(image);
 ALTER TABLE sandboxes ADD COLUMN image_name TEXT NOT NULL DEFAULT '';
 ALTER TABLE snapshots ADD COLUMN image_name TEXT NOT NULL DEFAULT '';
 )sql",
+    // 11 -> 12: the nodes of a fleet (supervisor/fleet/node_registry.h) and which node holds each
+    // sandbox, snapshot and execution (a SQLite store is one node's: every row is its own). The
+    // uid ranges stay unique in the whole table here; in PostgreSQL they are unique per node.
+    R"sql(
+CREATE TABLE nodes (
+  id                TEXT NOT NULL PRIMARY KEY,
+  address           TEXT NOT NULL,
+  version           TEXT NOT NULL,
+  started_at        INTEGER NOT NULL,
+  heartbeat_at      INTEGER NOT NULL,
+  drained           INTEGER NOT NULL,
+  max_sandboxes     INTEGER NOT NULL,
+  sandboxes         INTEGER NOT NULL,
+  memory_total      INTEGER NOT NULL,
+  memory_available  INTEGER NOT NULL
+) STRICT;
+ALTER TABLE sandboxes ADD COLUMN node_id TEXT NOT NULL DEFAULT '';
+ALTER TABLE snapshots ADD COLUMN node_id TEXT NOT NULL DEFAULT '';
+ALTER TABLE executions ADD COLUMN node_id TEXT NOT NULL DEFAULT '';
+CREATE INDEX sandboxes_by_node ON sandboxes (node_id);
+)sql",
 };
 constexpr int kLatestSchemaVersion = static_cast<int>(std::size(kMigrations));
 constexpr int kMinSqliteVersion = 3037000;  // STRICT tables.

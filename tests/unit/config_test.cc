@@ -367,6 +367,30 @@ TEST(ConfigTest, StoreKeys) {
             "corrald.toml:3: store.url_file: expected an absolute path");
 }
 
+TEST(ConfigTest, NodeKeys) {
+  auto parsed = ParseConfig("[node]\nid = \"host-a.dc1\"\naddress = \"10.0.0.5:7080\"\nheartbeat = 2\ndead_after = 4\n");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->node_id, "host-a.dc1");
+  EXPECT_EQ(parsed->node_address, "10.0.0.5:7080");
+  EXPECT_EQ(parsed->node_heartbeat_s, 2u);
+  EXPECT_EQ(parsed->node_dead_after_s, 4u);
+  EXPECT_EQ(ParseConfig("[node]\naddress = \"[fd00::5]:7080\"\n")->node_address, "[fd00::5]:7080");
+  EXPECT_EQ(ParseConfig("[node]\naddress = \"node-b.internal:1\"\n")->node_address, "node-b.internal:1");
+  const std::string bad_id =
+      "corrald.toml:2: node.id: expected a name of letters, digits, '.', '-' and '_', at most 64 characters";
+  EXPECT_EQ(ErrorOf("[node]\nid = \"a b\"\n"), bad_id);
+  EXPECT_EQ(ErrorOf("[node]\nid = \"\"\n"), bad_id);
+  EXPECT_EQ(ErrorOf("[node]\nid = \"" + std::string(65, 'x') + "\"\n"), bad_id);
+  const std::string bad_address = "corrald.toml:2: node.address: expected host:port, like \"10.0.0.5:7080\"";
+  for (const char* address : {"10.0.0.5", ":7080", "10.0.0.5:", "10.0.0.5:70800", "10.0.0.5:x", "a/b:1", "a b:1"}) {
+    EXPECT_EQ(ErrorOf(std::string("[node]\naddress = \"") + address + "\"\n"), bad_address) << address;
+  }
+  EXPECT_EQ(ErrorOf("[node]\nheartbeat = 10\n"),
+            "corrald.toml:2: node.dead_after must be at least twice node.heartbeat (which must be positive)");
+  EXPECT_EQ(ErrorOf("[node]\nheartbeat = 0\n"),
+            "corrald.toml:2: node.dead_after must be at least twice node.heartbeat (which must be positive)");
+}
+
 TEST(ConfigReloadTest, TheStoreNeedsARestart) {
   auto live = ParseConfig("");
   auto fresh = ParseConfig("[store]\nbackend = \"postgresql\"\nurl = \"postgresql://db/c\"\n");
@@ -451,7 +475,7 @@ TEST(ConfigTest, DistConfigDocumentsEveryKeyWithItsDefault) {
       uncommented += line + "\n";
     }
   }
-  EXPECT_EQ(keys, 80);  // every field of DaemonConfig but the prices and store.url(_file); listen sets two
+  EXPECT_EQ(keys, 82);  // every field of DaemonConfig but the prices, store.url(_file) and node.id/address; listen sets two
   auto parsed = ParseConfig(uncommented, "uncommented");
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   EXPECT_EQ(Dump(*parsed), Dump(DaemonConfig{}));

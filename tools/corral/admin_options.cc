@@ -42,14 +42,45 @@ StatusOr<AdminOptions> ParseAdminTokenOptions(const std::vector<std::string>& ar
   return out;
 }
 
+// `admin node ls`, `admin node drain|undrain ID`.
+StatusOr<AdminOptions> ParseAdminNodeOptions(const std::vector<std::string>& args, const EnvLookup& env) {
+  constexpr char kSee[] = "corral admin --help";
+  AdminOptions out;
+  if (args.size() < 2) return Status::Error("missing command: node ls|drain|undrain");
+  const std::string& verb = args[1];
+  if (verb == "--help" || verb == "-h") return HelpOnly(out);
+  if (verb == "ls" || verb == "list") out.verb = AdminVerb::kNodeList;
+  else if (verb == "drain") out.verb = AdminVerb::kNodeDrain;
+  else if (verb == "undrain") out.verb = AdminVerb::kNodeUndrain;
+  else return Status::Error("unknown command 'admin node " + verb + "' (see " + kSee + ")");
+  ASSIGN_OR_RETURN(Scanned scanned, Scan(args, 2, {kAdminSocket, kJson}, std::nullopt, kSee));
+  if (scanned.help) return HelpOnly(out);
+  if (out.verb == AdminVerb::kNodeList) {
+    if (!scanned.positionals.empty()) {
+      return Status::Error("admin node ls: unexpected argument '" + scanned.positionals[0] + "'");
+    }
+  } else {
+    if (scanned.positionals.size() != 1) return Status::Error("admin node " + verb + ": expected one node ID");
+    out.node = scanned.positionals[0];
+    if (out.node.empty() || out.node.size() > 64) return Status::Error("ID: 1 to 64 characters");
+  }
+  out.json = scanned.Has("--json");
+  out.admin = ResolveAdmin(scanned, env);
+  return out;
+}
+
 }  // namespace
 
 StatusOr<AdminOptions> ParseAdminOptions(const std::vector<std::string>& args, const EnvLookup& env) {
   constexpr char kSee[] = "corral admin --help";
   AdminOptions out;
-  if (args.empty()) return Status::Error("missing command: issuer add|rm|ls|rotate, token revoke|revocations, stop-all");
+  if (args.empty()) {
+    return Status::Error("missing command: issuer add|rm|ls|rotate, token revoke|revocations, node ls|drain|undrain, "
+                         "stop-all");
+  }
   if (IsHelpWord(args[0])) return HelpOnly(out);
   if (args[0] == "token") return ParseAdminTokenOptions(args, env);
+  if (args[0] == "node") return ParseAdminNodeOptions(args, env);
   if (args[0] == "stop-all") {
     out.verb = AdminVerb::kStopAll;
     ASSIGN_OR_RETURN(Scanned scanned, Scan(args, 1, {kAdminSocket, kJson}, std::nullopt, kSee));

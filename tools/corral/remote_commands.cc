@@ -152,6 +152,24 @@ int RunIssuerList(const Endpoint& endpoint, bool json) {
                       });
 }
 
+int RunNodeList(const Endpoint& endpoint, bool json) {
+  return RunAdminList(endpoint, json, "/v1/admin/nodes", "nodes",
+                      {"NODE", "ADDRESS", "STATE", "SANDBOXES", "MEMORY FREE", "HEARTBEAT", "VERSION"},
+                      [](const nlohmann::json& node, int64_t) -> std::vector<std::string> {
+                        std::string state = node.value("alive", false) ? "alive" : "down";
+                        if (node.value("drained", false)) state += ", drained";
+                        if (node.value("this", false)) state += " (this)";
+                        const int64_t total = Integer(node, "memory_total");
+                        const std::string free =
+                            total > 0 ? std::to_string(Integer(node, "memory_available") * 100 / total) + "%" : "-";
+                        return {FieldText(node, "id"), FieldText(node, "address").empty() ? "-" : FieldText(node, "address"),
+                                state,
+                                std::to_string(Integer(node, "sandboxes")) + "/" +
+                                    std::to_string(Integer(node, "max_sandboxes")),
+                                free, FormatAge(Integer(node, "silent_ms") / 1000) + " ago", FieldText(node, "version")};
+                      });
+}
+
 int RunRevocationList(const Endpoint& endpoint, bool json) {
   return RunAdminList(endpoint, json, "/v1/admin/revocations", "revocations", {"JTI", "ISSUER", "REVOKED"},
                       [](const nlohmann::json& row, int64_t now) -> std::vector<std::string> {
@@ -352,6 +370,15 @@ int RunAdminCommand(const AdminOptions& options) {
       return RunRevocationList(endpoint, options.json);
     case AdminVerb::kStopAll:
       return RunStopAll(endpoint, options.json);
+    case AdminVerb::kNodeList:
+      return RunNodeList(endpoint, options.json);
+    case AdminVerb::kNodeDrain:
+    case AdminVerb::kNodeUndrain:
+      return PrintResult(CallJson(endpoint, "POST",
+                                  "/v1/admin/nodes/" + PercentEncode(options.node) +
+                                      (options.verb == AdminVerb::kNodeDrain ? "/drain" : "/undrain"),
+                                  nlohmann::json::object()),
+                         options.json, "id");
     case AdminVerb::kTokenMint:
       return PrintResult(CallJson(endpoint, "POST", "/v1/admin/tokens", BuildMintTokenRequest(options)),
                          options.json, "token");

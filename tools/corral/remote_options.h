@@ -167,6 +167,9 @@ enum class AdminVerb {
   kIssuerRemove,
   kIssuerList,
   kIssuerRotate,      // a new secret: the issuer's tokens stop working
+  kNodeList,          // the fleet's nodes
+  kNodeDrain,         // a node takes no new sandboxes
+  kNodeUndrain,
   kTokenMint,
   kTokenRevoke,       // admin token revoke JTI [--issuer NAME]
   kTokenRevocations,  // admin token revocations
@@ -179,6 +182,7 @@ struct AdminOptions {
   AdminConfig admin;
   std::string issuer;  // issuer add/rm/rotate: NAME; token mint, token revoke: --issuer
   std::string jti;     // token revoke: the token id
+  std::string node;    // node drain/undrain: its id
   std::string user;    // token mint: --user (the token's sub)
   uint64_t ttl_s = 3600;
   std::optional<std::string> scope;  // token mint: "exec files" (space-separated)

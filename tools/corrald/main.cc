@@ -50,6 +50,7 @@
 #include "supervisor/loopback_group.h"
 #include "supervisor/sessions/tool_bridge.h"
 #include "supervisor/egress/egress_proxy.h"
+#include "supervisor/fleet/node_registry.h"
 #include "supervisor/sandboxes/full_network.h"
 #include "supervisor/images/image_builds.h"
 #include "supervisor/images/image_service.h"
@@ -394,10 +395,30 @@ Status ServeExtrasAndListen(api::Server& server, api::Metrics& metrics, const su
   return Status();
 }
 
+// This node's settings ([node]).
+supervisor::NodeSettings NodeSettingsOf(const supervisor::DaemonConfig& config) {
+  supervisor::NodeSettings settings;
+  settings.address = config.node_address;
+  settings.version = api::kVersion;
+  settings.max_sandboxes = static_cast<int64_t>(config.max_sandboxes);
+  settings.heartbeat_s = static_cast<int64_t>(config.node_heartbeat_s);
+  settings.dead_after_s = static_cast<int64_t>(config.node_dead_after_s);
+  return settings;
+}
+
+// This node's id: node.id, or the host's name.
+std::string NodeIdOf(const supervisor::DaemonConfig& config) {
+  if (!config.node_id.empty()) return config.node_id;
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "local";
+  return name;
+}
+
 // The store: SQLite in the state dir, with the durability the config asks for, or PostgreSQL
 // (the connection string from store.url, or from store.url_file, which only root may read).
 StatusOr<std::unique_ptr<supervisor::Store>> OpenStore(const supervisor::DaemonConfig& config) {
   supervisor::StoreOptions options;
+  options.node_id = NodeIdOf(config);
   options.path = config.state_dir + "/corrald.db";
   options.synchronous = config.store_synchronous_full ? supervisor::Synchronous::kFull : supervisor::Synchronous::kNormal;
   if (config.store_postgresql) {
@@ -559,6 +580,10 @@ int Serve(Foundation& base) {
   supervisor::ImageService images(*store, config->state_dir + "/images", config->images);  // [images]
   if (Status ready = images.Init(); !ready.ok()) return Fail("images: " + ready.ToString());
   manager.SetImages(&images);  // sandboxes from images
+  // This corrald as a node of the fleet ([node]; with SQLite, the only one).
+  supervisor::NodeRegistry nodes(io, *store, NodeSettingsOf(*config));
+  if (Status registered = nodes.Start(); !registered.ok()) return Fail("node: " + registered.ToString());
+  manager.SetDrained([&nodes] { return nodes.drained(); });
   Status recovered = manager.Recover();
   if (recovered.ok()) recovered = sessions.Recover();
   if (recovered.ok()) recovered = executions.Recover();
@@ -572,6 +597,7 @@ int Serve(Foundation& base) {
   auto reload_api = api::RegisterApi(server, io, pool, manager, sessions, sandbox_events, ledger, *config);
   api::RegisterExecuteRoutes(server, executions, *config);
   api::RegisterImageRoutes(server, io, pool, &images);
+  api::RegisterNodeRoutes(server, nodes);
   auto image_builds = ServeImageBuilds(server, io, manager, host, images);
   Status serving = ServeExtrasAndListen(server, metrics, *config);
   if (!serving.ok()) return Fail(serving.ToString());
@@ -586,6 +612,7 @@ int Serve(Foundation& base) {
     LogInfo("corrald", "stopping; sandboxes keep running", {{"signal", strsignal(signal)}});
     sd_notify(0, "STOPPING=1");
     hangups.cancel();
+    nodes.Stop();
     server.Stop();
     manager.Detach();
     io.stop();

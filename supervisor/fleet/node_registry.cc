@@ -1,0 +1,105 @@
+#include "supervisor/fleet/node_registry.h"
+
+#include <cerrno>
+#include <chrono>
+#include <fstream>
+#include <sstream>
+
+#include "common/log.h"
+#include "common/unix_time.h"
+
+namespace corral::supervisor {
+
+std::pair<int64_t, int64_t> HostMemory() {
+  std::ifstream meminfo("/proc/meminfo");
+  int64_t total = 0, available = 0;
+  std::string line;
+  while (std::getline(meminfo, line)) {
+    std::istringstream fields(line);
+    std::string key;
+    int64_t kib = 0;
+    fields >> key >> kib;
+    if (key == "MemTotal:") total = kib * 1024;
+    if (key == "MemAvailable:") available = kib * 1024;
+  }
+  return {total, available};
+}
+
+NodeRegistry::NodeRegistry(boost::asio::io_context& io, Store& store, NodeSettings settings)
+    : io_(io), store_(store), settings_(std::move(settings)), timer_(io) {}
+
+NodeRow NodeRegistry::Row() const {
+  NodeRow row;
+  row.id = store_.node_id();
+  row.address = settings_.address;
+  row.version = settings_.version;
+  row.started_at = started_at_;
+  row.heartbeat_at = UnixNowMs();
+  row.max_sandboxes = settings_.max_sandboxes;
+  row.sandboxes = store_.CountAllSandboxes().value_or(0);
+  std::tie(row.memory_total, row.memory_available) = HostMemory();
+  return row;
+}
+
+Status NodeRegistry::Start() {
+  started_at_ = UnixNow();
+  RETURN_IF_ERROR(store_.RegisterNode(Row()));
+  ASSIGN_OR_RETURN(std::optional<NodeRow> stored, store_.GetNode(id()));
+  drained_ = stored && stored->drained;
+  LogInfo("fleet", "node registered", {{"node", id()}, {"address", settings_.address}, {"drained", drained_ ? "yes" : "no"}});
+  Arm();
+  return Status();
+}
+
+void NodeRegistry::Stop() {
+  stopped_ = true;
+  timer_.cancel();
+}
+
+void NodeRegistry::Arm() {
+  if (stopped_) return;
+  timer_.expires_after(std::chrono::seconds(settings_.heartbeat_s));
+  timer_.async_wait([this](boost::system::error_code ec) {
+    if (ec || stopped_) return;
+    Heartbeat();
+    Arm();
+  });
+}
+
+void NodeRegistry::Heartbeat() {
+  const NodeRow row = Row();
+  Status beat = store_.HeartbeatNode(row.id, row.heartbeat_at, row.sandboxes, row.memory_available);
+  if (beat.error_number() == ENOENT) beat = store_.RegisterNode(row);  // its row was removed
+  StatusOr<std::optional<NodeRow>> stored = beat.ok() ? store_.GetNode(row.id) : StatusOr<std::optional<NodeRow>>(beat);
+  if (!stored.ok()) {
+    if (!failing_) LogWarn("fleet", "heartbeat failed", {{"node", row.id}, {"error", stored.status().ToString()}});
+    failing_ = true;
+    return;
+  }
+  if (failing_) LogInfo("fleet", "heartbeat again", {{"node", row.id}});
+  failing_ = false;
+  drained_ = *stored && (*stored)->drained;
+}
+
+StatusOr<std::vector<NodeView>> NodeRegistry::List() const {
+  ASSIGN_OR_RETURN(std::vector<NodeRow> rows, store_.ListNodes());
+  const int64_t now = UnixNowMs();
+  std::vector<NodeView> nodes;
+  for (NodeRow& row : rows) {
+    NodeView view;
+    view.silent_ms = std::max<int64_t>(now - row.heartbeat_at, 0);
+    view.alive = view.silent_ms <= settings_.dead_after_s * 1000;
+    view.row = std::move(row);
+    nodes.push_back(std::move(view));
+  }
+  return nodes;
+}
+
+Status NodeRegistry::SetDrained(const std::string& node, bool drained) {
+  RETURN_IF_ERROR(store_.SetNodeDrained(node, drained));
+  if (node == id()) drained_ = drained;
+  LogInfo("fleet", drained ? "node drained" : "node undrained", {{"node", node}});
+  return Status();
+}
+
+}  // namespace corral::supervisor

@@ -1,0 +1,72 @@
+// This corrald as a node of a fleet: its row in the store's `nodes` (id, address, version,
+// capacity), written at start and refreshed by a heartbeat (how many sandboxes it holds, the
+// host's available memory) every node.heartbeat; the nodes as the store has them, each alive when
+// it heartbeat within node.dead_after; and draining (a drained node takes no new sandboxes, and
+// stays drained across restarts until undrained).
+//
+// With SQLite it is one node, the only one; with PostgreSQL every corrald sharing the database is
+// one. The heartbeat runs on the event loop (one short UPDATE); a failed one is logged, and the
+// next is tried at its time (a node whose row was removed registers again).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "common/status.h"
+#include "supervisor/store/store.h"
+
+namespace corral::supervisor {
+
+struct NodeSettings {
+  std::string address;          // node.address
+  std::string version;          // corrald's
+  int64_t max_sandboxes = 0;    // sandbox.max_sandboxes
+  int64_t heartbeat_s = 5;      // node.heartbeat
+  int64_t dead_after_s = 20;    // node.dead_after
+};
+
+struct NodeView {
+  NodeRow row;
+  bool alive = false;           // heartbeat within dead_after of now
+  int64_t silent_ms = 0;        // since its last heartbeat
+};
+
+// The host's memory from /proc/meminfo: {MemTotal, MemAvailable} in bytes ({0, 0} when unread).
+std::pair<int64_t, int64_t> HostMemory();
+
+class NodeRegistry {
+ public:
+  NodeRegistry(boost::asio::io_context& io, Store& store, NodeSettings settings);
+
+  // Writes this node's row (its drained flag kept); then heartbeats until Stop.
+  Status Start();
+  void Stop();
+
+  const std::string& id() const { return store_.node_id(); }
+  // Whether this node is drained, as of its last heartbeat (or of a drain through this node).
+  bool drained() const { return drained_; }
+
+  StatusOr<std::vector<NodeView>> List() const;
+  // ENOENT for a node the store does not have.
+  Status SetDrained(const std::string& id, bool drained);
+
+ private:
+  NodeRow Row() const;
+  void Heartbeat();
+  void Arm();
+
+  boost::asio::io_context& io_;
+  Store& store_;
+  NodeSettings settings_;
+  boost::asio::steady_timer timer_;
+  int64_t started_at_ = 0;
+  bool drained_ = false;
+  bool stopped_ = false;
+  bool failing_ = false;  // the last heartbeat failed (logged once until one succeeds)
+};
+
+}  // namespace corral::supervisor
