@@ -500,6 +500,7 @@ json SandboxJson(const supervisor::SandboxRow& row, bool with_owner) {
   if (with_owner) {
     j["iss"] = row.iss;
     j["sub"] = row.sub;
+    j["node"] = row.node_id;  // the admin's view: which node of the fleet holds it
   }
   return j;
 }
