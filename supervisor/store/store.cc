@@ -5,7 +5,6 @@
 
 #include "supervisor/store/sql_db.h"
 #include "supervisor/store/store_schema.h"
-#include "supervisor/store/store_sql.h"
 
 namespace corral::supervisor {
 
@@ -32,18 +31,6 @@ StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) {
 }
 
 Store::~Store() { delete db_; }
-
-// A SQLite store is one node's: rows written before there were nodes (node_id ''), or under
-// another node id (the host renamed, node.id changed), are this node's.
-Status Store::ClaimEveryRow() {
-  return InTransaction([this]() -> Status {
-    for (const char* table : {"sandboxes", "snapshots", "executions"}) {
-      RETURN_IF_ERROR(Run(db_, std::string("UPDATE ") + table + " SET node_id = ?1 WHERE node_id <> ?1", {node_id_},
-                          std::string("claim the rows of ") + table + " for node " + node_id_));
-    }
-    return Status();
-  });
-}
 
 int Store::schema_version() const {
   std::lock_guard lock(mu_);

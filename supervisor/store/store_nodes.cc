@@ -43,4 +43,16 @@ Status Store::SetNodeDrained(const std::string& id, bool drained) {
                           (drained ? "drain node " : "undrain node ") + id);
 }
 
+// A SQLite store is one node's: rows written before there were nodes (node_id ''), or under
+// another node id (the host renamed, node.id changed), are this node's.
+Status Store::ClaimEveryRow() {
+  return InTransaction([this]() -> Status {
+    for (const char* table : {"sandboxes", "snapshots", "executions"}) {
+      RETURN_IF_ERROR(Run(db_, std::string("UPDATE ") + table + " SET node_id = ?1 WHERE node_id <> ?1", {node_id_},
+                          std::string("claim the rows of ") + table + " for node " + node_id_));
+    }
+    return Status();
+  });
+}
+
 }  // namespace corral::supervisor

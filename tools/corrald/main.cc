@@ -395,6 +395,27 @@ Status ServeExtrasAndListen(api::Server& server, api::Metrics& metrics, const su
   return Status();
 }
 
+// The egress proxy when egress.enabled (else null), reporting to `observer`, handed to the manager.
+StatusOr<std::unique_ptr<supervisor::EgressProxy>> EgressIfEnabled(boost::asio::io_context& io,
+                                                                   const supervisor::DaemonConfig& config,
+                                                                   supervisor::Store& store,
+                                                                   api::SupervisorMetrics& observer,
+                                                                   supervisor::SandboxManager& manager) {
+  if (!config.egress_enabled) return std::unique_ptr<supervisor::EgressProxy>();
+  ASSIGN_OR_RETURN(std::unique_ptr<supervisor::EgressProxy> egress, MakeEgressProxy(io, config, store));
+  egress->SetObserver(&observer);
+  manager.SetEgressProxy(egress.get());
+  return egress;
+}
+
+// What the daemon finds at its start: its sandboxes, their sessions, its executions.
+Status RecoverAll(supervisor::SandboxManager& manager, supervisor::SessionRunner& sessions,
+                  supervisor::Executions& executions) {
+  RETURN_IF_ERROR(manager.Recover());
+  RETURN_IF_ERROR(sessions.Recover());
+  return executions.Recover();
+}
+
 // This node's settings ([node]).
 supervisor::NodeSettings NodeSettingsOf(const supervisor::DaemonConfig& config) {
   supervisor::NodeSettings settings;
@@ -559,16 +580,10 @@ int Serve(Foundation& base) {
   sessions.EnableTools(io, tool_bridge, !mcp->empty());
   StageClaudeCode(*config, host, sessions);
   // And the egress proxy, the one way out to the network (egress.enabled).
-  std::unique_ptr<supervisor::EgressProxy> egress;
   std::vector<supervisor::LoopbackServices*> loopback_members{&relay, &tool_bridge};
-  if (config->egress_enabled) {
-    auto created = MakeEgressProxy(io, *config, *store);
-    if (!created.ok()) return Fail(created.status().ToString());
-    egress = std::move(*created);
-    egress->SetObserver(&supervisor_metrics);
-    loopback_members.push_back(egress.get());
-    manager.SetEgressProxy(egress.get());
-  }
+  auto egress = EgressIfEnabled(io, *config, *store, supervisor_metrics, manager);
+  if (!egress.ok()) return Fail(egress.status().ToString());
+  if (*egress) loopback_members.push_back(egress->get());
   supervisor::LoopbackGroup loopback(loopback_members);
   manager.SetLoopbackServices(&loopback);
   // Full network mode ([network]): nothing is made until a "network": "full" sandbox starts, but
@@ -584,10 +599,9 @@ int Serve(Foundation& base) {
   supervisor::NodeRegistry nodes(io, *store, NodeSettingsOf(*config));
   if (Status registered = nodes.Start(); !registered.ok()) return Fail("node: " + registered.ToString());
   manager.SetDrained([&nodes] { return nodes.drained(); });
-  Status recovered = manager.Recover();
-  if (recovered.ok()) recovered = sessions.Recover();
-  if (recovered.ok()) recovered = executions.Recover();
-  if (!recovered.ok()) return Fail("recovery: " + recovered.ToString());
+  if (Status recovered = RecoverAll(manager, sessions, executions); !recovered.ok()) {
+    return Fail("recovery: " + recovered.ToString());
+  }
 
   // What the API reads of the store: the sandboxes' event logs and the ledger.
   supervisor::SandboxEvents sandbox_events(*store);
