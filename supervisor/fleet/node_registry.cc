@@ -4,6 +4,7 @@
 #include <chrono>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include "common/log.h"
 #include "common/unix_time.h"
@@ -36,7 +37,8 @@ NodeRow NodeRegistry::Row() const {
   row.started_at = started_at_;
   row.heartbeat_at = UnixNowMs();
   row.max_sandboxes = settings_.max_sandboxes;
-  row.sandboxes = store_.CountAllSandboxes().value_or(0);
+  StatusOr<int64_t> held = store_.CountAllSandboxes();
+  row.sandboxes = held.ok() ? *held : 0;
   std::tie(row.memory_total, row.memory_available) = HostMemory();
   return row;
 }

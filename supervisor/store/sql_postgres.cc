@@ -47,6 +47,16 @@ std::string Message(const PGconn* conn, const PGresult* result) {
 // A serialization failure or deadlock: the transaction may succeed when run again.
 bool Retryable(std::string_view state) { return state == "40001" || state == "40P01"; }
 
+// A unique constraint that guards a value transactions allocate (store_schema_postgres.cc names
+// them *_alloc): losing it to a concurrent transaction is a reason to run again, not a duplicate.
+// (PostgreSQL reports such a loss as a serialization failure only when the loser's earlier read
+// went through the same index.)
+bool AllocationKey(const PGresult* result) {
+  const char* name = result != nullptr ? PQresultErrorField(result, PG_DIAG_CONSTRAINT_NAME) : nullptr;
+  const std::string_view constraint = name != nullptr ? name : "";
+  return constraint.size() > 6 && constraint.substr(constraint.size() - 6) == "_alloc";
+}
+
 // The server cannot be reached or is going away: connection exceptions (class 08), the
 // server shutting down or starting (57P01..57P03).
 bool Unreachable(const PGconn* conn, std::string_view state) {
@@ -266,7 +276,7 @@ class PostgresDb : public SqlDb {
     if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK || status == PGRES_EMPTY_QUERY) return Status();
     const std::string_view state = SqlState(result);
     std::string message = "store: " + std::string(what) + ": " + Message(conn_, result);
-    if (Retryable(state)) {
+    if (Retryable(state) || (in_transaction_ && state == "23505" && AllocationKey(result))) {
       retry_ = true;
       return Status::Error(std::move(message), EBUSY);
     }

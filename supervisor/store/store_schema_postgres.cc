@@ -7,6 +7,10 @@
 // does, whatever the database's locale. A text column that may hold any bytes (a git diff:
 // sql_db.h's Bytes) is BYTEA. The tables listed oldest first (store_sql.h's ListSql: ORDER BY
 // created_at, rowid) have a BIGSERIAL column `rowid`, the insertion order SQLite has built in.
+// A unique constraint named *_alloc guards a value a transaction allocates (the lowest free uid
+// range): a conflict on it means a concurrent transaction took the same one first, and the
+// engine runs the transaction again (sql_postgres.cc), as SQLite's write lock would have
+// serialized them.
 #include <cerrno>
 #include <iterator>
 #include <optional>
@@ -61,7 +65,7 @@ CREATE TABLE sandboxes (
   image_name       TEXT COLLATE "C" NOT NULL DEFAULT '',
   node_id          TEXT COLLATE "C" NOT NULL DEFAULT '',
   rowid            BIGSERIAL,
-  UNIQUE (node_id, uid_base)
+  CONSTRAINT sandboxes_uid_alloc UNIQUE (node_id, uid_base)
 );
 CREATE INDEX sandboxes_by_user ON sandboxes (iss, sub);
 CREATE INDEX sandboxes_by_node ON sandboxes (node_id);

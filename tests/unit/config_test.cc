@@ -385,8 +385,9 @@ TEST(ConfigTest, NodeKeys) {
   for (const char* address : {"10.0.0.5", ":7080", "10.0.0.5:", "10.0.0.5:70800", "10.0.0.5:x", "a/b:1", "a b:1"}) {
     EXPECT_EQ(ErrorOf(std::string("[node]\naddress = \"") + address + "\"\n"), bad_address) << address;
   }
-  EXPECT_EQ(ErrorOf("[node]\nheartbeat = 10\n"),
+  EXPECT_EQ(ErrorOf("[node]\nheartbeat = 11\n"),
             "corrald.toml:2: node.dead_after must be at least twice node.heartbeat (which must be positive)");
+  EXPECT_TRUE(ParseConfig("[node]\nheartbeat = 10\n").ok());  // control: 20 is twice 10
   EXPECT_EQ(ErrorOf("[node]\nheartbeat = 0\n"),
             "corrald.toml:2: node.dead_after must be at least twice node.heartbeat (which must be positive)");
 }
