@@ -95,6 +95,7 @@ class TwoNodes(unittest.TestCase):
                                capture_output=True, text=True, timeout=30)
         self.assertIn("node-a", table.stdout)
         self.assertIn("alive (this)", table.stdout)
+        self.assertRegex(table.stdout, r"node-a +127\.0\.0\.1:1 +alive +\d+/\d+ +\d+% +\d+s ago")
         self.b.kill9()
         wait_until(lambda: not self.node_list(self.a)["node-b"]["alive"], timeout=10, what="node-b counted down")
         self.assertTrue(self.node_list(self.a)["node-a"]["alive"])  # control
@@ -129,9 +130,13 @@ class TwoNodes(unittest.TestCase):
     def test_a_drained_node_makes_no_new_sandboxes_until_undrained(self):
         status, body = self.a.admin("POST", "/v1/admin/nodes/node-b/drain")
         self.assertEqual((status, body), (200, {"id": "node-b", "drained": True}))
-        # node-b learns it at its next heartbeat.
-        wait_until(lambda: self.b.http("POST", "/v1/sandboxes", self.tok, {})[0] == 503, timeout=10,
-                   what="node-b refusing creates")
+        # node-b learns it at its next heartbeat (what it made until then is removed again).
+        def refused():
+            status, body = self.b.http("POST", "/v1/sandboxes", self.tok, {})
+            if status == 201:
+                self.assertEqual(self.b.http("DELETE", f"/v1/sandboxes/{body['id']}", self.tok)[0], 200)
+            return status == 503
+        wait_until(refused, timeout=10, interval=0.3, what="node-b refusing creates")
         status, body = self.b.http("POST", "/v1/sandboxes", self.tok, {})
         self.assertEqual((status, body["error"]["code"]), (503, "unavailable"), body)
         self.assertIn("drained", body["error"]["message"])

@@ -162,11 +162,13 @@ int RunNodeList(const Endpoint& endpoint, bool json) {
                         const int64_t total = Integer(node, "memory_total");
                         const std::string free =
                             total > 0 ? std::to_string(Integer(node, "memory_available") * 100 / total) + "%" : "-";
+                        const int64_t silent = Integer(node, "silent_ms") / 1000;  // heartbeats: seconds matter
                         return {FieldText(node, "id"), FieldText(node, "address").empty() ? "-" : FieldText(node, "address"),
                                 state,
                                 std::to_string(Integer(node, "sandboxes")) + "/" +
                                     std::to_string(Integer(node, "max_sandboxes")),
-                                free, FormatAge(Integer(node, "silent_ms") / 1000) + " ago", FieldText(node, "version")};
+                                free, silent < 60 ? std::to_string(silent) + "s ago" : FormatAge(silent),
+                                FieldText(node, "version")};
                       });
 }
 
