@@ -246,7 +246,6 @@ class PostgresDb : public SqlDb {
                          ECONNREFUSED);
   }
 
-
   // Whether the server has closed this idle connection, or sent on it what an idle connection
   // is not sent but before closing it (a FATAL error). Either way it is not to be used again.
   bool ClosedByServer() {
