@@ -565,7 +565,7 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
 };
 
 ModelRelay::ModelRelay(asio::io_context& io, RelayConfig config, Store& store, RelayAuthority& authority)
-    : io_(io), config_(config), store_(store), authority_(authority),
+    : config_(config),
       impl_(std::make_shared<Impl>(io, std::move(config), store, authority, requests_)) {}
 
 void ModelRelay::Reload(PriceTable prices, uint64_t requests_per_minute) {

@@ -111,10 +111,7 @@ class ModelRelay : public LoopbackServices {
   struct Impl;
 
  private:
-  boost::asio::io_context& io_;
   RelayConfig config_;
-  Store& store_;
-  RelayAuthority& authority_;
   std::shared_ptr<Impl> impl_;
   uint64_t requests_ = 0;
 };
