@@ -50,12 +50,9 @@ class SqlRow {
   virtual std::string Text(int column) const = 0;
 };
 
-enum class SqlEngine { kSqlite, kPostgres };
-
 class SqlDb {
  public:
   virtual ~SqlDb() = default;
-  virtual SqlEngine engine() const = 0;
 
   // Runs one statement with `values` bound to ?1 ..; calls `on_row` (when set) for every row it
   // returns. Returns how many rows an INSERT, UPDATE or DELETE changed itself (not those of an

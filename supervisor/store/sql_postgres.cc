@@ -137,8 +137,6 @@ class PostgresDb : public SqlDb {
     return Configure();
   }
 
-  SqlEngine engine() const override { return SqlEngine::kPostgres; }
-
   StatusOr<int64_t> Execute(std::string_view sql, const std::vector<Value>& values, std::string_view what,
                             const std::function<void(const SqlRow&)>& on_row) override {
     RETURN_IF_ERROR(Connected(what));

@@ -100,8 +100,6 @@ class SqliteDb : public SqlDb {
   SqliteDb(const SqliteDb&) = delete;
   SqliteDb& operator=(const SqliteDb&) = delete;
 
-  SqlEngine engine() const override { return SqlEngine::kSqlite; }
-
   StatusOr<int64_t> Execute(std::string_view sql, const std::vector<Value>& values, std::string_view what,
                             const std::function<void(const SqlRow&)>& on_row) override {
     ASSIGN_OR_RETURN(Stmt stmt, Prepare(sql, values, what));
