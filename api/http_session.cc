@@ -250,11 +250,20 @@ bool HttpSession::AdmitCaller(const RouteEntry& route, size_t& max_body) {
     Refuse(UnauthorizedResponse());
     return false;
   }
+  StatusOr<std::string> forwarded_by = core_->CheckHop(req, SV(req.method_string()), SV(req.target()), peer_,
+                                                      request_id_);
+  if (!forwarded_by.ok()) {
+    keep_alive_ = false;
+    Refuse(UnauthorizedResponse());
+    return false;
+  }
   token_ = std::move(token);
   token_auth_ = *auth;
   has_token_ = true;
   pending_.auth = std::move(*auth);
-  if (core_->gate) {
+  pending_.forwarded_by = std::move(*forwarded_by);
+  // A forwarded request was counted by the node the client asked.
+  if (core_->gate && pending_.forwarded_by.empty()) {
     if (std::optional<HttpResponse> refused = core_->gate(pending_.auth)) {
       Refuse(std::move(*refused));
       return false;
@@ -425,6 +434,7 @@ void HttpSession::HandleUpgrade(const std::map<std::string, std::string>& query)
 
   AuthContext auth;
   std::string token;
+  std::string forwarded_by;
   if (peer_.is_unix) {
     auth.admin = true;
   } else {
@@ -441,7 +451,13 @@ void HttpSession::HandleUpgrade(const std::map<std::string, std::string>& query)
       return Send(UnauthorizedResponse(), true);
     }
     auth = std::move(*result);
-    if (core_->gate) {
+    StatusOr<std::string> from = core_->CheckHop(req, SV(req.method_string()), SV(req.target()), peer_, request_id_);
+    if (!from.ok()) {
+      keep_alive_ = false;
+      return Send(UnauthorizedResponse(), true);
+    }
+    forwarded_by = std::move(*from);
+    if (core_->gate && forwarded_by.empty()) {
       if (std::optional<HttpResponse> refused = core_->gate(auth)) {
         keep_alive_ = false;
         return Send(std::move(*refused), true);
@@ -465,7 +481,7 @@ void HttpSession::HandleUpgrade(const std::map<std::string, std::string>& query)
   upgraded_ = true;
   stream_.expires_never();  // the WebSocket's own timeouts take over
   auto ws = std::make_shared<WsSession>(core_, std::move(stream_), peer_, id_, std::move(slot_), std::move(user_slot),
-                                        std::move(auth), std::move(token));
+                                        std::move(auth), std::move(token), std::move(forwarded_by));
   core_->Register(id_, ws);
   ws->Start(std::move(req), offered.corral_v1, request_id_);
 }

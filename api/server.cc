@@ -143,6 +143,27 @@ StatusOr<AuthContext> ServerCore::Authenticate(const std::string& token, const P
   return failure;
 }
 
+StatusOr<std::string> ServerCore::CheckHop(const http::fields& headers, std::string_view method,
+                                           std::string_view target, const Peer& peer, const std::string& request_id) {
+  auto mark = headers.find("x-corral-hop");
+  if (mark == headers.end()) return std::string();
+  auto authorization = headers.find(http::field::authorization);
+  StatusOr<std::string> from = Status::Error("hop mark: this node forwards nothing (no node.cluster_secret_file)");
+  if (hop_verifier) {
+    try {
+      from = hop_verifier(SV(mark->value()), method, target,
+                          authorization == headers.end() ? std::string_view() : SV(authorization->value()));
+    } catch (const std::exception& e) {
+      from = Status::Error(std::string("hop verifier threw: ") + e.what());
+    }
+  }
+  if (from.ok()) return from;
+  auth_failures->Increment();
+  LogWarn(kLog, "authentication failed",
+          {{"reason", from.status().message()}, {"remote", peer.name}, {"request_id", request_id}});
+  return from.status();
+}
+
 void ServerCore::DoReauthenticate(const std::function<bool(const AuthContext&)>& which) {
   // Recheck may end a session and so change the map: work on a copy.
   std::vector<std::shared_ptr<Session>> open;
@@ -355,11 +376,16 @@ void Server::Route(std::string method, std::string pattern, Auth auth, RouteOpti
   for (std::string_view segment : SplitSegments(pattern)) route.segments.emplace_back(segment);
   route.auth = auth;
   route.max_body = options.max_body_bytes;
-  route.handler = std::move(handler);
+  route.handler = impl_->route_wrapper ? impl_->route_wrapper(route.method, pattern, auth, std::move(handler))
+                                       : std::move(handler);
   impl_->routes.push_back(std::move(route));
 }
 
 void Server::SetRequestGate(RequestGate gate) { impl_->gate = std::move(gate); }
+
+void Server::SetRouteWrapper(RouteWrapper wrapper) { impl_->route_wrapper = std::move(wrapper); }
+
+void Server::SetHopVerifier(HopVerifier verifier) { impl_->hop_verifier = std::move(verifier); }
 
 void Server::SetAllowedOrigins(std::vector<std::string> origins) { impl_->allowed_origins = std::move(origins); }
 

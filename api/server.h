@@ -74,8 +74,15 @@ class Server {
   void Route(std::string method, std::string pattern, Auth auth, RouteOptions options, HttpHandler handler);
   // The WebSocket endpoint ("/v1/ws"); the subprotocol `corral.v1` is selected when offered.
   void WebSocket(std::string path, std::shared_ptr<WsHandler> handler);
-  // Registered before listening; not asked for the admin socket or routes without tokens.
+  // Registered before listening; not asked for the admin socket or routes without tokens, nor
+  // for a request another node forwarded (its node asked it).
   void SetRequestGate(RequestGate gate);
+  // Applied to every route registered after it.
+  void SetRouteWrapper(RouteWrapper wrapper);
+  // Set before listening. A token-bearing request (or WebSocket upgrade) with an X-Corral-Hop
+  // header is refused (401, as for a bad token) unless the verifier takes it; without a
+  // verifier, every such request is refused.
+  void SetHopVerifier(HopVerifier verifier);
   // Replaces the allowed browser origins (a config reload; on the event loop).
   void SetAllowedOrigins(std::vector<std::string> origins);
 

@@ -112,6 +112,10 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   }
   // Verifies a token; on failure counts and logs the reason (never the token).
   StatusOr<AuthContext> Authenticate(const std::string& token, const Peer& peer, const std::string& request_id);
+  // A request's X-Corral-Hop mark (hop.h): "" when it has none, the forwarding node when it
+  // verifies; an error (counted and logged like a bad token) when it does not.
+  StatusOr<std::string> CheckHop(const beast::http::fields& headers, std::string_view method, std::string_view target,
+                                 const Peer& peer, const std::string& request_id);
 
   void Register(uint64_t id, std::weak_ptr<Session> session) { sessions[id] = std::move(session); }
   // Called from a session's destructor: the entry is removed unless another session (the
@@ -130,6 +134,8 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   std::string ws_path;
   std::shared_ptr<WsHandler> ws_handler;
   RequestGate gate;
+  RouteWrapper route_wrapper;
+  HopVerifier hop_verifier;
   std::vector<std::unique_ptr<Listener>> listeners;
   std::string unix_path;  // removed at Stop
   bool unix_group_access = false;  // the admin socket is 0660 for a group: its members may connect

@@ -37,6 +37,9 @@ struct HttpRequest {
   std::string body;
   AuthContext auth;        // empty iss/sub for Auth::kNone routes
   std::string request_id;  // unique per request, also sent back as X-Request-Id
+  // The node of the fleet that forwarded this request here (its verified X-Corral-Hop mark,
+  // api/hop.h); "" for a request a client sent here itself.
+  std::string forwarded_by;
 };
 
 struct HttpResponse {
@@ -51,6 +54,16 @@ using Responder = std::function<void(HttpResponse)>;
 using HttpHandler = std::function<void(HttpRequest request, Responder respond)>;
 
 enum class Auth { kRequired, kNone, kAdminOnly };
+
+// Wraps each route's handler as it is registered (a fleet's forwarding, api/forwarding.h):
+// given the route, returns the handler the server calls.
+using RouteWrapper =
+    std::function<HttpHandler(const std::string& method, const std::string& pattern, Auth auth, HttpHandler handler)>;
+
+// Verifies the mark of a request another node forwarded (the X-Corral-Hop header, api/hop.h):
+// the forwarding node, or an error (its message for the log only) that refuses the request.
+using HopVerifier = std::function<StatusOr<std::string>(std::string_view mark, std::string_view method,
+                                                        std::string_view target, std::string_view authorization)>;
 
 // Asked about every authenticated request (HTTP, and WebSocket upgrades) once its token has
 // verified, before its handler: an answer refuses the request with it (e.g. a rate limit).
@@ -98,6 +111,11 @@ class WsConnection {
   // when the token does not verify (the reason is logged), EPERM when it names another user,
   // EINVAL on the admin socket. The connection keeps its old token on any error.
   virtual StatusOr<int64_t> Renew(const std::string& token) = 0;
+  // The token the connection is bound to ("" on the admin socket): what a fleet's node presents
+  // for the client to the node it forwards the client's ops to.
+  virtual const std::string& token() const = 0;
+  // The node that forwarded this connection here (HttpRequest::forwarded_by); "" for a client's.
+  virtual const std::string& forwarded_by() const = 0;
 };
 
 }  // namespace corral::api

@@ -10,7 +10,7 @@ namespace websocket = boost::beast::websocket;
 
 WsSession::WsSession(std::shared_ptr<ServerCore> core, Stream stream, Peer peer, uint64_t id,
                      std::unique_ptr<ConnectionSlot> slot, std::unique_ptr<UserSlot> user_slot, AuthContext auth,
-                     std::string token)
+                     std::string token, std::string forwarded_by)
     : core_(std::move(core)),
       ws_(std::move(stream)),
       peer_(std::move(peer)),
@@ -19,6 +19,7 @@ WsSession::WsSession(std::shared_ptr<ServerCore> core, Stream stream, Peer peer,
       user_slot_(std::move(user_slot)),
       auth_(std::move(auth)),
       token_(std::move(token)),
+      forwarded_by_(std::move(forwarded_by)),
       abort_timer_(core_->io),
       expiry_timer_(core_->io) {}
 

@@ -22,7 +22,7 @@ class WsSession : public Session, public WsConnection, public std::enable_shared
  public:
   WsSession(std::shared_ptr<ServerCore> core, Stream stream, Peer peer, uint64_t id,
             std::unique_ptr<ConnectionSlot> slot, std::unique_ptr<UserSlot> user_slot, AuthContext auth,
-            std::string token);
+            std::string token, std::string forwarded_by);
   ~WsSession() override;
 
   void Start(Request request, bool select_subprotocol, const std::string& request_id);
@@ -40,6 +40,8 @@ class WsSession : public Session, public WsConnection, public std::enable_shared
   void Close(uint16_t code, std::string reason) override;
   bool closed() const override { return finished_ || close_requested_; }
   StatusOr<int64_t> Renew(const std::string& token) override;
+  const std::string& token() const override { return token_; }
+  const std::string& forwarded_by() const override { return forwarded_by_; }
 
   // Session
   void Shutdown() override;
@@ -85,6 +87,7 @@ class WsSession : public Session, public WsConnection, public std::enable_shared
   std::unique_ptr<UserSlot> user_slot_;
   AuthContext auth_;
   std::string token_;  // "" on the admin socket
+  std::string forwarded_by_;
   bool token_ended_ = false;
   std::optional<Request> upgrade_request_;
   beast::flat_buffer read_buffer_;

@@ -514,6 +514,7 @@ const std::vector<KeySpec>& Keys() {
       {"node", "address", ApplyNodeAddress},
       {"node", "heartbeat", SecondsKey(&DaemonConfig::node_heartbeat_s)},
       {"node", "dead_after", SecondsKey(&DaemonConfig::node_dead_after_s)},
+      {"node", "cluster_secret_file", AbsolutePathKey(&DaemonConfig::node_cluster_secret_file)},
       {"sessions", "tool_call_timeout", SecondsKey(&DaemonConfig::tool_call_timeout_s)},
       {"sessions", "agent_silence_timeout", SecondsKey(&DaemonConfig::agent_silence_timeout_s)},
       {"relay", "port", CountKey(&RelayConfig::port)},

@@ -97,6 +97,7 @@ struct DaemonConfig {
   std::string node_address;                       // node.address: host:port the other nodes reach it at
   uint64_t node_heartbeat_s = 5;                  // node.heartbeat: how often it says it is alive
   uint64_t node_dead_after_s = 20;                // node.dead_after: silent this long, a node is down
+  std::string node_cluster_secret_file;           // node.cluster_secret_file: the fleet's shared secret
 
   // [sessions]: agent sessions
   uint64_t tool_call_timeout_s = 120;             // a client tool call or permission request unanswered

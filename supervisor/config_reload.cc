@@ -58,7 +58,8 @@ std::vector<std::string> ApplyReload(DaemonConfig& live, const DaemonConfig& fre
   differs("sandbox.disk_quota", live.disk_quota != fresh.disk_quota);
   differs("node", live.node_id != fresh.node_id || live.node_address != fresh.node_address ||
                       live.node_heartbeat_s != fresh.node_heartbeat_s ||
-                      live.node_dead_after_s != fresh.node_dead_after_s);
+                      live.node_dead_after_s != fresh.node_dead_after_s ||
+                      live.node_cluster_secret_file != fresh.node_cluster_secret_file);
   differs("sessions", live.tool_call_timeout_s != fresh.tool_call_timeout_s ||
                           live.agent_silence_timeout_s != fresh.agent_silence_timeout_s);
   differs("relay (port, upstream, api_key_file, ca_file, limits)",

@@ -83,18 +83,26 @@ void NodeRegistry::Heartbeat() {
   drained_ = *stored && (*stored)->drained;
 }
 
+NodeView NodeRegistry::ViewOf(NodeRow row, int64_t now_ms) const {
+  NodeView view;
+  view.silent_ms = std::max<int64_t>(now_ms - row.heartbeat_at, 0);
+  view.alive = view.silent_ms <= settings_.dead_after_s * 1000;
+  view.row = std::move(row);
+  return view;
+}
+
 StatusOr<std::vector<NodeView>> NodeRegistry::List() const {
   ASSIGN_OR_RETURN(std::vector<NodeRow> rows, store_.ListNodes());
   const int64_t now = UnixNowMs();
   std::vector<NodeView> nodes;
-  for (NodeRow& row : rows) {
-    NodeView view;
-    view.silent_ms = std::max<int64_t>(now - row.heartbeat_at, 0);
-    view.alive = view.silent_ms <= settings_.dead_after_s * 1000;
-    view.row = std::move(row);
-    nodes.push_back(std::move(view));
-  }
+  for (NodeRow& row : rows) nodes.push_back(ViewOf(std::move(row), now));
   return nodes;
+}
+
+StatusOr<std::optional<NodeView>> NodeRegistry::Get(const std::string& node) const {
+  ASSIGN_OR_RETURN(std::optional<NodeRow> row, store_.GetNode(node));
+  if (!row) return std::optional<NodeView>();
+  return std::optional<NodeView>(ViewOf(std::move(*row), UnixNowMs()));
 }
 
 Status NodeRegistry::SetDrained(const std::string& node, bool drained) {

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,11 +52,14 @@ class NodeRegistry {
   bool drained() const { return drained_; }
 
   StatusOr<std::vector<NodeView>> List() const;
+  // One node; nullopt when the store does not have it.
+  StatusOr<std::optional<NodeView>> Get(const std::string& id) const;
   // ENOENT for a node the store does not have.
   Status SetDrained(const std::string& id, bool drained);
 
  private:
   NodeRow Row() const;
+  NodeView ViewOf(NodeRow row, int64_t now_ms) const;
   void Heartbeat();
   void Arm();
 

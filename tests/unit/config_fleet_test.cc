@@ -67,6 +67,10 @@ TEST(ConfigTest, NodeKeys) {
   EXPECT_TRUE(ParseConfig("[node]\nheartbeat = 10\n").ok());  // control: 20 is twice 10
   EXPECT_EQ(ErrorOf("[node]\nheartbeat = 0\n"),
             "corrald.toml:2: node.dead_after must be at least twice node.heartbeat (which must be positive)");
+  EXPECT_EQ(ParseConfig("[node]\ncluster_secret_file = \"/etc/corral/cluster-secret\"\n")->node_cluster_secret_file,
+            "/etc/corral/cluster-secret");
+  EXPECT_EQ(ErrorOf("[node]\ncluster_secret_file = \"secret\"\n"),
+            "corrald.toml:2: node.cluster_secret_file: expected an absolute path");
 }
 
 TEST(ConfigReloadTest, TheStoreNeedsARestart) {

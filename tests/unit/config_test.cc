@@ -80,7 +80,8 @@ std::string Dump(const DaemonConfig& c) {
   out << "\n";
   out << "\nstore_postgresql=" << c.store_postgresql << "\nstore_url=" << c.store_url
       << "\nstore_url_file=" << c.store_url_file << "\nnode_id=" << c.node_id << "\nnode_address=" << c.node_address
-      << "\nnode_heartbeat_s=" << c.node_heartbeat_s << "\nnode_dead_after_s=" << c.node_dead_after_s;
+      << "\nnode_heartbeat_s=" << c.node_heartbeat_s << "\nnode_dead_after_s=" << c.node_dead_after_s
+      << "\nnode_cluster_secret_file=" << c.node_cluster_secret_file;
   return out.str();
 }
 
@@ -413,7 +414,8 @@ TEST(ConfigTest, DistConfigDocumentsEveryKeyWithItsDefault) {
       uncommented += line + "\n";
     }
   }
-  EXPECT_EQ(keys, 82);  // every field of DaemonConfig but the prices, store.url(_file) and node.id/address; listen sets two
+  EXPECT_EQ(keys, 82);  // every field of DaemonConfig but the prices, store.url(_file), node.id/address and
+                        // node.cluster_secret_file; listen sets two
   auto parsed = ParseConfig(uncommented, "uncommented");
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   EXPECT_EQ(Dump(*parsed), Dump(DaemonConfig{}));

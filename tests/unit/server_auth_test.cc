@@ -177,5 +177,65 @@ TEST_F(ServerAuthTest, RevokedTokenClosesIdleKeepAliveAndRefusesTheBodyBeingRead
             "test/ken");
 }
 
+// A request another node forwarded (X-Corral-Hop, api/hop.h): taken only when the verifier
+// takes its mark, then handed over with the forwarding node and not counted by the request gate
+// (the node the client asked counted it); any other mark is refused as a bad token is.
+class ServerHopTest : public ServerTest {
+ protected:
+  void SetUp() override {
+    ServerTest::SetUp();
+    MakeServer();
+    server_->Route("GET", "/v1/from", Auth::kRequired, [](HttpRequest r, Responder respond) {
+      respond(HttpResponse{200, "text/plain", "from=" + r.forwarded_by + " user=" + r.auth.sub, {}});
+    });
+    server_->SetRequestGate([this](const AuthContext&) -> std::optional<HttpResponse> {
+      ++gated_;
+      return std::nullopt;
+    });
+  }
+
+  std::atomic<int> gated_{0};
+};
+
+TEST_F(ServerHopTest, AMarkIsRefusedWithoutAVerifier) {
+  Start();
+  auto marked = Http(http::verb::get, "/v1/from", {{"Authorization", "Bearer good-amy"}, {"X-Corral-Hop", "v1 a 1 00"}});
+  EXPECT_EQ(marked.result_int(), 401);
+  EXPECT_EQ(marked.body(), kUnauthorizedBody);
+  auto plain = Http(http::verb::get, "/v1/from", {{"Authorization", "Bearer good-amy"}});
+  EXPECT_EQ(plain.body(), "from= user=amy");  // control
+}
+
+TEST_F(ServerHopTest, AVerifiedMarkNamesTheNodeAndSkipsTheGate) {
+  std::string seen_target, seen_authorization;
+  server_->SetHopVerifier([&](std::string_view mark, std::string_view method, std::string_view target,
+                              std::string_view authorization) -> StatusOr<std::string> {
+    seen_target = std::string(target);
+    seen_authorization = std::string(authorization);
+    if (mark == "good-mark" && method == "GET") return std::string("node-b");
+    return Status::Error("hop mark: no", EKEYREJECTED);
+  });
+  Start();
+  auto marked = Http(http::verb::get, "/v1/from?x=1", {{"Authorization", "Bearer good-amy"}, {"X-Corral-Hop", "good-mark"}});
+  EXPECT_EQ(marked.result_int(), 200);
+  EXPECT_EQ(marked.body(), "from=node-b user=amy");
+  EXPECT_EQ(seen_target, "/v1/from?x=1");
+  EXPECT_EQ(seen_authorization, "Bearer good-amy");
+  EXPECT_EQ(gated_.load(), 0);
+  auto forged = Http(http::verb::get, "/v1/from", {{"Authorization", "Bearer good-amy"}, {"X-Corral-Hop", "bad-mark"}});
+  EXPECT_EQ(forged.result_int(), 401);
+  // A mark never stands in for the token: the token is still verified.
+  auto no_token = Http(http::verb::get, "/v1/from", {{"Authorization", "Bearer nope"}, {"X-Corral-Hop", "good-mark"}});
+  EXPECT_EQ(no_token.result_int(), 401);
+  auto plain = Http(http::verb::get, "/v1/from", {{"Authorization", "Bearer good-amy"}});
+  EXPECT_EQ(plain.body(), "from= user=amy");
+  EXPECT_EQ(gated_.load(), 1);  // the unmarked one
+  // And a WebSocket upgrade with a forged mark is refused before the upgrade.
+  auto upgrade = RawUpgrade("/v1/ws", {{"Authorization", "Bearer good-amy"}, {"X-Corral-Hop", "bad-mark"}});
+  EXPECT_EQ(upgrade.result_int(), 401);
+  auto ws = Ws("/v1/ws", {{"Authorization", "Bearer good-amy"}, {"X-Corral-Hop", "good-mark"}});
+  EXPECT_FALSE(ws->ec) << ws->ec.message();
+}
+
 }  // namespace
 }  // namespace corral::api

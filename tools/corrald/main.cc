@@ -25,12 +25,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "api/api_metrics.h"
 #include "api/auth_api.h"
 #include "api/auth_mapping.h"
 #include "api/daemon_api.h"
+#include "api/forwarding.h"
 #include "api/image_build_routes.h"
 #include "api/metrics.h"
 #include "api/routes.h"
@@ -50,6 +52,7 @@
 #include "supervisor/loopback_group.h"
 #include "supervisor/sessions/tool_bridge.h"
 #include "supervisor/egress/egress_proxy.h"
+#include "supervisor/fleet/fleet_router.h"
 #include "supervisor/fleet/node_registry.h"
 #include "supervisor/sandboxes/full_network.h"
 #include "supervisor/images/image_builds.h"
@@ -453,6 +456,17 @@ StatusOr<std::unique_ptr<supervisor::Store>> OpenStore(const supervisor::DaemonC
   return supervisor::Store::Open(options);
 }
 
+// What this node marks the requests it forwards to other nodes with (node.cluster_secret_file,
+// root's alone); nullopt without it: it forwards nothing.
+StatusOr<std::optional<api::HopSigner>> HopSignerOf(const supervisor::DaemonConfig& config) {
+  if (config.node_cluster_secret_file.empty()) return std::optional<api::HopSigner>();
+  ASSIGN_OR_RETURN(std::string secret,
+                   ReadRootSecretFile("node.cluster_secret_file", config.node_cluster_secret_file));
+  auto signer = api::HopSigner::Create(NodeIdOf(config), std::move(secret));
+  if (!signer.ok()) return Status::Error("node.cluster_secret_file: " + signer.status().message());
+  return std::optional<api::HopSigner>(std::move(*signer));
+}
+
 // Full network mode ([network]).
 supervisor::FullNetworkConfig FullNetworkConfigOf(const supervisor::DaemonConfig& config) {
   supervisor::FullNetworkConfig network;
@@ -497,6 +511,7 @@ struct Foundation {
   supervisor::Issuers* issuers = nullptr;
   std::string init_path;
   supervisor::RelayConfig relay_config;
+  std::optional<api::HopSigner> hop_signer;
 };
 
 // SIGHUP: the config again. What can change while corrald runs does (ApplyReload says what),
@@ -543,6 +558,18 @@ Status ChooseNewLayerKind(const supervisor::DaemonConfig& config, supervisor::Sa
   return Status();
 }
 
+// corral-mcp, staged for the sandboxes ("" when it is not installed), and the tool bridge's port
+// free of the relay's.
+StatusOr<std::string> ToolBridgeBinary(const supervisor::DaemonConfig& config) {
+  auto mcp = StageMcp(config);
+  if (!mcp.ok()) return Status::Error("corral-mcp: " + mcp.status().ToString());
+  if (mcp->empty()) LogWarn("corrald", "corral-mcp is not installed: sessions cannot offer client tools");
+  if (config.relay.port == supervisor::kToolBridgePort) {
+    return Status::Error("relay.port: " + std::to_string(config.relay.port) + " is the tool bridge's port");
+  }
+  return mcp;
+}
+
 int Serve(Foundation& base) {
   supervisor::DaemonConfig* config = base.config;
   const supervisor::CgroupPlacement& placement = base.placed->placement;
@@ -552,12 +579,8 @@ int Serve(Foundation& base) {
   api::Metrics metrics;
   boost::asio::io_context io(1);
   boost::asio::thread_pool pool(4);
-  auto mcp = StageMcp(*config);
-  if (!mcp.ok()) return Fail("corral-mcp: " + mcp.status().ToString());
-  if (mcp->empty()) LogWarn("corrald", "corral-mcp is not installed: sessions cannot offer client tools");
-  if (config->relay.port == supervisor::kToolBridgePort) {
-    return Fail("relay.port: " + std::to_string(config->relay.port) + " is the tool bridge's port");
-  }
+  auto mcp = ToolBridgeBinary(*config);
+  if (!mcp.ok()) return Fail(mcp.status().ToString());
   supervisor::SandboxHost host(*config, *base.backend, base.init_path);
   if (Status chosen = ChooseNewLayerKind(*config, host); !chosen.ok()) return Fail(chosen.ToString());
   host.SetCgroupPlacement(placement.sandboxes_parent, placement.legacy_parents, placement.parent_is_corralds);
@@ -607,6 +630,10 @@ int Serve(Foundation& base) {
   supervisor::SandboxEvents sandbox_events(*store);
   supervisor::Ledger ledger(*store);
   api::Server server(io, config->server_limits, api::MakeAuthenticator(*base.issuers, *config), metrics);
+  supervisor::FleetRouter fleet_router(*store, nodes);  // any node answers any request
+  api::Forwarding forwarding(
+      fleet_router, base.hop_signer ? std::make_unique<api::PeerHttp>(io, std::move(*base.hop_signer)) : nullptr);
+  forwarding.Install(server);
   api::RegisterAuthAdmin(server, *base.issuers, *config);
   auto reload_api = api::RegisterApi(server, io, pool, manager, sessions, sandbox_events, ledger, *config);
   api::RegisterExecuteRoutes(server, executions, *config);
@@ -673,6 +700,8 @@ int Run(int argc, char** argv) {
   const std::string init_path = InitPath(*config);
   if (access(init_path.c_str(), X_OK) != 0) return Fail("corral-init not found at " + init_path);
 
+  auto hop_signer = HopSignerOf(*config);
+  if (!hop_signer.ok()) return Fail(hop_signer.status().ToString());
   auto relay_config = RelayConfigOf(*config);
   if (!relay_config.ok()) return Fail(relay_config.status().ToString());
   if (relay_config->api_key.empty()) {
@@ -686,6 +715,7 @@ int Run(int argc, char** argv) {
   base.issuers = issuers->get();
   base.init_path = init_path;
   base.relay_config = std::move(*relay_config);
+  base.hop_signer = std::move(*hop_signer);
   return Serve(base);
 }
 
