@@ -9,6 +9,7 @@
 
 #include "api/http_text.h"
 #include "api/protocol_json.h"
+#include "api/ws_forward.h"
 #include "common/unix_time.h"
 
 namespace corral::api {
@@ -45,6 +46,9 @@ void Forwarding::Install(Server& server) {
   server.SetRouteWrapper([this](const std::string& method, const std::string& pattern, Auth auth,
                                 HttpHandler handler) { return Wrap(method, pattern, auth, std::move(handler)); });
   if (peers_ == nullptr) return;  // every marked request refused
+  server.SetWebSocketWrapper([this](std::shared_ptr<WsHandler> local) -> std::shared_ptr<WsHandler> {
+    return std::make_shared<WsForwarder>(peers_->io(), std::move(local), router_, peers_->signer());
+  });
   server.SetHopVerifier([this](std::string_view mark, std::string_view method, std::string_view target,
                                std::string_view authorization) {
     return peers_->signer().Verify(mark, method, target, authorization, UnixNowMs());

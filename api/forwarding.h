@@ -10,7 +10,8 @@
 //   POST /v1/sandboxes           where the fleet places it (a snapshot's node, when made from one)
 //   POST /v1/execute             where the fleet places it
 // Everything else (lists, usage, images, the admin routes) is answered here, from the store the
-// fleet shares or from this node's own things.
+// fleet shares or from this node's own things. The WebSocket endpoint is forwarded op by op
+// (api/ws_forward.h).
 //
 // The forwarded request carries the client's own token (the other node verifies it again: no
 // authority is added) and a hop mark (api/hop.h) under the cluster secret; a request that arrived

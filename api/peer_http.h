@@ -33,6 +33,7 @@ class PeerHttp {
   void Forward(const std::string& node, const std::string& address, const HttpRequest& request, Responder respond);
 
   const HopSigner& signer() const { return signer_; }
+  boost::asio::io_context& io() { return io_; }
 
  private:
   boost::asio::io_context& io_;

@@ -385,13 +385,15 @@ void Server::SetRequestGate(RequestGate gate) { impl_->gate = std::move(gate); }
 
 void Server::SetRouteWrapper(RouteWrapper wrapper) { impl_->route_wrapper = std::move(wrapper); }
 
+void Server::SetWebSocketWrapper(WsHandlerWrapper wrapper) { impl_->ws_wrapper = std::move(wrapper); }
+
 void Server::SetHopVerifier(HopVerifier verifier) { impl_->hop_verifier = std::move(verifier); }
 
 void Server::SetAllowedOrigins(std::vector<std::string> origins) { impl_->allowed_origins = std::move(origins); }
 
 void Server::WebSocket(std::string path, std::shared_ptr<WsHandler> handler) {
   impl_->ws_path = std::move(path);
-  impl_->ws_handler = std::move(handler);
+  impl_->ws_handler = impl_->ws_wrapper ? impl_->ws_wrapper(std::move(handler)) : std::move(handler);
 }
 
 Status Server::ListenTcp(const std::string& address, uint16_t port) {

@@ -77,8 +77,9 @@ class Server {
   // Registered before listening; not asked for the admin socket or routes without tokens, nor
   // for a request another node forwarded (its node asked it).
   void SetRequestGate(RequestGate gate);
-  // Applied to every route registered after it.
+  // Applied to every route registered after it, and to the WebSocket endpoint's handler.
   void SetRouteWrapper(RouteWrapper wrapper);
+  void SetWebSocketWrapper(WsHandlerWrapper wrapper);
   // Set before listening. A token-bearing request (or WebSocket upgrade) with an X-Corral-Hop
   // header is refused (401, as for a bad token) unless the verifier takes it; without a
   // verifier, every such request is refused.

@@ -135,6 +135,7 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   std::shared_ptr<WsHandler> ws_handler;
   RequestGate gate;
   RouteWrapper route_wrapper;
+  WsHandlerWrapper ws_wrapper;
   HopVerifier hop_verifier;
   std::vector<std::unique_ptr<Listener>> listeners;
   std::string unix_path;  // removed at Stop

@@ -70,6 +70,10 @@ using HopVerifier = std::function<StatusOr<std::string>(std::string_view mark, s
 using RequestGate = std::function<std::optional<HttpResponse>(const AuthContext& auth)>;
 
 class WsConnection;
+class WsHandler;
+
+// Wraps the WebSocket endpoint's handler as it is registered (a fleet's forwarding of ops).
+using WsHandlerWrapper = std::function<std::shared_ptr<WsHandler>(std::shared_ptr<WsHandler> handler)>;
 
 // One per server; called for every WebSocket connection on the io_context thread.
 class WsHandler {

@@ -41,6 +41,11 @@ StatusOr<std::optional<std::string>> FleetRouter::NodeOf(FleetResource kind, con
       if (!row) return std::optional<std::string>();
       return NodeOf(FleetResource::kSandbox, row->sandbox_id);
     }
+    case FleetResource::kCommand: {
+      ASSIGN_OR_RETURN(std::optional<CommandRow> row, store_.GetCommand(id));
+      if (!row) return std::optional<std::string>();
+      return NodeOf(FleetResource::kSandbox, row->sandbox_id);
+    }
     case FleetResource::kExecution: {
       ASSIGN_OR_RETURN(std::optional<ExecutionRow> row, store_.GetExecution(id));
       if (!row) return std::optional<std::string>();
@@ -69,7 +74,7 @@ StatusOr<FleetTarget> FleetRouter::Locate(FleetResource kind, const std::string&
   if (!Shared()) return FleetTarget{};
   ASSIGN_OR_RETURN(std::optional<std::string> node, NodeOf(kind, id));
   if (!node) return FleetTarget{};
-  static constexpr const char* kWhat[] = {"sandbox ", "snapshot ", "session ", "execution "};
+  static constexpr const char* kWhat[] = {"sandbox ", "snapshot ", "session ", "execution ", "command "};
   return On(kWhat[static_cast<int>(kind)] + id, *node);
 }
 

@@ -1,5 +1,5 @@
 // Where a request of the fleet is served: the node that holds what it names (a sandbox, a
-// snapshot, a session, an execution), from the store's catalog, or, for a new sandbox, the node
+// snapshot, a session, an execution, a command), from the store's catalog, or, for a new sandbox, the node
 // with the most room. The API forwards a request whose answer is another node's (api/forwarding.h);
 // this says only where.
 //
@@ -28,7 +28,7 @@
 
 namespace corral::supervisor {
 
-enum class FleetResource { kSandbox, kSnapshot, kSession, kExecution };
+enum class FleetResource { kSandbox, kSnapshot, kSession, kExecution, kCommand };
 
 // Where to serve: here, or on `node` (its row as of its last heartbeat).
 struct FleetTarget {

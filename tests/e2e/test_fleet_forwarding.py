@@ -6,12 +6,15 @@ and the rest. Creates are placed on the node with more room. A marked request is
 again; a forged mark is refused; a dead node's sandboxes are `unavailable`, naming the node and
 since when, while the other node's keep being served."""
 
+import asyncio
+import base64
 import hashlib
 import hmac
 import http.client
 import json
 import os
 import socket
+import struct
 import sys
 import tempfile
 import time
@@ -20,7 +23,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "fixtures"))
 
-from corral_e2e import Daemon, mint, wait_until  # noqa: E402
+from corral_e2e import Daemon, WsClient, mint, wait_until  # noqa: E402
 import postgres  # noqa: E402
 
 SECRET = "fleet-secret-" + "0123456789abcdef" * 3
@@ -186,6 +189,86 @@ class Forwarding(unittest.TestCase):
         status, gone, _ = self.call(self.b, "GET", f"/v1/sandboxes/{sid}")
         self.assertEqual(status, 404, gone)
 
+    def test_websocket_ops_go_to_the_node_that_holds_the_sandbox(self):
+        there = self.on_b()["id"]
+        here = self.placed_on("node-a", "node-b")["id"]
+
+        async def go():
+            client = await WsClient.connect(self.a.ws_url(), self.tok)
+            try:
+                # One connection to node-a, commands on both nodes' sandboxes.
+                out, err, outcome, on_b = await client.run(there, ["sh", "-c", "cat; echo err >&2"], stdin=b"hi b\n")
+                self.assertEqual((out, err, outcome["exit_code"]), (b"hi b\n", b"err\n", 0))
+                out, _, _, on_a = await client.run(here, ["echo", "on a"])
+                self.assertEqual(out, b"on a\n")
+                # Binary stdin frames, on the forwarded stream's own channel number.
+                reply = await client.request("exec", sandbox=there, argv=["cat"], stdin=True)
+                self.assertTrue(reply["ok"], reply)
+                channel, command = reply["result"]["channel"], reply["result"]["command"]
+                self.assertGreaterEqual(channel, 1 << 31)
+                await client.ws.send(struct.pack(">BBIQ", 2, 0, channel, 0) + b"framed\n")
+                self.assertTrue((await client.request("close_stdin", command=command))["ok"])
+                got = b""
+                while True:
+                    event = await client.next_event()
+                    self.assertEqual(event.get("channel"), channel, event)
+                    if event.get("event") == "exit":
+                        break
+                    got += event["data"]
+                self.assertEqual(got, b"framed\n")
+                # The sandbox's event log, replayed through node-a.
+                reply = await client.request("sandbox.watch", sandbox=there)
+                self.assertTrue(reply["ok"], reply)
+                event = await client.next_event()
+                self.assertEqual((event.get("event"), event.get("sandbox")), ("sandbox", there), event)
+                return on_b, on_a
+            finally:
+                await client.close()
+        on_b, on_a = asyncio.run(go())
+        # Each command is its node's.
+        self.assertEqual(self.call(self.b, "GET", f"/v1/sandboxes/{there}/commands/{on_b}")[0], 200)
+        self.assertEqual(self.call(self.a, "GET", f"/v1/sandboxes/{here}/commands/{on_a}")[0], 200)
+
+    def test_a_stream_resumes_through_another_node(self):
+        there = self.on_b()["id"]
+        script = "for i in 1 2 3 4 5 6; do echo line$i; sleep 0.3; done"
+
+        async def first_part():
+            client = await WsClient.connect(self.a.ws_url(), self.tok)
+            try:
+                reply = await client.request("exec", sandbox=there, argv=["sh", "-c", script], output="json")
+                self.assertTrue(reply["ok"], reply)
+                event = await client.next_event()
+                self.assertEqual(base64.b64decode(event["data"]), b"line1\n")
+                return reply["result"]["command"], event["seq"]
+            finally:
+                await client.close()
+
+        async def rest(daemon, command, after):
+            client = await WsClient.connect(daemon.ws_url(), self.tok)
+            try:
+                reply = await client.request("attach", command=command, after_seq=after, output="json")
+                self.assertTrue(reply["ok"], reply)
+                out, seqs = b"", []
+                while True:
+                    event = await client.next_event()
+                    seqs.append(event["seq"])
+                    if event.get("event") == "exit":
+                        return out, seqs, event["outcome"]
+                    out += base64.b64decode(event["data"])
+            finally:
+                await client.close()
+        command, seq = asyncio.run(first_part())
+        # The reconnect lands on node-b itself: the same stream, from the next seq, nothing twice.
+        out, seqs, outcome = asyncio.run(rest(self.b, command, seq))
+        self.assertEqual(out, b"".join(b"line%d\n" % i for i in range(2, 7)))
+        self.assertEqual(seqs[0], seq + 1)
+        self.assertEqual(seqs, sorted(set(seqs)))
+        self.assertEqual(outcome["exit_code"], 0)
+        # And through node-a again, from the start: the whole output (node-b's seqs).
+        out, _, _ = asyncio.run(rest(self.a, command, 0))
+        self.assertEqual(out, b"".join(b"line%d\n" % i for i in range(1, 7)))
+
     def test_another_users_sandbox_is_not_found_through_any_node(self):
         sandbox = self.on_b()
         other = "Bearer " + mint("acme", self.secret, "mallory")
@@ -252,6 +335,16 @@ class Forwarding(unittest.TestCase):
         self.assertEqual(body["error"]["code"], "unavailable")
         self.assertIn("node-b", body["error"]["message"])
         self.assertEqual(headers.get("retry-after"), "1")
+        # A WebSocket op on it: the same answer, on a connection that goes on serving.
+        async def exec_on_dead():
+            client = await WsClient.connect(self.a.ws_url(), self.tok)
+            try:
+                return await client.request("exec", sandbox=on_b["id"], argv=["true"])
+            finally:
+                await client.close()
+        refused = asyncio.run(exec_on_dead())  # on_a is started=False: nothing runs there
+        self.assertEqual((refused["ok"], refused["error"]["code"]), (False, "unavailable"), refused)
+        self.assertIn("node-b", refused["error"]["message"])
         # The rest of the fleet serves, and places creates on the live node only.
         status, body, _ = self.call(self.a, "GET", f"/v1/sandboxes/{on_a['id']}")
         self.assertEqual(status, 200, body)
