@@ -91,6 +91,12 @@ NodeView NodeRegistry::ViewOf(NodeRow row, int64_t now_ms) const {
   return view;
 }
 
+bool NodeRegistry::DrainedNow() {
+  StatusOr<std::optional<NodeRow>> stored = store_.GetNode(id());
+  if (stored.ok() && stored->has_value()) drained_ = (*stored)->drained;
+  return drained_;
+}
+
 StatusOr<std::vector<NodeView>> NodeRegistry::List() const {
   ASSIGN_OR_RETURN(std::vector<NodeRow> rows, store_.ListNodes());
   const int64_t now = UnixNowMs();

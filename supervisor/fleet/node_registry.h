@@ -50,6 +50,10 @@ class NodeRegistry {
   const std::string& id() const { return store_.node_id(); }
   // Whether this node is drained, as of its last heartbeat (or of a drain through this node).
   bool drained() const { return drained_; }
+  // Whether it is drained as the store says now (a drain or undrain through another node is
+  // seen at once, as the fleet's placement sees it); as of the last heartbeat when the store
+  // cannot be read.
+  bool DrainedNow();
 
   StatusOr<std::vector<NodeView>> List() const;
   // One node; nullopt when the store does not have it.

@@ -158,6 +158,8 @@ class Daemon:
         self.extra_api_config = ""  # more [api] keys
         self.extra_sections = ""    # more sections ([store] ...), at the end
         self.stop_grace = 2         # sandbox.stop_grace, seconds
+        self.listen_host = "127.0.0.1"  # api.listen's address
+        self.wrapper = []           # what corrald runs under (test_fleet: nsenter into a node's netns)
 
     def write_config(self, port=0):
         with open(self.config_path, "w") as f:
@@ -170,7 +172,7 @@ cgroup_parent = "{self.cgroup_parent}"
 {self.extra_daemon_config}
 
 [api]
-listen = "127.0.0.1:{port}"
+listen = "{self.listen_host}:{port}"
 {self.extra_api_config}
 
 [sandbox]
@@ -186,7 +188,7 @@ stop_grace = {self.stop_grace}
         self.write_config(port if port is not None else (self.port or 0))
         offset = len(self.log())
         log = open(self.log_path, "a")
-        self.proc = subprocess.Popen([self.corrald, "--config", self.config_path, "--foreground"],
+        self.proc = subprocess.Popen(self.wrapper + [self.corrald, "--config", self.config_path, "--foreground"],
                                      stdout=log, stderr=log, start_new_session=True)
         log.close()
         deadline = time.time() + 30

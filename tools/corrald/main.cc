@@ -621,7 +621,7 @@ int Serve(Foundation& base) {
   // This corrald as a node of the fleet ([node]; with SQLite, the only one).
   supervisor::NodeRegistry nodes(io, *store, NodeSettingsOf(*config));
   if (Status registered = nodes.Start(); !registered.ok()) return Fail("node: " + registered.ToString());
-  manager.SetDrained([&nodes] { return nodes.drained(); });
+  manager.SetDrained([&nodes] { return nodes.DrainedNow(); });
   if (Status recovered = RecoverAll(manager, sessions, executions); !recovered.ok()) {
     return Fail("recovery: " + recovered.ToString());
   }

@@ -1,0 +1,429 @@
+"""A fleet on one machine, through its front door only: a real PostgreSQL 15, three corrald nodes,
+each in a network namespace this test makes (its own address on a bridge, its own loopback with
+its own scripted model API behind its relay) and HAProxy on loopback in front, round-robin with
+no stickiness. Every request below goes through HAProxy, so consecutive requests, and the
+reconnects of a stream, land on different nodes: sandboxes spread over the nodes; exec with
+streaming, a PTY, the file API, snapshots and forks work wherever the sandbox lives; an agent
+session's events resume across a reconnect that lands on another node; kill -9 of a node leaves
+the others serving and its sandboxes `unavailable`, and its restart brings them back; PostgreSQL
+restarted under load loses no acknowledged write."""
+
+import asyncio
+import base64
+import ctypes
+import http.client
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "fixtures"))
+
+from corral_e2e import Daemon, WsClient, mint, operator_key_file, relay_config, wait_until  # noqa: E402
+import postgres  # noqa: E402
+import scripted_model  # noqa: E402
+
+NODES = ("node-1", "node-2", "node-3")
+PORT = 7878
+SECRET = "fleet-suite-secret-" + "f00dfeed" * 6
+REAL_KEY = "sk-ant-e2e-fleet-operator-key"
+_libc = ctypes.CDLL("libc.so.6", use_errno=True)
+CLONE_NEWNET = 0x40000000
+
+
+def sh(*argv):
+    subprocess.run(argv, check=True, capture_output=True, text=True, timeout=30)
+
+
+def in_netns(name, fn):
+    """fn() run on a thread inside network namespace `name` (sockets it makes stay there)."""
+    result = {}
+
+    def run():
+        fd = os.open(f"/run/netns/{name}", os.O_RDONLY)
+        try:
+            if _libc.setns(fd, CLONE_NEWNET) != 0:
+                raise OSError(ctypes.get_errno(), "setns " + name)
+        finally:
+            os.close(fd)
+        result["value"] = fn()
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    return result["value"]
+
+
+class FleetNet:
+    """A bridge in the root namespace and one namespace per node on it, uniquely named."""
+
+    def __init__(self, count):
+        tag = str(os.getpid() % 100000)
+        self.bridge = f"crlb{tag}"
+        self.net = f"10.231.{20 + os.getpid() % 200}"
+        self.namespaces = [f"corral-fleet-{tag}-{i}" for i in range(count)]
+        self.addresses = [f"{self.net}.{11 + i}" for i in range(count)]
+        self.veths = [f"crlv{tag}{i}" for i in range(count)]
+
+    def up(self):
+        sh("ip", "link", "add", self.bridge, "type", "bridge")
+        sh("ip", "addr", "add", f"{self.net}.1/24", "dev", self.bridge)
+        sh("ip", "link", "set", self.bridge, "up")
+        for ns, veth, address in zip(self.namespaces, self.veths, self.addresses):
+            sh("ip", "netns", "add", ns)
+            sh("ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
+            sh("ip", "link", "set", veth, "master", self.bridge, "up")
+            sh("ip", "-n", ns, "addr", "add", f"{address}/24", "dev", "eth0")
+            sh("ip", "-n", ns, "link", "set", "eth0", "up")
+            sh("ip", "-n", ns, "link", "set", "lo", "up")
+
+    def down(self):
+        for ns in self.namespaces:
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        subprocess.run(["ip", "link", "del", self.bridge], capture_output=True)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Fleet(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if os.geteuid() != 0:
+            raise unittest.SkipTest("corrald needs root (namespaces, cgroups, mounts)")
+        for why in (postgres.available(), None if shutil.which("haproxy") else
+                    "HAProxy is not installed (dist/install-deps.sh installs it)"):
+            if why:
+                raise unittest.SkipTest(why)
+        cls.tmp = tempfile.mkdtemp(prefix="corral-e2e-fleet-")
+        cls.net = FleetNet(len(NODES))
+        cls.nodes, cls.models, cls.haproxy, cls.pg = {}, {}, None, None
+        try:
+            cls.net.up()
+            cls.pg = postgres.Postgres(fsync=True)
+            cls.pg.start()
+            url = cls.pg.create_database("fleet")
+            secret_file = os.path.join(cls.tmp, "cluster-secret")
+            with open(os.open(secret_file, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+                f.write(SECRET)
+            cls.key_dir, key_file = operator_key_file("corral-e2e-fleet-key-", REAL_KEY)
+            for name, ns, address in zip(NODES, cls.net.namespaces, cls.net.addresses):
+                model = in_netns(ns, lambda: scripted_model.serve({"turns": []}, port=0))
+                cls.models[name] = model
+                daemon = Daemon()
+                daemon.wrapper = ["nsenter", f"--net=/run/netns/{ns}"]
+                daemon.listen_host = address
+                daemon.extra_config = "max_sandboxes_per_user = 40"
+                daemon.extra_sections = (relay_config(model.port, key_file) +
+                                         f'\n[store]\nbackend = "postgresql"\nurl = "{url}"\n\n'
+                                         f'[node]\nid = "{name}"\naddress = "{address}:{PORT}"\n'
+                                         f'heartbeat = 1\ndead_after = 3\ncluster_secret_file = "{secret_file}"\n')
+                cls.nodes[name] = daemon
+                daemon.start(port=PORT)
+                if name == NODES[0]:
+                    cls.secret = daemon.add_issuer("acme")
+            cls.front = free_port()
+            cls.start_haproxy()
+        except Exception:
+            cls.tearDownClass()
+            raise
+
+    @classmethod
+    def start_haproxy(cls):
+        config = os.path.join(cls.tmp, "haproxy.cfg")
+        servers = "\n".join(f"    server {name} {address}:{PORT} check inter 500ms fall 2 rise 1"
+                            for name, address in zip(NODES, cls.net.addresses))
+        with open(config, "w") as f:
+            f.write(f"""global
+    log stderr format short local0 warning
+defaults
+    mode http
+    timeout connect 2s
+    timeout client 60s
+    timeout server 60s
+    timeout tunnel 1h
+    retries 3
+    option redispatch
+    retry-on conn-failure empty-response
+frontend corral
+    bind 127.0.0.1:{cls.front}
+    default_backend nodes
+backend nodes
+    balance roundrobin
+    option httpchk GET /healthz
+{servers}
+""")
+        with open(os.path.join(cls.tmp, "haproxy.log"), "w") as log:
+            cls.haproxy = subprocess.Popen(["haproxy", "-db", "-f", config], stdout=subprocess.DEVNULL, stderr=log)
+        wait_until(lambda: cls.front_up(), timeout=20, interval=0.2, what="HAProxy serving")
+
+    @classmethod
+    def front_up(cls):
+        conn = http.client.HTTPConnection("127.0.0.1", cls.front, timeout=5)
+        try:
+            conn.request("GET", "/healthz")
+            return conn.getresponse().status == 200
+        except OSError:
+            return False
+        finally:
+            conn.close()
+
+    @classmethod
+    def tearDownClass(cls):
+        leaked = []
+        if cls.haproxy is not None:
+            cls.haproxy.terminate()
+            cls.haproxy.wait(10)
+        for daemon in cls.nodes.values():
+            daemon.cleanup()
+            leaked += daemon.cgroups()
+        for model in cls.models.values():
+            model.shutdown()
+            model.server_close()
+        if cls.pg is not None:
+            cls.pg.stop()
+        cls.net.down()
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+        shutil.rmtree(getattr(cls, "key_dir", cls.tmp), ignore_errors=True)
+        assert not leaked, f"leaked cgroups: {leaked}"
+
+    def setUp(self):
+        for name, daemon in self.nodes.items():
+            if daemon.proc.poll() is not None:
+                daemon.start(port=PORT)
+        # A user per test: each has its own request rate and sandbox count.
+        self.tok = mint("acme", self.secret, self._testMethodName[5:45], budget={"ai_usd": 5, "window": "day"})
+
+    # ---- through the front door ----
+
+    def call(self, method, path, body=None, raw=None, token=None):
+        conn = http.client.HTTPConnection("127.0.0.1", self.front, timeout=60)
+        payload = raw if raw is not None else (json.dumps(body) if body is not None else None)
+        conn.request(method, path, body=payload, headers={"Authorization": "Bearer " + (token or self.tok)})
+        resp = conn.getresponse()
+        data = resp.read()
+        conn.close()
+        if "json" in resp.getheader("Content-Type", "") and data:
+            data = json.loads(data)
+        return resp.status, data
+
+    def ws(self):
+        return WsClient.connect(f"ws://127.0.0.1:{self.front}/v1/ws", self.tok)
+
+    def where(self, must=True):
+        """Sandbox id -> node, from the fleet's catalog (any node's admin socket); None when
+        the catalog cannot be read and not `must`."""
+        status, body = self.nodes[NODES[0]].admin("GET", "/v1/admin/sandboxes")
+        if status != 200 and not must:
+            sys.stderr.write(f"  catalog: {status} {body}\n")
+            return None
+        self.assertEqual(status, 200, body)
+        return {s["id"]: s["node"] for s in body["sandboxes"]}
+
+    def on(self, node, **body):
+        """A sandbox made through the front door on `node` (the others drained meanwhile)."""
+        admin = self.nodes[node]
+        others = [n for n in NODES if n != node]
+        for other in others:
+            self.assertEqual(admin.admin("POST", f"/v1/admin/nodes/{other}/drain")[0], 200)
+        try:
+            status, sandbox = self.call("POST", "/v1/sandboxes", body)
+        finally:
+            for other in others:
+                self.assertEqual(admin.admin("POST", f"/v1/admin/nodes/{other}/undrain")[0], 200)
+        self.assertEqual(status, 201, sandbox)
+        self.assertEqual(self.where()[sandbox["id"]], node)
+        self.addCleanup(self.destroy, sandbox["id"])
+        return sandbox
+
+    def destroy(self, sid):
+        try:
+            self.call("DELETE", f"/v1/sandboxes/{sid}")
+        except OSError:
+            pass
+
+    # ---- the tests ----
+
+    def test_sandboxes_spread_over_the_nodes(self):
+        made = []
+        for _ in range(12):
+            status, sandbox = self.call("POST", "/v1/sandboxes", {"start": False})
+            self.assertEqual(status, 201, sandbox)
+            made.append(sandbox["id"])
+            self.addCleanup(self.destroy, sandbox["id"])
+        where = self.where()
+        nodes = {where[sid] for sid in made}
+        # Equal room on one host: each create goes to one of a random two; all twelve on one
+        # node would be (1/3)^11.
+        self.assertGreaterEqual(len(nodes), 2, nodes)
+
+    def test_everything_works_wherever_the_sandbox_lives(self):
+        for node in NODES:
+            with self.subTest(node):
+                self.everything_on(node)
+
+    def everything_on(self, node):
+        sid = self.on(node)["id"]
+        status, _ = self.call("PUT", f"/v1/sandboxes/{sid}/fs/write?path=/home/agent/f.txt", raw=b"on " + node.encode())
+        self.assertEqual(status, 200)
+        for _ in range(3):  # three requests: three front nodes
+            self.assertEqual(self.call("GET", f"/v1/sandboxes/{sid}/fs/read?path=/home/agent/f.txt"),
+                             (200, b"on " + node.encode()))
+
+        async def streams():
+            client = await self.ws()
+            try:
+                out, _, outcome, _ = await client.run(sid, ["sh", "-c", "cat /home/agent/f.txt; cat"], stdin=b"+in")
+                self.assertEqual((out, outcome["exit_code"]), (b"on " + node.encode() + b"+in", 0))
+                reply = await client.request("exec", sandbox=sid, argv=["stty", "size"],
+                                             pty={"rows": 33, "cols": 101})
+                self.assertTrue(reply["ok"], reply)
+                got = b""
+                while True:
+                    event = await client.next_event()
+                    if event.get("event") == "exit":
+                        break
+                    got += event["data"]
+                self.assertIn(b"33 101", got)
+            finally:
+                await client.close()
+        asyncio.run(streams())
+        status, snapshot = self.call("POST", f"/v1/sandboxes/{sid}/snapshot")
+        self.assertEqual(status, 201, snapshot)
+        status, forked = self.call("POST", f"/v1/sandboxes/{sid}/fork")
+        self.assertEqual(status, 201, forked)
+        self.addCleanup(self.destroy, forked["id"])
+        status, restored = self.call("POST", "/v1/sandboxes", {"snapshot": snapshot["id"]})
+        self.assertEqual(status, 201, restored)
+        self.addCleanup(self.destroy, restored["id"])
+        where = self.where()
+        self.assertEqual((where[forked["id"]], where[restored["id"]]), (node, node))
+        for made in (forked["id"], restored["id"]):
+            self.assertEqual(self.call("GET", f"/v1/sandboxes/{made}/fs/read?path=/home/agent/f.txt"),
+                             (200, b"on " + node.encode()))
+        self.assertEqual(self.call("DELETE", f"/v1/snapshots/{snapshot['id']}")[0], 200)
+
+    @unittest.skipUnless(shutil.which("claude"), "Claude Code is not installed (dist/install-deps.sh installs it)")
+    def test_a_sessions_events_resume_through_another_node(self):
+        node = NODES[1]
+        sid = self.on(node)["id"]
+        model = self.models[node]
+        model.script = scripted_model.Script({"turns": [
+            {"text": "Writing it.",
+             "tool_use": {"name": "Bash", "input": {"command": "echo fleet > made.txt", "description": "write"}},
+             "usage": {"input_tokens": 900, "output_tokens": 30}},
+            {"text": "done", "usage": {"input_tokens": 950, "output_tokens": 4}},
+        ]})
+        model.requests.clear()
+        status, session = self.call("POST", f"/v1/sandboxes/{sid}/sessions", {"prompt": "write made.txt"})
+        self.assertEqual(status, 201, session)
+
+        async def attach(after, until):
+            client = await self.ws()
+            try:
+                reply = await client.request("session.attach", session=session["id"], after_seq=after)
+                self.assertTrue(reply["ok"], reply)
+                events = []
+                while not until(events):
+                    events.append(await client.next_event(timeout=120))
+                return events
+            finally:
+                await client.close()
+        first = asyncio.run(attach(0, lambda events: len(events) >= 2))
+        last = first[-1]["seq"]
+        done = lambda events: any(e.get("kind") == "agent" and e["data"].get("type") == "result" for e in events)
+        rest = asyncio.run(attach(last, done))
+        self.assertEqual(rest[0]["seq"], last + 1, rest[0])
+        seqs = [e["seq"] for e in first + rest]
+        self.assertEqual(seqs, sorted(set(seqs)))
+        self.assertEqual(self.call("GET", f"/v1/sandboxes/{sid}/fs/read?path=/home/agent/made.txt"), (200, b"fleet\n"))
+        # The model calls went through node-2's relay, with the operator's key.
+        self.assertGreaterEqual(len([r for r in model.requests if r.get("kind") == "main"]), 2)
+
+    def test_a_killed_node_leaves_the_fleet_serving_and_comes_back(self):
+        victim = NODES[2]
+        lost = self.on(victim, start=False)["id"]
+        kept = self.on(NODES[0], start=False)["id"]
+        self.nodes[victim].kill9()
+
+        def unavailable():
+            status, body = self.call("GET", f"/v1/sandboxes/{lost}")
+            return status == 503 and "not heard from since" in body["error"]["message"]
+        wait_until(unavailable, timeout=20, interval=0.3, what="the killed node's sandbox unavailable")
+        for _ in range(4):  # whichever node answers
+            status, body = self.call("GET", f"/v1/sandboxes/{lost}")
+            self.assertEqual(status, 503, body)
+            self.assertIn(victim, body["error"]["message"])
+            self.assertEqual(self.call("GET", f"/v1/sandboxes/{kept}")[0], 200)
+        # New sandboxes go to the live nodes only.
+        for _ in range(4):
+            status, made = self.call("POST", "/v1/sandboxes", {"start": False})
+            self.assertEqual(status, 201, made)
+            self.addCleanup(self.destroy, made["id"])
+            self.assertNotEqual(self.where()[made["id"]], victim)
+        self.nodes[victim].start(port=PORT)
+        wait_until(lambda: self.call("GET", f"/v1/sandboxes/{lost}")[0] == 200, timeout=20, interval=0.3,
+                   what="the node's sandbox served again")
+
+    def test_postgres_restarted_under_load_loses_no_acknowledged_write(self):
+        acknowledged, destroyed, refused, errors = [], [], [], []
+        stop = threading.Event()
+
+        def answer(method, path, body=None):
+            try:
+                status, reply = self.call(method, path, body)
+            except OSError as e:
+                errors.append(str(e))
+                return None
+            if status == 503:
+                refused.append(reply)
+            elif status not in (200, 201):
+                errors.append((status, reply))
+            return reply if status in (200, 201) else None
+
+        def load():
+            # Creates and destroys: each acknowledged one must hold after the restart.
+            while not stop.is_set():
+                made = answer("POST", "/v1/sandboxes", {"start": False})
+                if made is None:
+                    continue
+                acknowledged.append(made["id"])
+                self.addCleanup(self.destroy, made["id"])
+                if answer("DELETE", f"/v1/sandboxes/{made['id']}") is not None:
+                    destroyed.append(made["id"])
+        workers = [threading.Thread(target=load) for _ in range(3)]
+        for worker in workers:
+            worker.start()
+        time.sleep(1)
+        self.pg.restart()
+        time.sleep(2)
+        stop.set()
+        for worker in workers:
+            worker.join(60)
+        sys.stderr.write(f"\n  PostgreSQL restarted under load: {len(acknowledged)} creates and {len(destroyed)} "
+                         f"destroys acknowledged, {len(refused)} refused (503)\n")
+        self.assertEqual(errors, [])
+        self.assertGreater(len(acknowledged), 0)
+        for body in refused:
+            self.assertEqual(body["error"]["code"], "unavailable", body)
+        # Every acknowledged create is in the catalog, and reachable through the front door.
+        where = wait_until(lambda: self.where(must=False), timeout=20, interval=0.5, what="the catalog readable")
+        kept = [sid for sid in acknowledged if sid not in destroyed]
+        self.assertEqual([sid for sid in kept if sid not in where], [])
+        self.assertEqual([sid for sid in destroyed if sid in where], [])
+        self.assertGreater(len(destroyed), 0)
+        for sid in kept:
+            self.assertEqual(self.call("GET", f"/v1/sandboxes/{sid}")[0], 200)
+
+
+if __name__ == "__main__":
+    unittest.main()
