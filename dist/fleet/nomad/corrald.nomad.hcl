@@ -126,8 +126,8 @@ job "corrald" {
       }
 
       # SIGTERM: corrald closes its connections (WebSockets with 1001, so that clients reconnect
-      # and resume) and writes what it holds; the sandboxes keep running. 30 s is far more than
-      # it takes, as the unit's TimeoutStopSec.
+      # through another node and resume) and writes what it holds; the sandboxes keep running.
+      # 30 s is far more than it takes, as the unit's TimeoutStopSec.
       kill_signal  = "SIGTERM"
       kill_timeout = "30s"
 
