@@ -40,7 +40,7 @@ rest_packages=(
   postgresql-15
   # a fleet's front door: HAProxy, the load balancer of dist/fleet/haproxy (checked with
   # `haproxy -c` by tests/dist/verify_fleet.py, which reads dist/fleet/'s Kubernetes file with
-  # python3-yaml), and of the fleet suite to come (issue 20). The package's own service runs
+  # python3-yaml), and of the fleet suite (tests/e2e/test_fleet.py). The package's own service runs
   # Debian's config, which listens on nothing
   haproxy python3-yaml
   # the compatibility suite (tests/compat): CPython's own regression tests, run on the host and
