@@ -58,6 +58,8 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
       if (ec) return self->Fail("resolve", ec);
       self->stream_.async_connect(r, [self](beast::error_code connect_ec, const tcp::endpoint&) {
         if (connect_ec) return self->Fail("connect", connect_ec);
+        beast::error_code ignored;
+        self->stream_.socket().set_option(tcp::no_delay(true), ignored);
         self->Send();
       });
     });

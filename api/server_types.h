@@ -103,6 +103,9 @@ class WsConnection {
   // Called (on the io_context thread) each time the queue falls to or below high water after
   // having been above it. One callback per connection; a later call replaces it.
   virtual void SetOnDrain(std::function<void()> on_drain) = 0;
+  // Another such callback, called after that one, for as long as the connection lives (the
+  // fleet's forwarder: its upstream streams wait for the client as the local ones do).
+  virtual void AddOnDrain(std::function<void()> on_drain) = 0;
   // Stops reading the client's messages (the next one stays in the socket, so TCP pushes back
   // on the client) until ResumeReading. For input that has nowhere to go yet.
   virtual void PauseReading() = 0;

@@ -4,7 +4,6 @@
 #include <utility>
 
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/websocket.hpp>
 #include <nlohmann/json.hpp>
@@ -49,7 +48,7 @@ class WsForwarder::Upstream : public std::enable_shared_from_this<Upstream> {
   using OnDrained = std::function<void()>;
 
   Upstream(net::io_context& io, supervisor::FleetTarget target)
-      : resolver_(io), ws_(io), wait_(io), target_(std::move(target)) {}
+      : resolver_(io), ws_(io), target_(std::move(target)) {}
 
   void Start(const std::string& token, const HopSigner& signer, OnMessage on_message, OnEnd on_end, Full full,
              OnDrained on_drained) {
@@ -74,6 +73,8 @@ class WsForwarder::Upstream : public std::enable_shared_from_this<Upstream> {
       beast::get_lowest_layer(self->ws_).async_connect(found, [self, host](beast::error_code connect_ec,
                                                                            const tcp::endpoint&) {
         if (connect_ec) return self->End("connect: " + connect_ec.message());
+        beast::error_code ignored;
+        beast::get_lowest_layer(self->ws_).socket().set_option(tcp::no_delay(true), ignored);
         self->ws_.async_handshake(host, "/v1/ws", [self](beast::error_code handshake_ec) {
           if (handshake_ec) return self->End("handshake: " + handshake_ec.message());
           beast::get_lowest_layer(self->ws_).expires_never();
@@ -100,7 +101,6 @@ class WsForwarder::Upstream : public std::enable_shared_from_this<Upstream> {
     on_message_ = nullptr;
     on_end_ = nullptr;
     on_drained_ = nullptr;
-    wait_.cancel();
     resolver_.cancel();
     beast::error_code ignored;
     beast::get_lowest_layer(ws_).socket().close(ignored);
@@ -108,6 +108,13 @@ class WsForwarder::Upstream : public std::enable_shared_from_this<Upstream> {
 
   size_t queued_bytes() const { return queued_bytes_; }
   const supervisor::FleetTarget& target() const { return target_; }
+
+  // The client's queue went down: a read that waited for it goes on.
+  void Resume() {
+    if (!waiting_ || ended_) return;
+    waiting_ = false;
+    Read();
+  }
 
  private:
   void Write() {
@@ -126,12 +133,10 @@ class WsForwarder::Upstream : public std::enable_shared_from_this<Upstream> {
 
   void Read() {
     if (ended_) return;
-    // The client reads slower than the node sends: wait for it (the node's stream waits too).
+    // The client reads slower than the node sends: wait for it (Resume, on its drain), and the
+    // node's stream waits in turn (TCP pushes back).
     if (full_ && full_()) {
-      wait_.expires_after(std::chrono::milliseconds(5));
-      wait_.async_wait([self = shared_from_this()](beast::error_code ec) {
-        if (!ec) self->Read();
-      });
+      waiting_ = true;
       return;
     }
     ws_.async_read(buffer_, [self = shared_from_this()](beast::error_code ec, size_t) {
@@ -162,13 +167,13 @@ class WsForwarder::Upstream : public std::enable_shared_from_this<Upstream> {
 
   tcp::resolver resolver_;
   websocket::stream<beast::tcp_stream> ws_;
-  net::steady_timer wait_;
   supervisor::FleetTarget target_;
   beast::flat_buffer buffer_;
   std::deque<std::pair<bool, std::string>> queue_;
   size_t queued_bytes_ = 0;
   bool open_ = false;
   bool writing_ = false;
+  bool waiting_ = false;  // a read waits for the client's queue
   bool ended_ = false;
   OnMessage on_message_;
   OnEnd on_end_;
@@ -209,6 +214,12 @@ void WsForwarder::OnOpen(const std::shared_ptr<WsConnection>& connection) {
   client->ws = connection;
   clients_[connection->id()] = std::move(client);
   local_->OnOpen(connection);
+  // The client's queue went down: the upstream streams that waited for it read again.
+  connection->AddOnDrain([this, id = connection->id()] {
+    auto found = clients_.find(id);
+    if (found == clients_.end()) return;
+    for (auto& [node, upstream] : found->second->upstreams) upstream->Resume();
+  });
 }
 
 void WsForwarder::OnClose(const std::shared_ptr<WsConnection>& connection) {

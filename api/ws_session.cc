@@ -159,6 +159,10 @@ void WsSession::OnWrite(const beast::error_code& ec) {
       auto on_drain = on_drain_;  // the callback may replace itself
       CallSafely("WsConnection drain callback", on_drain);
     }
+    for (size_t i = 0; i < more_on_drain_.size() && !finished_ && !close_requested_; ++i) {
+      auto on_drain = more_on_drain_[i];  // a copy: the callback may add another
+      CallSafely("WsConnection drain callback", on_drain);
+    }
   }
   if (writing_ || finished_) return;  // the drain callback's send started the next write
   if (!queue_.empty()) {
@@ -308,6 +312,7 @@ void WsSession::Finish(const beast::error_code& ec) {
     CallSafely("WsHandler::OnClose", [&] { core_->ws_handler->OnClose(self); });
   }
   on_drain_ = nullptr;  // it may hold a reference to this connection
+  more_on_drain_.clear();
   slot_.reset();
 }
 

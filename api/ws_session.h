@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <boost/beast/websocket.hpp>
 
@@ -35,6 +36,7 @@ class WsSession : public Session, public WsConnection, public std::enable_shared
   size_t queued_bytes() const override { return queued_bytes_; }
   bool full() const override { return queued_bytes_ > core_->limits.ws_queue_high_water; }
   void SetOnDrain(std::function<void()> on_drain) override { on_drain_ = std::move(on_drain); }
+  void AddOnDrain(std::function<void()> on_drain) override { more_on_drain_.push_back(std::move(on_drain)); }
   void PauseReading() override { read_paused_ = true; }
   void ResumeReading() override;
   void Close(uint16_t code, std::string reason) override;
@@ -105,6 +107,7 @@ class WsSession : public Session, public WsConnection, public std::enable_shared
   std::shared_ptr<WsSession> parked_self_;
   boost::beast::websocket::close_reason close_reason_;
   std::function<void()> on_drain_;
+  std::vector<std::function<void()>> more_on_drain_;
   net::steady_timer abort_timer_;
   net::steady_timer expiry_timer_;
 };

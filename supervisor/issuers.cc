@@ -59,6 +59,29 @@ Status Issuers::Revoke(const RevocationRow& revocation) {
   return Status();
 }
 
+StatusOr<Issuers::Changes> Issuers::Refresh() {
+  ASSIGN_OR_RETURN(std::vector<IssuerRow> rows, store_.ListIssuers());
+  ASSIGN_OR_RETURN(std::vector<RevocationRow> revocations, store_.ListRevocations());
+  std::map<std::string, std::string, std::less<>> secrets;
+  for (auto& row : rows) secrets.emplace(std::move(row.name), std::move(row.secret));
+  Changes changes;
+  std::lock_guard lock(mu_);
+  for (const auto& [name, secret] : secrets_) {
+    auto now = secrets.find(name);
+    if (now == secrets.end() || now->second != secret) changes.issuers.insert(name);
+  }
+  for (const auto& [name, secret] : secrets) changes.added += secrets_.count(name) == 0 ? 1 : 0;
+  std::set<std::pair<std::string, std::string>, std::less<>> revoked;
+  for (const RevocationRow& r : revocations) {
+    revoked.emplace(r.iss, r.jti);
+    if (revoked_.count(std::make_pair(r.iss, r.jti)) == 0) changes.revocations.push_back(r);
+  }
+  secrets_ = std::move(secrets);
+  revoked_ = std::move(revoked);
+  revocations_ = std::move(revocations);
+  return changes;
+}
+
 std::vector<RevocationRow> Issuers::Revocations() const {
   std::lock_guard lock(mu_);
   return revocations_;

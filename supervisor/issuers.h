@@ -7,6 +7,9 @@
 // A revocation names a token id (`jti`), for one issuer or for all ("" issuer): from then on a
 // token with that id is refused, on open connections too (the API rechecks them), and across
 // restarts. Revocations are kept (they are few, and a later token could reuse an id).
+//
+// In a fleet the store is shared and another node may change issuers and revocations: Refresh
+// reads them again (api/issuer_sync.h calls it every node.heartbeat) and says what changed.
 #pragma once
 
 #include <cstdint>
@@ -46,6 +49,16 @@ class Issuers {
   // EEXIST when that (issuer, jti) is revoked already.
   Status Revoke(const RevocationRow& revocation);
   std::vector<RevocationRow> Revocations() const;
+
+  // What the store has that memory did not, after a Refresh.
+  struct Changes {
+    std::set<std::string> issuers;            // removed, or with another secret: their tokens end
+    std::vector<RevocationRow> revocations;   // new ones: their tokens end
+    size_t added = 0;                         // issuers that are new here
+    bool empty() const { return issuers.empty() && revocations.empty() && added == 0; }
+  };
+  // Reads the issuers and revocations from the store and takes them as they are there.
+  StatusOr<Changes> Refresh();
 
  private:
   explicit Issuers(Store& store) : store_(store) {}

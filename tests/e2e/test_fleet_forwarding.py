@@ -269,6 +269,44 @@ class Forwarding(unittest.TestCase):
         out, _, _ = asyncio.run(rest(self.a, command, 0))
         self.assertEqual(out, b"".join(b"line%d\n" % i for i in range(1, 7)))
 
+    def test_issuers_and_revocations_made_on_one_node_hold_on_every_node(self):
+        # An issuer added on node-a: its tokens verify on node-b within a heartbeat or two.
+        secret = self.a.add_issuer("globex")
+        token = mint("globex", secret, "gus", jti="gus-1")
+        status, _, _ = self.call(self.a, "GET", "/v1/sandboxes", headers={"Authorization": "Bearer " + token})
+        self.assertEqual(status, 200)
+        wait_until(lambda: self.call(self.b, "GET", "/v1/sandboxes", headers={"Authorization": "Bearer " + token})[0]
+                   == 200, timeout=10, interval=0.2, what="node-b taking the new issuer's token")
+        other = mint("globex", secret, "gus", jti="gus-2")  # control: not revoked
+
+        async def open_on_b(tok):
+            client = await WsClient.connect(self.b.ws_url(), tok)
+            self.assertTrue((await client.request("ping"))["ok"])
+            return client
+
+        async def revoke_and_watch():
+            revoked_ws, kept_ws = await open_on_b(token), await open_on_b(other)
+            try:
+                # The revocation, on node-a: node-b's open connection with that token ends (1008).
+                status, body = self.a.admin("POST", "/v1/admin/revocations", {"jti": "gus-1", "issuer": "globex"})
+                self.assertEqual(status, 201, body)
+                with self.assertRaises(Exception):
+                    await asyncio.wait_for(revoked_ws.ws.recv(), 15)
+                self.assertEqual(revoked_ws.ws.close_code, 1008)
+                self.assertTrue((await kept_ws.request("ping"))["ok"])
+            finally:
+                await revoked_ws.close()
+                await kept_ws.close()
+        asyncio.run(revoke_and_watch())
+        status, _, _ = self.call(self.b, "GET", "/v1/sandboxes", headers={"Authorization": "Bearer " + token})
+        self.assertEqual(status, 401)
+        status, _, _ = self.call(self.b, "GET", "/v1/sandboxes", headers={"Authorization": "Bearer " + other})
+        self.assertEqual(status, 200)
+        # The issuer removed on node-a: node-b refuses its tokens too.
+        self.assertEqual(self.a.admin("DELETE", "/v1/admin/issuers/globex")[0], 200)
+        wait_until(lambda: self.call(self.b, "GET", "/v1/sandboxes", headers={"Authorization": "Bearer " + other})[0]
+                   == 401, timeout=10, interval=0.2, what="node-b refusing the removed issuer's token")
+
     def test_another_users_sandbox_is_not_found_through_any_node(self):
         sandbox = self.on_b()
         other = "Bearer " + mint("acme", self.secret, "mallory")

@@ -86,5 +86,43 @@ TEST_F(IssuersTest, RevocationsNameATokenIdForOneIssuerOrForAll) {
   EXPECT_EQ(listed[1].iss, "");
 }
 
+// Another node's changes (a second connection to the same store): Refresh takes them and says
+// which tokens they end.
+TEST_F(IssuersTest, RefreshTakesWhatAnotherNodeChangedAndSaysWhatEnds) {
+  ASSERT_TRUE(issuers_->Add({"acme", std::string(32, 'a'), 1}).ok());
+  ASSERT_TRUE(issuers_->Add({"beta", std::string(32, 'b'), 1}).ok());
+  ASSERT_TRUE(issuers_->Add({"gamma", std::string(32, 'g'), 1}).ok());
+  auto other_store = Store::Open(dir_ + "/corrald.db");
+  ASSERT_TRUE(other_store.ok()) << other_store.status().ToString();
+  auto other = Issuers::Load(**other_store);
+  ASSERT_TRUE(other.ok());
+  auto unchanged = issuers_->Refresh();
+  ASSERT_TRUE(unchanged.ok()) << unchanged.status().ToString();
+  EXPECT_TRUE(unchanged->empty());  // control: nothing changed anywhere
+
+  ASSERT_TRUE((*other)->Add({"delta", std::string(32, 'd'), 2}).ok());
+  ASSERT_TRUE((*other)->Remove("beta").ok());
+  ASSERT_TRUE((*other)->ReplaceSecret("gamma", std::string(32, 'G')).ok());
+  ASSERT_TRUE((*other)->Revoke({"acme", "t-9", 3}).ok());
+  EXPECT_EQ(issuers_->Secret("delta"), std::nullopt);  // not seen before the refresh
+  EXPECT_FALSE(issuers_->Revoked("acme", "t-9"));
+
+  auto changes = issuers_->Refresh();
+  ASSERT_TRUE(changes.ok()) << changes.status().ToString();
+  EXPECT_EQ(changes->issuers, (std::set<std::string>{"beta", "gamma"}));
+  EXPECT_EQ(changes->added, 1u);
+  ASSERT_EQ(changes->revocations.size(), 1u);
+  EXPECT_EQ(changes->revocations[0].jti, "t-9");
+  EXPECT_EQ(issuers_->Secret("delta"), std::string(32, 'd'));
+  EXPECT_EQ(issuers_->Secret("beta"), std::nullopt);
+  EXPECT_EQ(issuers_->Secret("gamma"), std::string(32, 'G'));
+  EXPECT_EQ(issuers_->Secret("acme"), std::string(32, 'a'));
+  EXPECT_TRUE(issuers_->Revoked("acme", "t-9"));
+  EXPECT_EQ(issuers_->Revocations().size(), 1u);
+  auto again = issuers_->Refresh();
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->empty());
+}
+
 }  // namespace
 }  // namespace corral::supervisor

@@ -33,6 +33,7 @@
 #include "api/auth_mapping.h"
 #include "api/daemon_api.h"
 #include "api/forwarding.h"
+#include "api/issuer_sync.h"
 #include "api/image_build_routes.h"
 #include "api/metrics.h"
 #include "api/routes.h"
@@ -558,6 +559,24 @@ Status ChooseNewLayerKind(const supervisor::DaemonConfig& config, supervisor::Sa
   return Status();
 }
 
+// The fleet's part of the API, before the routes: any node answers any request (what another
+// node holds is forwarded to it), and the issuers as the shared store has them (PostgreSQL).
+struct FleetApi {
+  FleetApi(boost::asio::io_context& io, supervisor::Store& store, supervisor::NodeRegistry& nodes, api::Server& server,
+           supervisor::Issuers& issuers, const supervisor::DaemonConfig& config,
+           std::optional<api::HopSigner> signer)
+      : router(store, nodes),
+        forwarding(router, signer ? std::make_unique<api::PeerHttp>(io, std::move(*signer)) : nullptr),
+        issuer_sync(io, server, issuers, std::chrono::seconds(config.node_heartbeat_s)) {
+    forwarding.Install(server);
+    if (store.backend() == supervisor::StoreBackend::kPostgresql) issuer_sync.Start();
+  }
+
+  supervisor::FleetRouter router;
+  api::Forwarding forwarding;
+  api::IssuerSync issuer_sync;
+};
+
 // corral-mcp, staged for the sandboxes ("" when it is not installed), and the tool bridge's port
 // free of the relay's.
 StatusOr<std::string> ToolBridgeBinary(const supervisor::DaemonConfig& config) {
@@ -630,10 +649,7 @@ int Serve(Foundation& base) {
   supervisor::SandboxEvents sandbox_events(*store);
   supervisor::Ledger ledger(*store);
   api::Server server(io, config->server_limits, api::MakeAuthenticator(*base.issuers, *config), metrics);
-  supervisor::FleetRouter fleet_router(*store, nodes);  // any node answers any request
-  api::Forwarding forwarding(
-      fleet_router, base.hop_signer ? std::make_unique<api::PeerHttp>(io, std::move(*base.hop_signer)) : nullptr);
-  forwarding.Install(server);
+  FleetApi fleet(io, *store, nodes, server, *base.issuers, *config, std::move(base.hop_signer));
   api::RegisterAuthAdmin(server, *base.issuers, *config);
   auto reload_api = api::RegisterApi(server, io, pool, manager, sessions, sandbox_events, ledger, *config);
   api::RegisterExecuteRoutes(server, executions, *config);
@@ -654,6 +670,7 @@ int Serve(Foundation& base) {
     sd_notify(0, "STOPPING=1");
     hangups.cancel();
     nodes.Stop();
+    fleet.issuer_sync.Stop();
     server.Stop();
     manager.Detach();
     io.stop();
