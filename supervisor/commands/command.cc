@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
 #include <memory>
 
 #include <boost/asio/post.hpp>
@@ -473,9 +475,26 @@ void Command::Release() {
 
 void Command::StoreState() {
   Status stored = ctx_.store->UpdateCommand(row_);
-  if (!stored.ok()) {
-    LogError("command", "cannot store the command", {{"command", row_.id}, {"error", stored.ToString()}});
+  if (stored.ok()) {
+    if (store_retry_) LogInfo("command", "stored the command after all", {{"command", row_.id}});
+    store_retry_.reset();
+    return;
   }
+  const bool unreachable = stored.error_number() == ECONNREFUSED || stored.error_number() == ECONNRESET;
+  if (!unreachable || ctx_.io == nullptr) {
+    LogError("command", "cannot store the command", {{"command", row_.id}, {"error", stored.ToString()}});
+    return;
+  }
+  if (!store_retry_) {
+    LogWarn("command", "cannot store the command; trying again every second",
+            {{"command", row_.id}, {"error", stored.ToString()}});
+    store_retry_ = std::make_unique<boost::asio::steady_timer>(*ctx_.io);
+  }
+  // The command is kept until its row is written (or the daemon stops).
+  store_retry_->expires_after(std::chrono::seconds(1));
+  store_retry_->async_wait([self = shared_from_this()](boost::system::error_code ec) {
+    if (!ec) self->StoreState();
+  });
 }
 
 }  // namespace corral::supervisor

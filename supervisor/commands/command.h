@@ -27,6 +27,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
 
 #include "supervisor/commands/event_stream.h"
@@ -135,6 +136,9 @@ class Command : public std::enable_shared_from_this<Command> {
   // Appends the exit event once the record is final and the output reached EOF.
   void MaybeFinish();
   void Finish();
+  // Writes row_. When the store is unreachable (PostgreSQL down) it tries again every second,
+  // then writes the row as it is by then (the latest: a full row, so nothing is replayed out of
+  // order), so that a command that ended during an outage is not left `running`.
   void StoreState();
   void ReserveSeq();
   void StdinDrained();
@@ -175,6 +179,7 @@ class Command : public std::enable_shared_from_this<Command> {
   bool aborted_ = false;   // the sandbox is stopping: nothing more goes to init (control_ is -1)
   bool ended_ = false;     // the record is final
   bool finished_ = false;  // the exit event went out
+  std::unique_ptr<boost::asio::steady_timer> store_retry_;  // armed while a write waits for the store
 };
 
 }  // namespace corral::supervisor

@@ -125,19 +125,22 @@ class PostgresStore(DaemonTestCase):
                 self.assertEqual(body["error"]["code"], "unavailable", body)
                 self.assertEqual(headers.get("Retry-After"), "1")
                 self.assertLess(time.monotonic() - start, 5)
-                # The command goes on meanwhile: its output keeps coming.
+                # The command goes on meanwhile: its output keeps coming, and it ends.
                 out = b""
-                while b"6\n" not in out:
+                while True:
                     event = await client.next_event(timeout=10)
                     if event.get("event") == "output":
                         out += event["data"]
+                    if event.get("event") == "exit":
+                        break
                 self.assertTrue(out.endswith(b"6\n"), out)
+                self.assertEqual(event["outcome"]["exit_code"], 0, event)
                 self.pg.start()
                 return command
             finally:
                 await client.close()
 
-        self.run_async(outage())
+        command = self.run_async(outage())
         # Back: the daemon reconnects on its own; what was acknowledged before is there.
         answers = []
 
@@ -152,6 +155,13 @@ class PostgresStore(DaemonTestCase):
         status, listed = self.daemon.http("GET", "/v1/sandboxes", self.tok)
         self.assertIn(before["id"], [s["id"] for s in listed["sandboxes"]])
         self.assertNotIn("during-outage", [s["name"] for s in listed["sandboxes"]])
+        # The command's end, which the store could not take during the outage, is stored once it
+        # can: the command is not left `running`.
+        path = f"/v1/sandboxes/{before['id']}/commands/{command}"
+        wait_until(lambda: self.daemon.http("GET", path, self.tok)[1].get("state") == "exited", timeout=10,
+                   what="the command's end stored after the outage")
+        status, stored = self.daemon.http("GET", path, self.tok)
+        self.assertEqual(stored["outcome"]["exit_code"], 0, stored)
         after = self.create_sandbox(self.tok, name="after-outage")
         out, _, _, _ = self.run_async(self.run_cmd(after["id"], ["echo", "back"]))
         self.assertEqual(out, b"back\n")
