@@ -142,10 +142,12 @@ StatusOr<ResolvedImage> ImageService::Resolve(const std::string& name_or_digest)
   resolved.digest = image.digest;
   if (!rootfs::IsDigest(name_or_digest)) resolved.name = rootfs::ParseImageRef(name_or_digest)->Name();
   for (auto it = image.layers.rbegin(); it != image.layers.rend(); ++it) resolved.layer_dirs.push_back(LayerDir(*it));
-  for (const std::string& dir : resolved.layer_dirs) {
-    struct stat st;
-    if (lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-      return Status::Error("image " + image.digest + ": its layer " + dir + " is missing on this host", EIO);
+  for (const std::string& diff_id : image.layers) {
+    if (!HasLayerDir(diff_id)) {
+      // In a fleet: another node imported or pulled it, this one not (yet).
+      return Status::Error("image " + image.digest + " is not on this host (its layer " + diff_id +
+                               " is missing): import or pull it here, as on every node of a fleet",
+                           EAGAIN);
     }
   }
   resolved.config = image.config;
@@ -241,6 +243,11 @@ StatusOr<std::optional<ImageRecord>> ImageService::Existing(const std::string& d
                                                              bool force) {
   ASSIGN_OR_RETURN(std::optional<ImageRow> existing, store_.GetImage(digest));
   if (!existing) return std::optional<ImageRecord>();
+  // In a fleet the catalog is every node's and the layers each node's own: an image another
+  // node has, whose layers this one lacks, is imported here as if new (its record is kept).
+  for (const std::string& diff_id : existing->layers) {
+    if (!HasLayerDir(diff_id)) return std::optional<ImageRecord>();
+  }
   // The same image again: only its name is new.
   if (!name.empty()) RETURN_IF_ERROR(store_.SetImageTag(name, digest, force));
   ASSIGN_OR_RETURN(ImageRecord record, Get(digest));
@@ -250,12 +257,32 @@ StatusOr<std::optional<ImageRecord>> ImageService::Existing(const std::string& d
 StatusOr<std::map<std::string, int64_t>> ImageService::KnownLayers() {
   ASSIGN_OR_RETURN(std::vector<LayerRow> rows, store_.ListLayers());
   std::map<std::string, int64_t> known;
-  for (const LayerRow& row : rows) known[row.diff_id] = row.bytes;
+  for (const LayerRow& row : rows) {
+    if (HasLayerDir(row.diff_id)) known[row.diff_id] = row.bytes;  // recorded, and on this host
+  }
   return known;
+}
+
+bool ImageService::HereWhole(const std::string& digest) {
+  StatusOr<std::optional<ImageRow>> image = store_.GetImage(digest);
+  if (!image.ok() || !image->has_value()) return true;  // nothing to import it for: taken
+  for (const std::string& diff_id : (*image)->layers) {
+    if (!HasLayerDir(diff_id)) return false;
+  }
+  return true;
+}
+
+bool ImageService::HasLayerDir(const std::string& diff_id) const {
+  struct stat st;
+  return lstat(LayerDir(diff_id).c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
 Status ImageService::CheckTagFree(const std::string& name, bool force, const std::string& digest) {
   ASSIGN_OR_RETURN(std::optional<std::string> current, store_.ImageOfTag(name));
+  // Before the archive is read (no digest yet), a name whose image another node of the fleet has
+  // and this one lacks is not taken here: importing it again is how a node gets it (the check
+  // with the archive's digest then says whether it is the same image).
+  if (current && digest.empty() && !force && !HereWhole(*current)) return Status();
   if (current && !force && *current != digest) {
     return Status::Error("image name " + name + " already names " + *current + " (force to move it)", EEXIST);
   }

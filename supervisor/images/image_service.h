@@ -5,7 +5,11 @@
 // the digest of its config ("sha256:..."), so the same image imported from a file and pulled
 // from a registry is one image. Names ("python:3.12", "registry:5000/acme/agent:2026-11") are
 // tags pointing at an id; a tag moves only when asked (`force`). The records (images, their
-// layers, tags) are in the store; the layers' directories are the files.
+// layers, tags) are in the store; the layers' directories are the files. In a fleet (a shared
+// PostgreSQL store) the records are every node's and the directories each node's own: an image
+// is imported or pulled on each node that runs it (an import of an image the catalog knows, whose
+// layers this node lacks, unpacks them here), and a sandbox of an image this node lacks answers
+// `unavailable`, saying so.
 //
 // Layout under images_dir (mode 0700: layers hold the images' setuid-root files with host uid 0,
 // which no host user may reach):
@@ -150,6 +154,11 @@ class ImageService {
   };
 
   std::string LayerDir(const std::string& diff_id) const;
+  // Whether the layer is unpacked on this host (in a fleet, the catalog may know layers another
+  // node holds).
+  bool HasLayerDir(const std::string& diff_id) const;
+  // Whether every layer of the image is on this host (true too when the store cannot say).
+  bool HereWhole(const std::string& digest);
   // Removes the layer directories no record knows; how many. Not while an import runs.
   StatusOr<uint64_t> RemoveStrayLayers();
   StatusOr<std::string> DigestOf(const std::string& name_or_digest);

@@ -13,8 +13,10 @@ import hmac
 import http.client
 import json
 import os
+import shutil
 import socket
 import struct
+import subprocess
 import sys
 import tempfile
 import time
@@ -23,7 +25,8 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "fixtures"))
 
-from corral_e2e import Daemon, WsClient, mint, wait_until  # noqa: E402
+from corral_e2e import CORRAL, Daemon, WsClient, mint, wait_until  # noqa: E402
+import test_images  # noqa: E402
 import postgres  # noqa: E402
 
 SECRET = "fleet-secret-" + "0123456789abcdef" * 3
@@ -306,6 +309,36 @@ class Forwarding(unittest.TestCase):
         self.assertEqual(self.a.admin("DELETE", "/v1/admin/issuers/globex")[0], 200)
         wait_until(lambda: self.call(self.b, "GET", "/v1/sandboxes", headers={"Authorization": "Bearer " + other})[0]
                    == 401, timeout=10, interval=0.2, what="node-b refusing the removed issuer's token")
+
+    def test_an_image_runs_on_the_nodes_that_imported_it(self):
+        if shutil.which("umoci") is None or not os.path.exists(test_images.BUSYBOX):
+            self.skipTest("umoci or busybox-static is not installed (dist/install-deps.sh)")
+        work = tempfile.mkdtemp(prefix="corral-e2e-fleet-image-")
+        self.addCleanup(shutil.rmtree, work, True)
+        test_images.umoci_layout(work, "busybox", test_images.busybox_entries())
+
+        def import_on(daemon):
+            done = subprocess.run([CORRAL, "image", "import", "busybox", "--name", "busybox:fleet", "--json",
+                                   "--admin-socket", daemon.admin_socket], cwd=work, capture_output=True, text=True,
+                                  timeout=120)
+            self.assertEqual(done.returncode, 0, done.stderr)
+            return json.loads(done.stdout)
+        imported = import_on(self.a)
+        # node-b has the catalog's record but not the layers: a sandbox of it there says so.
+        self.assertEqual(self.a.admin("POST", "/v1/admin/nodes/node-a/drain")[0], 200)
+        try:
+            status, body, headers = self.call(self.a, "POST", "/v1/sandboxes", {"image": "busybox:fleet"})
+        finally:
+            self.assertEqual(self.a.admin("POST", "/v1/admin/nodes/node-a/undrain")[0], 200)
+        self.assertEqual((status, headers.get("x-corral-node")), (503, "node-b"), body)
+        self.assertIn("import or pull it here", body["error"]["message"])
+        # Imported on node-b too (the same image: one record), it runs on either.
+        self.assertEqual(import_on(self.b)["digest"], imported["digest"])
+        for placed, other in (("node-a", "node-b"), ("node-b", "node-a")):
+            sid = self.placed_on(placed, other, image="busybox:fleet")["id"]
+            status, data, _ = self.call(self.a, "GET", f"/v1/sandboxes/{sid}/fs/read?path=/etc/rootfile")
+            self.assertEqual((status, data), (200, b"root's\n"), placed)
+        self.addCleanup(lambda: self.a.admin("DELETE", f"/v1/images/{imported['digest']}"))
 
     def test_another_users_sandbox_is_not_found_through_any_node(self):
         sandbox = self.on_b()
