@@ -356,7 +356,7 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
     request.stale_before = now - HoldLifetimeSeconds(config);
     StatusOr<BudgetHoldAnswer> answer = store.AdmitBudgetHold(request);
     if (!answer.ok() && answer.status().error_number() == EBUSY) {
-      // Lost to other calls of the user's (on any node) at every attempt: they are in flight.
+      // Another node held the user's turn (in the middle of an admission) for a second.
       Count(RelayResult::kRefusedInFlight);
       Refused(BudgetRefusal::kAiInFlight);
       return Refusal{http::status::too_many_requests, "rate_limit_error",

@@ -19,11 +19,12 @@
 // with those in flight waits (the API's own 429; the CLI retries). One call always goes ahead.
 //
 // The holds are the fleet's: a row each in the store (Store::AdmitBudgetHold), which every node
-// sharing it reads. The admission is one transaction (SERIALIZABLE on PostgreSQL, under the
-// write lock on SQLite) that reads the user's spending in the window and every node's holds,
-// decides (DecideHold) and inserts the hold; the debit is one transaction that deletes the hold
-// and writes the ledger row; a call that ends without a price deletes its hold. So admissions and
-// debits on all nodes happen in one order, as on one host, and the bound is one host's. With
+// sharing it reads. The admission is one transaction that takes the user's turn (a row lock on
+// PostgreSQL, the write lock on SQLite), reads the user's spending in the window and every
+// node's holds, decides (DecideHold) and inserts the hold; the debit is one transaction that
+// deletes the hold and writes the ledger row; a call that ends without a price deletes its hold.
+// So a user's admissions on all nodes happen in one order, each seeing the holds and debits
+// before it, as on one host, and the bound is one host's. With
 // every call costing at most what it holds: a call admitted beside others in flight fits, at its
 // most, within the budget (spent + held + its most <= limit), and a call admitted with none in
 // flight needs spent < limit; so once the window's calls are priced,

@@ -382,9 +382,11 @@ class Store {
 
   // Budget holds (store_ledger.cc): a model call's most possible cost, held from its admission
   // until it is priced, in a table every node reads, so that the calls in flight on every node
-  // count against their user's budget. AdmitBudgetHold is one transaction: it reads the user's
-  // spending in the window and holds (those created before stale_before are deleted, not counted),
-  // decides (DecideHold), and when admitted inserts this node's hold. SettleBudgetHold is one
+  // count against their user's budget. AdmitBudgetHold is one transaction: it takes the user's
+  // turn (a row lock: the user's admissions on every node take turns, other users' go on; EBUSY
+  // when another node holds it for a second), reads the user's spending in the window and holds
+  // (those created before stale_before are deleted, not counted), decides (DecideHold), and when
+  // admitted inserts this node's hold. SettleBudgetHold is one
   // transaction: it deletes the hold (gone already: nothing) and inserts the priced call's ledger
   // row, returning its id, so that the money is never both held and spent, nor neither.
   // ReleaseBudgetHold: a call that ended without a price (no answer, or none with usage).
@@ -426,6 +428,8 @@ class Store {
 
  private:
   Store() = default;
+  // `body` in SqlDb::LockedTransaction (joining an outer transaction, as InTransaction does).
+  Status InLockedTransaction(const std::function<Status()>& body);
   Status ClaimEveryRow();
   store_internal::SqlDb* db_ = nullptr;  // owned
   StoreBackend backend_ = StoreBackend::kSqlite;

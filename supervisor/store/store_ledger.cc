@@ -75,11 +75,19 @@ StatusOr<std::vector<LedgerRow>> Store::ListLedger(const std::string& iss, const
 StatusOr<BudgetHoldAnswer> Store::AdmitBudgetHold(const BudgetHoldRequest& request) {
   const std::string what = "admit a model call of " + request.sub;
   BudgetHoldAnswer answer;
-  Status status = InTransaction([&]() -> Status {
+  Status status = InLockedTransaction([&]() -> Status {
     answer = BudgetHoldAnswer{};
     int64_t stale = 0;
-    // One round trip for what the decision reads: the window's spending, the live holds, and
-    // whether stale ones are left to delete.
+    // The user's turn: the admissions of the user's calls on every node write this row first
+    // and wait for one another's commit here, so that each reads what the one before wrote.
+    // (SERIALIZABLE would serialize them too, but its predicate locks on the small budget_holds
+    // table span every user's holds: concurrent admissions of different users would run again.)
+    RETURN_IF_ERROR(Run(db_,
+                        "INSERT INTO budget_users (iss, sub) VALUES (?1, ?2) "
+                        "ON CONFLICT (iss, sub) DO UPDATE SET iss = excluded.iss",
+                        {request.iss, request.sub}, what + ": take the user's turn"));
+    // Then one statement (one snapshot) for what the decision reads: the window's spending, the
+    // live holds, and whether stale ones are left to delete.
     RETURN_IF_ERROR(db_->Execute(
                            "SELECT (SELECT COALESCE(SUM(amount), 0) FROM ledger WHERE iss = ?1 AND sub = ?2 "
                            "AND kind = 'ai' AND at >= ?3 AND at < ?4), "

@@ -243,6 +243,36 @@ TEST_F(FleetHoldsTest, EveryNodeCountsTheOthersHoldsAndARestartReleasesItsOwnOnl
   EXPECT_EQ(after.state.held_micro_usd, 300);
 }
 
+// A user's admissions take turns on a row lock (budget_users), on every node; other users' do
+// not wait for them. A turn held past a second (another node stuck in the middle of one) is EBUSY:
+// the relay's 429, retried.
+TEST_F(FleetHoldsTest, AUsersAdmissionsTakeTurnsAndOtherUsersDoNotWait) {
+  std::unique_ptr<Store> b = OpenNode("b");
+  ASSERT_NE(b, nullptr);
+  ASSERT_EQ(Admit(*store_, Call(100)).verdict, HoldVerdict::kAdmit);
+  // Another node in the middle of an admission of alice's: her row locked for 3 s.
+  std::thread other([this] {
+    RawExec("BEGIN; UPDATE budget_users SET iss = iss WHERE sub = 'alice'; SELECT pg_sleep(3); COMMIT");
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  auto seconds_since = [](std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(Admit(*b, Call(100, 1000, "bob")).verdict, HoldVerdict::kAdmit);
+  EXPECT_LT(seconds_since(start), 0.5);  // bob's turn is his own
+  start = std::chrono::steady_clock::now();
+  StatusOr<BudgetHoldAnswer> waited = b->AdmitBudgetHold(Call(100));
+  EXPECT_EQ(waited.status().error_number(), EBUSY) << waited.status().ToString();
+  EXPECT_GE(seconds_since(start), 0.9);
+  EXPECT_LT(seconds_since(start), 2.0);
+  other.join();
+  // Her turn is free again: admitted beside her call in flight (the refused one held nothing).
+  BudgetHoldAnswer after = Admit(*b, Call(100));
+  EXPECT_EQ(after.verdict, HoldVerdict::kAdmit);
+  EXPECT_EQ(after.state.held_calls, 1);
+}
+
 // What the nodes of a concurrent run did (each thread adds its own under the lock).
 struct RunTotals {
   std::mutex mu;
