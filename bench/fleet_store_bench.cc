@@ -1,9 +1,10 @@
 // bench/fleet_store_bench: what one store sustains for a fleet's workload. Simulated nodes
 // (threads, each with a Store of its own connection and node id, as corralds have) run, for a
-// while, a loop of the store calls a fleet makes: a catalog lookup (GetSandbox), a budget check
-// and a debit (LedgerSum, then AddLedger: what the relay does per model call), a create and a
-// destroy (CreateSandbox's transaction, DeleteSandbox) and, every second, a heartbeat. Prints, per
-// call, how many a second the whole fleet made and the p50 / p99 of one, as JSON on stdout.
+// while, a loop of the store calls a fleet makes: a catalog lookup (GetSandbox), a budget
+// admission and a debit (AdmitBudgetHold, then SettleBudgetHold: what the relay does per model
+// call, each one transaction), a create and a destroy (CreateSandbox's transaction,
+// DeleteSandbox) and, every second, a heartbeat. Prints, per call, how many a second the whole
+// fleet made and the p50 / p99 of one, as JSON on stdout.
 //
 //   fleet_store_bench --url postgresql://... [--nodes 8] [--seconds 10]
 //   fleet_store_bench --sqlite /tmp/x.db [--seconds 10]        (one node: SQLite's figures)
@@ -15,6 +16,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -27,6 +29,8 @@
 #include "supervisor/store/store.h"
 
 using corral::Status;
+using corral::supervisor::BudgetHoldRequest;
+using corral::supervisor::HoldVerdict;
 using corral::supervisor::LedgerRow;
 using corral::supervisor::NodeRow;
 using corral::supervisor::SandboxRow;
@@ -67,7 +71,20 @@ std::map<std::string, Samples> RunNode(Store& store, int node, double seconds) {
   for (int64_t i = 0; Clock::now() < end; ++i) {
     const std::string user = "user" + std::to_string(i % 20);
     timed("catalog_lookup", [&] { return store.GetSandbox(prefix + "base" + std::to_string(i % 200)).ok(); });
-    timed("budget_check", [&] { return store.LedgerSum("bench", user, "ai", 0, 1LL << 40).ok(); });
+    BudgetHoldRequest call;
+    call.iss = "bench";
+    call.sub = user;
+    call.limit_micro_usd = int64_t{1} << 60;  // never spent: every call is admitted
+    call.window = {0, int64_t{1} << 40};
+    call.micro_usd = 50000;
+    call.now = static_cast<int64_t>(time(nullptr));
+    call.stale_before = call.now - 3900;
+    int64_t hold = 0;
+    timed("budget_admit", [&] {
+      auto admitted = store.AdmitBudgetHold(call);
+      if (admitted.ok()) hold = admitted->hold_id;
+      return admitted.ok() && admitted->verdict == HoldVerdict::kAdmit;
+    });
     timed("ledger_debit", [&] {
       LedgerRow debit;
       debit.iss = "bench";
@@ -76,7 +93,7 @@ std::map<std::string, Samples> RunNode(Store& store, int node, double seconds) {
       debit.amount = 1234;
       debit.at = i;
       debit.model = "claude";
-      return store.AddLedger(debit).ok();
+      return store.SettleBudgetHold(hold, debit).ok();
     });
     if (i % 4 == 0) {
       const std::string id = prefix + std::to_string(i);

@@ -143,6 +143,14 @@ std::string_view BudgetRefusalName(BudgetRefusal kind) {
   return EnumName(kind, kNames);
 }
 
+HoldVerdict DecideHold(const BudgetState& state, int64_t estimate_micro_usd, int64_t limit_micro_usd) {
+  if (state.spent >= limit_micro_usd) return HoldVerdict::kSpent;
+  if (state.held_calls > 0 && state.spent + state.held_micro_usd + estimate_micro_usd > limit_micro_usd) {
+    return HoldVerdict::kInFlight;
+  }
+  return HoldVerdict::kAdmit;
+}
+
 int64_t CostMicroUsd(const ModelPrice& price, const ModelUsage& usage) {
   // Tokens are at most a few million and prices at most a few hundred million: the products fit
   // easily; the sum is kept in 128 bits regardless.

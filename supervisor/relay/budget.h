@@ -95,6 +95,23 @@ class PriceTable {
 
 int64_t CostMicroUsd(const ModelPrice& price, const ModelUsage& usage);
 
+// A model call's admission against its user's AI budget for the window (model_relay.h): what
+// the ledger holds, and the calls admitted and not yet priced, on every node, with the most each
+// may cost (their holds).
+struct BudgetState {
+  int64_t spent = 0;           // micro-dollars
+  int64_t held_calls = 0;
+  int64_t held_micro_usd = 0;
+};
+enum class HoldVerdict {
+  kAdmit,     // the call goes ahead and holds its most possible cost until it is priced
+  kSpent,     // the window's budget is spent
+  kInFlight,  // what is left might not cover the calls in flight and this one at their most: retry
+};
+// kSpent when spent >= limit; kInFlight when calls are held and spent + held + estimate > limit;
+// else kAdmit. A call with none in flight always goes ahead while the budget is not spent.
+HoldVerdict DecideHold(const BudgetState& state, int64_t estimate_micro_usd, int64_t limit_micro_usd);
+
 // What a budget (or the model relay's rate) refused or stopped, for metrics.
 enum class BudgetRefusal {
   kAi,          // a model call: the AI budget of the window is spent, or the token has none

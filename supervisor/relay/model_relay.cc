@@ -3,6 +3,8 @@
 #include <openssl/ssl.h>
 #include <time.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <functional>
 #include <iterator>
@@ -91,13 +93,6 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
   LoopbackAcceptor acceptor{io, "relay",
                             [this](const std::string& id, tcp::socket socket) { OnAccept(id, std::move(socket)); }};
   RateLimiter limiter{config.requests_per_minute};
-  // Per user: the calls admitted and not yet priced, and what they may cost at most. Near the
-  // edge of a budget a call waits for those to be priced instead of joining them.
-  struct Held {
-    int calls = 0;
-    int64_t micro_usd = 0;
-  };
-  std::map<std::string, Held> held;
   bool stopped = false;
   RelayObserver* observer = nullptr;
 
@@ -112,28 +107,41 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
   std::vector<std::unique_ptr<beast::tcp_stream>> idle_plain;
   std::vector<std::unique_ptr<beast::ssl_stream<beast::tcp_stream>>> idle_tls;
 
-  // An admitted call's share of Held, given back when the call is over (however it ends).
+  // An admitted call's hold on its user's budget, in the store, where every node counts it:
+  // settled (deleted as the call's ledger row is written, in one transaction) once the call is
+  // priced, else released when the call ends, however it ends. After a shutdown nothing is
+  // written (the store may be gone): the node's next start releases what is left (Recover).
   class Reservation {
    public:
-    Reservation(std::shared_ptr<Impl> impl, std::string user, int64_t micro_usd)
-        : impl_(std::move(impl)), user_(std::move(user)), micro_usd_(micro_usd) {
-      Held& user_held = impl_->held[user_];
-      ++user_held.calls;
-      user_held.micro_usd += micro_usd_;
-    }
+    Reservation(std::shared_ptr<Impl> impl, int64_t hold_id) : impl_(std::move(impl)), hold_id_(hold_id) {}
     ~Reservation() {
-      auto it = impl_->held.find(user_);
-      if (it == impl_->held.end()) return;
-      it->second.micro_usd -= micro_usd_;
-      if (--it->second.calls <= 0) impl_->held.erase(it);
+      if (settled_ || impl_->stopped) return;
+      Status released = impl_->store.ReleaseBudgetHold(hold_id_);
+      if (!released.ok()) {
+        LogError("relay", "cannot release a budget hold (it lapses on its own)",
+                 {{"hold", std::to_string(hold_id_)}, {"error", released.ToString()}});
+      }
     }
     Reservation(const Reservation&) = delete;
     Reservation& operator=(const Reservation&) = delete;
 
+    // The priced call's ledger row, written as the hold goes. A settle that lost to concurrent
+    // transactions at every attempt (EBUSY) writes the row alone (an insert cannot lose) and
+    // leaves the hold to the destructor: for that moment the call counts twice, never not at all.
+    StatusOr<int64_t> Settle(const LedgerRow& row) {
+      StatusOr<int64_t> id = impl_->store.SettleBudgetHold(hold_id_, row);
+      if (id.ok()) {
+        settled_ = true;
+        return id;
+      }
+      if (id.status().error_number() != EBUSY) return id;
+      return impl_->store.AddLedger(row);
+    }
+
    private:
     std::shared_ptr<Impl> impl_;
-    std::string user_;
-    int64_t micro_usd_;
+    int64_t hold_id_;
+    bool settled_ = false;
   };
 
   // The most a call may cost: every byte of the request an input token (a JSON body holds fewer
@@ -243,6 +251,9 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
                                "corral: the body must be a JSON object with a \"model\" string", keep);
     }
     std::optional<Reservation> reservation;  // held until this call is priced and done
+    // The call ends by then at the latest (relay.max_call_s from its admission): never after its
+    // hold lapses (HoldLifetimeSeconds), however slowly either side reads.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(config.max_call_s);
     if (messages) {
       if (std::optional<Refusal> refused = Admit(who, model, price, request.body(), body, reservation)) {
         co_return co_await Reply(client, refused->status, refused->type, refused->message, keep, refused->retry_after_s);
@@ -265,10 +276,12 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
     std::function<void()> debit = [&] {
       if (debited || stopped) return;
       debited = true;
-      Debit(who, model, *price, metered);
+      Debit(who, model, *price, metered, reservation ? &*reservation : nullptr);
     };
     std::string unreachable;
-    const Outcome outcome = co_await Forward(client, forward, metered, debit, unreachable);
+    const Outcome outcome = co_await Forward(client, forward, metered, debit, unreachable, deadline);
+    if (outcome != Outcome::kNoAnswer) debit();  // (a no-op when Exchange did it)
+    reservation.reset();  // priced or not, the call holds nothing from here on
     if (!unreachable.empty()) {
       LogWarn("relay", "upstream unreachable", {{"error", unreachable}});
       Count(RelayResult::kUpstreamError);
@@ -280,7 +293,6 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
     if (outcome == Outcome::kNoAnswer) {
       co_return co_await Reply(client, http::status::bad_gateway, "api_error", "corral: " + metered.error, false);
     }
-    debit();  // (a no-op when Exchange did it)
     co_return outcome == Outcome::kDone && keep;
   }
 
@@ -322,40 +334,63 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
       return Refusal{http::status::forbidden, "permission_error",
                      "corral: this session's token carries no AI budget (budget.ai_usd)"};
     }
+    return AdmitOnBudget(who, MaxCost(raw_body, body, *price), reservation);
+  }
+
+  // The AI budget's part of an admission, in one store transaction with every node's calls in
+  // flight (Store::AdmitBudgetHold): refused when the window's budget is spent; told to wait
+  // (the API's own 429, which the CLI answers by retrying) when what is left might not cover
+  // the calls in flight and this one at their most, until they are priced: at the edge of a
+  // budget a user overspends by one call, not by every call in flight. One call always goes
+  // ahead. Admitted, the call holds `estimate` until it is priced.
+  std::optional<Refusal> AdmitOnBudget(const RelayClient& who, int64_t estimate,
+                                       std::optional<Reservation>& reservation) {
     const int64_t now = static_cast<int64_t>(time(nullptr));
-    const WindowRange window = CurrentWindow(who.budget, now);
-    auto spent = store.LedgerSum(who.iss, who.sub, "ai", window.start, window.end);
-    if (!spent.ok()) {
-      LogError("relay", "cannot read the ledger", {{"error", spent.status().ToString()}});
-      Count(RelayResult::kError);
-      return Refusal{http::status::internal_server_error, "api_error", "corral: the ledger cannot be read"};
-    }
-    if (*spent >= *who.budget.ai_micro_usd) {
-      Count(RelayResult::kRefusedBudget);
-      Refused(BudgetRefusal::kAi);
-      authority.OnBudgetExhausted(who);
-      return Refusal{http::status::forbidden, "permission_error",
-                     "corral: the AI budget of this " + std::string(WindowName(who.budget.window)) + " is spent (USD " +
-                         FormatMicroUsd(*spent) + " of " + FormatMicroUsd(*who.budget.ai_micro_usd) +
-                         "; the window ends " + IsoTime(window.end) + ")"};
-    }
-    // The ledger knows only what has been priced. When what is left might not cover the calls
-    // in flight and this one at their most, this one waits (the API's own 429, which the CLI
-    // answers by retrying) until they are priced: at the edge of a budget a user overspends by
-    // one call, not by every call in flight. One call always goes ahead.
-    const int64_t estimate = MaxCost(raw_body, body, *price);
-    Held& mine = held[user];
-    if (mine.calls > 0 && *spent + mine.micro_usd + estimate > *who.budget.ai_micro_usd) {
-      LogInfo("relay", "near the budget's end: waiting for calls in flight",
-              {{"session", who.session_id}, {"in_flight", std::to_string(mine.calls)}});
+    BudgetHoldRequest request;
+    request.iss = who.iss;
+    request.sub = who.sub;
+    request.limit_micro_usd = *who.budget.ai_micro_usd;
+    request.window = CurrentWindow(who.budget, now);
+    request.micro_usd = estimate;
+    request.now = now;
+    request.stale_before = now - HoldLifetimeSeconds(config);
+    StatusOr<BudgetHoldAnswer> answer = store.AdmitBudgetHold(request);
+    if (!answer.ok() && answer.status().error_number() == EBUSY) {
+      // Another node held the user's turn (in the middle of an admission) for a second.
       Count(RelayResult::kRefusedInFlight);
       Refused(BudgetRefusal::kAiInFlight);
       return Refusal{http::status::too_many_requests, "rate_limit_error",
-                     "corral: the AI budget is nearly spent and " + std::to_string(mine.calls) +
-                         " call(s) are still being priced; retry shortly",
-                     2};
+                     "corral: the AI budget is busy with concurrent calls; retry shortly", 1};
     }
-    reservation.emplace(shared_from_this(), user, estimate);
+    if (!answer.ok()) {
+      LogError("relay", "cannot read the ledger", {{"error", answer.status().ToString()}});
+      Count(RelayResult::kError);
+      return Refusal{http::status::internal_server_error, "api_error", "corral: the ledger cannot be read"};
+    }
+    const BudgetState& state = answer->state;
+    switch (answer->verdict) {
+      case HoldVerdict::kSpent:
+        Count(RelayResult::kRefusedBudget);
+        Refused(BudgetRefusal::kAi);
+        authority.OnBudgetExhausted(who);
+        return Refusal{http::status::forbidden, "permission_error",
+                       "corral: the AI budget of this " + std::string(WindowName(who.budget.window)) +
+                           " is spent (USD " + FormatMicroUsd(state.spent) + " of " +
+                           FormatMicroUsd(request.limit_micro_usd) + "; the window ends " +
+                           IsoTime(request.window.end) + ")"};
+      case HoldVerdict::kInFlight:
+        LogInfo("relay", "near the budget's end: waiting for calls in flight",
+                {{"session", who.session_id}, {"in_flight", std::to_string(state.held_calls)}});
+        Count(RelayResult::kRefusedInFlight);
+        Refused(BudgetRefusal::kAiInFlight);
+        return Refusal{http::status::too_many_requests, "rate_limit_error",
+                       "corral: the AI budget is nearly spent and " + std::to_string(state.held_calls) +
+                           " call(s) are still being priced; retry shortly",
+                       2};
+      case HoldVerdict::kAdmit:
+        break;
+    }
+    reservation.emplace(shared_from_this(), answer->hold_id);
     return std::nullopt;
   }
 
@@ -374,24 +409,33 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
     return forward;
   }
 
-  awaitable<std::string> OpenTls(beast::ssl_stream<beast::tcp_stream>& stream) {
+  // How long one read or write on either side may wait: relay.timeout, and never past the
+  // call's deadline.
+  std::chrono::steady_clock::duration Patience(std::chrono::steady_clock::time_point deadline) const {
+    const std::chrono::steady_clock::duration left = deadline - std::chrono::steady_clock::now();
+    return std::min<std::chrono::steady_clock::duration>(std::max(left, std::chrono::steady_clock::duration::zero()),
+                                                         std::chrono::seconds(config.timeout_s));
+  }
+
+  awaitable<std::string> OpenTls(beast::ssl_stream<beast::tcp_stream>& stream,
+                                 std::chrono::steady_clock::time_point deadline) {
     if (!SSL_set_tlsext_host_name(stream.native_handle(), upstream->host.c_str())) co_return "TLS set-up failed";
     stream.set_verify_callback(asio::ssl::host_name_verification(upstream->host));
-    std::string failed = co_await Connect(beast::get_lowest_layer(stream));
+    std::string failed = co_await Connect(beast::get_lowest_layer(stream), deadline);
     if (!failed.empty()) co_return failed;
     boost::system::error_code ec;
-    beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(config.timeout_s));
+    beast::get_lowest_layer(stream).expires_after(Patience(deadline));
     co_await stream.async_handshake(asio::ssl::stream_base::client, asio::redirect_error(use_awaitable, ec));
     if (ec) co_return "TLS handshake with " + upstream->host + ": " + ec.message();
     co_return "";
   }
 
-  awaitable<std::string> Connect(beast::tcp_stream& stream) {
+  awaitable<std::string> Connect(beast::tcp_stream& stream, std::chrono::steady_clock::time_point deadline) {
     boost::system::error_code ec;
     tcp::resolver resolver(io);
     auto endpoints = co_await resolver.async_resolve(upstream->host, upstream->port, asio::redirect_error(use_awaitable, ec));
     if (ec) co_return "resolve " + upstream->host + ": " + ec.message();
-    stream.expires_after(std::chrono::seconds(30));
+    stream.expires_after(std::min<std::chrono::steady_clock::duration>(std::chrono::seconds(30), Patience(deadline)));
     co_await stream.async_connect(endpoints, asio::redirect_error(use_awaitable, ec));
     if (ec) co_return "connect to " + upstream->host + ":" + upstream->port + ": " + ec.message();
     stream.socket().set_option(tcp::no_delay(true), ec);
@@ -419,9 +463,9 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
   template <typename Stream>
   awaitable<Outcome> Exchange(Stream& upstream_stream, beast::tcp_stream& upstream_layer, beast::tcp_stream& client,
                            http::request<http::string_body>& forward, Metered& metered,
-                           const std::function<void()>& on_complete) {
+                           const std::function<void()>& on_complete, std::chrono::steady_clock::time_point deadline) {
     boost::system::error_code ec;
-    upstream_layer.expires_after(std::chrono::seconds(config.timeout_s));
+    upstream_layer.expires_after(Patience(deadline));
     co_await http::async_write(upstream_stream, forward, asio::redirect_error(use_awaitable, ec));
     if (ec) {
       metered.error = "sending to the upstream failed: " + ec.message();
@@ -432,7 +476,7 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
     http::response_parser<http::buffer_body> parser;
     parser.body_limit(std::numeric_limits<std::uint64_t>::max());  // streamed through, not kept
     parser.header_limit(kMaxHeaderBytes);
-    upstream_layer.expires_after(std::chrono::seconds(config.timeout_s));
+    upstream_layer.expires_after(Patience(deadline));
     co_await http::async_read_header(upstream_stream, upstream_buffer, parser, asio::redirect_error(use_awaitable, ec));
     if (ec) {
       metered.error = "no answer from the upstream: " + ec.message();
@@ -454,7 +498,7 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
     response.chunked(true);
     response.keep_alive(true);
     http::response_serializer<http::buffer_body> serializer{response};
-    client.expires_after(std::chrono::seconds(config.timeout_s));
+    client.expires_after(Patience(deadline));
     co_await http::async_write_header(client, serializer, asio::redirect_error(use_awaitable, ec));
     if (ec) co_return Outcome::kClientGone;
     char chunk[kChunkBytes];
@@ -463,7 +507,7 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
       if (!parser.is_done()) {
         parser.get().body().data = chunk;
         parser.get().body().size = sizeof(chunk);
-        upstream_layer.expires_after(std::chrono::seconds(config.timeout_s));
+        upstream_layer.expires_after(Patience(deadline));
         // read_some: whatever has come (one event of a slow stream), not a full buffer.
         co_await http::async_read_some(upstream_stream, upstream_buffer, parser,
                                        asio::redirect_error(use_awaitable, ec));
@@ -480,7 +524,7 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
       response.body().data = got > 0 ? chunk : nullptr;
       response.body().size = got;
       response.body().more = !parser.is_done();
-      client.expires_after(std::chrono::seconds(config.timeout_s));
+      client.expires_after(Patience(deadline));
       co_await http::async_write(client, serializer, asio::redirect_error(use_awaitable, ec));
       if (ec == http::error::need_buffer) ec = {};
       if (ec) co_return Outcome::kClientGone;  // what was used so far is still paid for
@@ -493,7 +537,8 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
   // answer: once, the call is made again on a new one. When no connection can be made,
   // `unreachable` says why.
   awaitable<Outcome> Forward(beast::tcp_stream& client, http::request<http::string_body>& forward, Metered& metered,
-                             const std::function<void()>& debit, std::string& unreachable) {
+                             const std::function<void()>& debit, std::string& unreachable,
+                             std::chrono::steady_clock::time_point deadline) {
     Outcome outcome = Outcome::kNoAnswer;
     for (int attempt = 0; attempt < 2; ++attempt) {
       bool reused = false;
@@ -506,10 +551,10 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
           reused = true;
         } else {
           stream = std::make_unique<beast::ssl_stream<beast::tcp_stream>>(io, tls);
-          unreachable = co_await OpenTls(*stream);
+          unreachable = co_await OpenTls(*stream, deadline);
           if (!unreachable.empty()) co_return Outcome::kNoAnswer;
         }
-        outcome = co_await Exchange(*stream, beast::get_lowest_layer(*stream), client, forward, metered, debit);
+        outcome = co_await Exchange(*stream, beast::get_lowest_layer(*stream), client, forward, metered, debit, deadline);
         if (outcome == Outcome::kDone && metered.upstream_keep_alive && idle_tls.size() < kMaxIdle && !stopped) {
           idle_tls.push_back(std::move(stream));
         }
@@ -521,10 +566,10 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
           reused = true;
         } else {
           stream = std::make_unique<beast::tcp_stream>(io);
-          unreachable = co_await Connect(*stream);
+          unreachable = co_await Connect(*stream, deadline);
           if (!unreachable.empty()) co_return Outcome::kNoAnswer;
         }
-        outcome = co_await Exchange(*stream, *stream, client, forward, metered, debit);
+        outcome = co_await Exchange(*stream, *stream, client, forward, metered, debit, deadline);
         if (outcome == Outcome::kDone && metered.upstream_keep_alive && idle_plain.size() < kMaxIdle && !stopped) {
           idle_plain.push_back(std::move(stream));
         }
@@ -534,8 +579,10 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
     co_return outcome;
   }
 
+  // Prices the call and writes its ledger row, as its hold goes (`hold`: none for a call that
+  // holds nothing).
   void Debit(const RelayClient& who, const std::string& requested_model, const ModelPrice& requested_price,
-             const Metered& metered) {
+             const Metered& metered, Reservation* hold) {
     ModelUsage usage = metered.streamed ? metered.sse.usage() : UsageFromMessage(metered.whole);
     if (usage.empty()) return;
     if (usage.model.empty()) usage.model = requested_model;
@@ -555,7 +602,7 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
     row.output_tokens = usage.output_tokens;
     row.cache_write_tokens = usage.cache_creation_input_tokens;
     row.cache_read_tokens = usage.cache_read_input_tokens;
-    auto added = store.AddLedger(row);
+    StatusOr<int64_t> added = hold != nullptr ? hold->Settle(row) : store.AddLedger(row);
     if (!added.ok()) {
       LogError("relay", "cannot write the ledger", {{"session", who.session_id}, {"error", added.status().ToString()}});
     }
@@ -579,6 +626,16 @@ void ModelRelay::Reload(PriceTable prices, uint64_t requests_per_minute) {
 }
 
 void ModelRelay::SetObserver(RelayObserver* observer) { impl_->observer = observer; }
+
+Status ModelRelay::Recover() {
+  StatusOr<int64_t> released = impl_->store.ReleaseNodeBudgetHolds();
+  if (!released.ok()) return released.status();
+  if (*released > 0) {
+    LogInfo("relay", "released the budget holds of calls that died with the last run",
+            {{"holds", std::to_string(*released)}});
+  }
+  return Status();
+}
 
 std::string_view RelayResultName(RelayResult result) {
   static constexpr std::string_view kNames[] = {

@@ -16,8 +16,25 @@
 // cost is known only at the end). So that concurrent requests at the edge of a budget do not all
 // overspend, each admitted call holds its most possible cost (every request byte an input token,
 // max_tokens of output) until it is priced; a call that what is left might not cover together
-// with those in flight waits (the API's own 429; the CLI retries). One call always goes ahead, so
-// a user overspends by at most one call.
+// with those in flight waits (the API's own 429; the CLI retries). One call always goes ahead.
+//
+// The holds are the fleet's: a row each in the store (Store::AdmitBudgetHold), which every node
+// sharing it reads. The admission is one transaction that takes the user's turn (a row lock on
+// PostgreSQL, the write lock on SQLite), reads the user's spending in the window and every
+// node's holds, decides (DecideHold) and inserts the hold; the debit is one transaction that
+// deletes the hold and writes the ledger row; a call that ends without a price deletes its hold.
+// So a user's admissions on all nodes happen in one order, each seeing the holds and debits
+// before it, as on one host, and the bound is one host's. With
+// every call costing at most what it holds: a call admitted beside others in flight fits, at its
+// most, within the budget (spent + held + its most <= limit), and a call admitted with none in
+// flight needs spent < limit; so once the window's calls are priced,
+//   spent <= limit - 1 + the cost of the last call admitted with none in flight,
+// and spent <= limit when that call was not the last admitted: a user overspends by less than
+// one call, however many nodes and calls.
+// A hold of a node that died with calls in flight is released when that node starts again
+// (Recover), and lapses after HoldLifetimeSeconds: a call lasts relay.max_call_s at most, so a
+// hold that old belongs to no live call, and no node counts it (the admission deletes it).
+// Calls that node's death cut off are never priced (as on one host).
 #pragma once
 
 #include <cstdint>
@@ -88,6 +105,13 @@ class RelayObserver : public BudgetObserver {
   virtual void OnUpstreamLatency(double seconds) = 0;
 };
 
+// How long a budget hold counts: the longest call (relay.max_call_s) and five minutes for the
+// nodes' clocks to disagree and a debit to be written.
+inline constexpr int64_t kHoldSlackSeconds = 300;
+inline int64_t HoldLifetimeSeconds(const RelayConfig& config) {
+  return static_cast<int64_t>(config.max_call_s) + kHoldSlackSeconds;
+}
+
 class ModelRelay : public LoopbackServices {
  public:
   ModelRelay(boost::asio::io_context& io, RelayConfig config, Store& store, RelayAuthority& authority);
@@ -96,6 +120,10 @@ class ModelRelay : public LoopbackServices {
   std::vector<uint16_t> Ports() const override { return {static_cast<uint16_t>(config_.port)}; }
   void Serve(const std::string& sandbox_id, std::vector<UniqueFd> listeners) override;
   void Forget(const std::string& sandbox_id) override;
+
+  // At the daemon's start, before any sandbox is served: releases the budget holds this node's
+  // previous run left in the store (its calls in flight died with it).
+  Status Recover();
 
   // A config reload (on the event loop): the price table and the per-user rate of model calls
   // for the calls that start from now on.

@@ -22,6 +22,12 @@ struct RelayConfig {
   PriceTable prices;     // [relay.prices."MODEL"] input/output/cache_write/cache_read
   uint64_t max_request_bytes = 32ull << 20;
   uint64_t timeout_s = 600;  // for each read or write on either side
+  // The longest a model call lasts, from its admission to its answer's last byte, however slowly
+  // either side reads: past it the call is cut short (what was used is paid for). Not in
+  // corrald.toml: budget holds lapse after it (model_relay.h), so every node must agree on it.
+  // An hour: six times relay.timeout's default; a call that streams for longer is rare enough to
+  // be cut (the agent sees an answer cut short, and retries). Tests shorten it.
+  uint64_t max_call_s = 3600;
   uint64_t requests_per_minute = 0;  // model calls per user (over all their sessions); 0 = no limit
 };
 

@@ -70,6 +70,16 @@ class SqlDb {
   // or deadlock, rolls back and runs `body` again, so a body must be safe to run more than once:
   // it may only read and write through this connection and assign its results).
   virtual Status Transaction(const std::function<Status()>& body) = 0;
+
+  // `body` in one transaction whose contenders take turns on a row lock instead of on what they
+  // read: its first statement writes a row that all of them write (an upsert of one key), which
+  // waits for a concurrent writer of that row to commit, and each later statement sees what was
+  // committed before it began (PostgreSQL READ COMMITTED; SQLite takes the write lock at BEGIN,
+  // as Transaction does). For a hot, small table that SERIALIZABLE would make every concurrent
+  // transaction run again, whatever rows they touch (PostgreSQL's predicate locks on a small
+  // table cover all of it). A lock waited for kLockWaitMs: EBUSY. Run once.
+  static constexpr int kLockWaitMs = 1000;
+  virtual Status LockedTransaction(const std::function<Status()>& body) = 0;
 };
 
 // "store: <what>: no such row", ENOENT.

@@ -210,6 +210,19 @@ class PostgresDb : public SqlDb {
     return Status::Error(status.message() + " (after " + std::to_string(kTransactionAttempts) + " attempts)", EBUSY);
   }
 
+  Status LockedTransaction(const std::function<Status()>& body) override {
+    RETURN_IF_ERROR(ExecScript("BEGIN ISOLATION LEVEL READ COMMITTED", "begin transaction"));
+    in_transaction_ = true;
+    Status status = ExecScript("SET LOCAL lock_timeout = " + std::to_string(kLockWaitMs), "begin transaction");
+    if (status.ok()) status = body();
+    if (status.ok()) status = ExecScript("COMMIT", "commit");
+    in_transaction_ = false;
+    if (!status.ok() && PQstatus(conn_) == CONNECTION_OK && PQtransactionStatus(conn_) != PQTRANS_IDLE) {
+      (void)ExecScript("ROLLBACK", "rollback");
+    }
+    return status;
+  }
+
  private:
   // The session's settings, at connect and after every reconnect.
   Status Configure() {
@@ -279,6 +292,7 @@ class PostgresDb : public SqlDb {
     }
     if (Unreachable(conn_, state)) return Status::Error(std::move(message), ECONNREFUSED);
     if (state == "23505") return Status::Error(std::move(message), EEXIST);  // unique_violation
+    if (state == "55P03") return Status::Error(std::move(message), EBUSY);   // lock_not_available
     if (state == "23503") return Status::Error(std::move(message), ENOENT);  // foreign_key_violation
     // Text PostgreSQL cannot hold (a NUL byte, invalid UTF-8), which SQLite would have kept.
     if (state == "22021" || state == "22P05") return Status::Error(std::move(message), EINVAL);

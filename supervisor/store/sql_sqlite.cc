@@ -139,6 +139,9 @@ class SqliteDb : public SqlDb {
     return status;
   }
 
+  // BEGIN IMMEDIATE already makes every other writer wait.
+  Status LockedTransaction(const std::function<Status()>& body) override { return Transaction(body); }
+
  private:
   // A prepared statement: a cached one goes back to the cache (reset, bindings cleared), a fresh
   // one is finalized.

@@ -52,4 +52,13 @@ Status Store::InTransaction(const std::function<Status()>& body) {
   return status;
 }
 
+Status Store::InLockedTransaction(const std::function<Status()>& body) {
+  std::lock_guard lock(mu_);
+  if (transaction_depth_ > 0) return body();
+  ++transaction_depth_;
+  Status status = db_->LockedTransaction(body);
+  --transaction_depth_;
+  return status;
+}
+
 }  // namespace corral::supervisor

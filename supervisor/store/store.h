@@ -1,6 +1,7 @@
 // The daemon's state: issuers, sandboxes, snapshots, commands, events, sessions, the ledger and
-// headless executions, in SQLite (a file in the state dir, the default) or PostgreSQL (a server
-// the nodes of a fleet share). The same methods, tables and answers on both.
+// the budget holds on it, headless executions and nodes, in SQLite (a file in the state dir, the
+// default) or PostgreSQL (a server the nodes of a fleet share). The same methods, tables and
+// answers on both.
 //
 // SQLite: WAL mode, foreign keys on. Both: versioned migrations, each in its own transaction,
 // forward only. Every method that returns OK has committed: an acknowledged API request is a
@@ -234,6 +235,23 @@ struct LedgerTotal {
   int64_t count = 0;          // ledger rows (for "ai": model calls)
 };
 
+// A model call's admission on its user's AI budget, and the hold it takes (Store::AdmitBudgetHold,
+// supervisor/relay/model_relay.h).
+struct BudgetHoldRequest {
+  std::string iss;
+  std::string sub;
+  int64_t limit_micro_usd = 0;  // the budget of the window
+  WindowRange window;           // the ledger's "ai" rows with start <= at < end are spent
+  int64_t micro_usd = 0;        // the call's most possible cost: what it holds until it is priced
+  int64_t now = 0;              // unix seconds: the hold's created_at
+  int64_t stale_before = 0;     // holds created before this outlived their call: not counted, deleted
+};
+struct BudgetHoldAnswer {
+  HoldVerdict verdict = HoldVerdict::kSpent;
+  int64_t hold_id = 0;          // kAdmit: the hold's id, for SettleBudgetHold or ReleaseBudgetHold
+  BudgetState state;            // what the decision read (every node's holds but the stale)
+};
+
 enum class Synchronous { kNormal, kFull };
 
 // Where the store is ([store] in corrald.toml).
@@ -362,6 +380,23 @@ class Store {
   StatusOr<std::vector<LedgerRow>> ListLedger(const std::string& iss, const std::string& sub, int64_t from,
                                               int64_t to, int64_t after_id = 0, int64_t limit = 10000);
 
+  // Budget holds (store_ledger.cc): a model call's most possible cost, held from its admission
+  // until it is priced, in a table every node reads, so that the calls in flight on every node
+  // count against their user's budget. AdmitBudgetHold is one transaction: it takes the user's
+  // turn (a row lock: the user's admissions on every node take turns, other users' go on; EBUSY
+  // when another node holds it for a second), reads the user's spending in the window and holds
+  // (those created before stale_before are deleted, not counted), decides (DecideHold), and when
+  // admitted inserts this node's hold. SettleBudgetHold is one
+  // transaction: it deletes the hold (gone already: nothing) and inserts the priced call's ledger
+  // row, returning its id, so that the money is never both held and spent, nor neither.
+  // ReleaseBudgetHold: a call that ended without a price (no answer, or none with usage).
+  // ReleaseNodeBudgetHolds (this node's start): every hold of this node, whose calls died with
+  // its previous run; returns how many.
+  StatusOr<BudgetHoldAnswer> AdmitBudgetHold(const BudgetHoldRequest& request);
+  StatusOr<int64_t> SettleBudgetHold(int64_t hold_id, const LedgerRow& row);
+  Status ReleaseBudgetHold(int64_t hold_id);
+  StatusOr<int64_t> ReleaseNodeBudgetHolds();
+
   // Executions. InsertExecution: of this node. ListExecutions: empty arguments match every
   // value; oldest first. A bundle is stored (or replaced) apart from its record and goes with it
   // (DeleteExecution). FailRunningExecutions (recovery): every running execution of this node
@@ -393,6 +428,8 @@ class Store {
 
  private:
   Store() = default;
+  // `body` in SqlDb::LockedTransaction (joining an outer transaction, as InTransaction does).
+  Status InLockedTransaction(const std::function<Status()>& body);
   Status ClaimEveryRow();
   store_internal::SqlDb* db_ = nullptr;  // owned
   StoreBackend backend_ = StoreBackend::kSqlite;

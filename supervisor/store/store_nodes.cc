@@ -47,7 +47,7 @@ Status Store::SetNodeDrained(const std::string& id, bool drained) {
 // another node id (the host renamed, node.id changed), are this node's.
 Status Store::ClaimEveryRow() {
   return InTransaction([this]() -> Status {
-    for (const char* table : {"sandboxes", "snapshots", "executions"}) {
+    for (const char* table : {"sandboxes", "snapshots", "executions", "budget_holds"}) {
       RETURN_IF_ERROR(Run(db_, std::string("UPDATE ") + table + " SET node_id = ?1 WHERE node_id <> ?1", {node_id_},
                           std::string("claim the rows of ") + table + " for node " + node_id_));
     }

@@ -224,6 +224,25 @@ CREATE TABLE nodes (
   memory_available  BIGINT NOT NULL
 );
 )sql",
+    // 1 -> 2: budget holds and their users' rows, as SQLite's 12 -> 13 (model calls admitted and
+    // not yet priced, on every node; the row each admission of a user's calls locks first).
+    R"sql(
+CREATE TABLE budget_holds (
+  id          BIGSERIAL PRIMARY KEY,
+  iss         TEXT COLLATE "C" NOT NULL,
+  sub         TEXT COLLATE "C" NOT NULL,
+  node_id     TEXT COLLATE "C" NOT NULL,
+  micro_usd   BIGINT NOT NULL,
+  created_at  BIGINT NOT NULL
+);
+CREATE INDEX budget_holds_by_user ON budget_holds (iss, sub, created_at);
+CREATE INDEX budget_holds_by_node ON budget_holds (node_id);
+CREATE TABLE budget_users (
+  iss  TEXT COLLATE "C" NOT NULL,
+  sub  TEXT COLLATE "C" NOT NULL,
+  PRIMARY KEY (iss, sub)
+);
+)sql",
 };
 constexpr int kPostgresLatest = static_cast<int>(std::size(kPostgresMigrations));
 

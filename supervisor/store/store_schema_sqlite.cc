@@ -270,6 +270,29 @@ ALTER TABLE snapshots ADD COLUMN node_id TEXT NOT NULL DEFAULT '';
 ALTER TABLE executions ADD COLUMN node_id TEXT NOT NULL DEFAULT '';
 CREATE INDEX sandboxes_by_node ON sandboxes (node_id);
 )sql",
+    // 12 -> 13: budget holds (supervisor/relay/model_relay.h): one row per model call admitted
+    // and not yet priced, with its most possible cost, counted against its user's AI budget by
+    // every node. AUTOINCREMENT: an id is never reused, so a late settle or release of a hold
+    // deleted meanwhile (stale, or its node restarted) cannot delete another call's. One row per
+    // user in budget_users, which every admission of the user's calls writes first: on
+    // PostgreSQL, the row lock that makes them take turns (Store::AdmitBudgetHold).
+    R"sql(
+CREATE TABLE budget_holds (
+  id          INTEGER PRIMARY KEY AUTOINCREMENT,
+  iss         TEXT NOT NULL,
+  sub         TEXT NOT NULL,
+  node_id     TEXT NOT NULL,
+  micro_usd   INTEGER NOT NULL,
+  created_at  INTEGER NOT NULL
+) STRICT;
+CREATE INDEX budget_holds_by_user ON budget_holds (iss, sub, created_at);
+CREATE INDEX budget_holds_by_node ON budget_holds (node_id);
+CREATE TABLE budget_users (
+  iss  TEXT NOT NULL,
+  sub  TEXT NOT NULL,
+  PRIMARY KEY (iss, sub)
+) STRICT;
+)sql",
 };
 constexpr int kLatestSchemaVersion = static_cast<int>(std::size(kMigrations));
 constexpr int kMinSqliteVersion = 3037000;  // STRICT tables.

@@ -139,6 +139,28 @@ TEST(BudgetRefusalTest, EveryKindHasItsName) {
   EXPECT_EQ(BudgetRefusalName(BudgetRefusal::kComputeStop), "compute_stop");
 }
 
+BudgetState State(int64_t spent, int64_t held_calls = 0, int64_t held_micro_usd = 0) {
+  BudgetState state;
+  state.spent = spent;
+  state.held_calls = held_calls;
+  state.held_micro_usd = held_micro_usd;
+  return state;
+}
+
+// The model relay's admission (Store::AdmitBudgetHold decides with it, on every node's holds).
+TEST(DecideHoldTest, SpentRefusesNearlySpentWaitsForCallsInFlightOneCallAlwaysGoesAhead) {
+  // Spent: refused, with or without calls in flight; a micro-dollar left is not spent.
+  EXPECT_EQ(DecideHold(State(1000), 1, 1000), HoldVerdict::kSpent);
+  EXPECT_EQ(DecideHold(State(1200, 3, 500), 1, 1000), HoldVerdict::kSpent);
+  EXPECT_EQ(DecideHold(State(999), 1, 1000), HoldVerdict::kAdmit);
+  // With nothing in flight, one call goes ahead however much it may cost.
+  EXPECT_EQ(DecideHold(State(999), 1000000, 1000), HoldVerdict::kAdmit);
+  // Beside calls in flight, a call goes ahead only if all of them fit at their most: the edge.
+  EXPECT_EQ(DecideHold(State(500, 2, 300), 200, 1000), HoldVerdict::kAdmit);     // 500 + 300 + 200 = 1000
+  EXPECT_EQ(DecideHold(State(500, 2, 300), 201, 1000), HoldVerdict::kInFlight);  // one micro-dollar over
+  EXPECT_EQ(DecideHold(State(0, 1, 1000), 1, 1000), HoldVerdict::kInFlight);
+}
+
 TEST(PriceTableTest, CostIsExactAndRoundedHalfUpOncePerRequest) {
   ModelPrice sonnet = {3000000, 15000000, 3750000, 300000};  // USD 3 / 15 / 3.75 / 0.30 per MTok
   ModelUsage usage;

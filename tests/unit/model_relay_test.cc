@@ -29,6 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/testing/temp_dir.h"
+#include "tests/unit/store_test_util.h"
 
 namespace corral::supervisor {
 namespace {
@@ -265,6 +266,7 @@ class ModelRelayTest : public ::testing::Test {
     config.prices.Set(kModel, {3000000, 15000000, 3750000, 300000});
     config.timeout_s = 30;
     config.requests_per_minute = requests_per_minute_;
+    config.max_call_s = max_call_s_;
     relay_ = std::make_unique<ModelRelay>(io_, config, *store_, authority_);
     relay_->SetObserver(&observer_);
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -310,6 +312,27 @@ class ModelRelayTest : public ::testing::Test {
 
   int64_t Spent() { return *store_->LedgerSum("corp", "alice", "ai", 0, INT64_MAX); }
 
+  // The budget holds in the store (every node's: here, this relay's and the test's own).
+  int64_t Holds() {
+    RawDb raw(dir_ + "/state.db");
+    return std::stoll(raw.Exec("SELECT COUNT(*) FROM budget_holds"));
+  }
+
+  // A hold of alice's as another node's relay takes it for a call in flight there.
+  int64_t HoldElsewhere(int64_t micro_usd, int64_t created_at) {
+    BudgetHoldRequest request;
+    request.iss = "corp";
+    request.sub = "alice";
+    request.limit_micro_usd = INT64_MAX;
+    request.window = {0, INT64_MAX};
+    request.micro_usd = micro_usd;
+    request.now = created_at;
+    request.stale_before = 0;
+    auto hold = store_->AdmitBudgetHold(request);
+    EXPECT_TRUE(hold.ok() && hold->verdict == HoldVerdict::kAdmit);
+    return hold.ok() ? hold->hold_id : 0;
+  }
+
   test::TempDir tmp_{"relay-test"};
   const std::string dir_ = tmp_.path();
   std::unique_ptr<Store> store_;
@@ -322,6 +345,7 @@ class ModelRelayTest : public ::testing::Test {
   std::unique_ptr<ModelRelay> relay_;
   uint16_t port_ = 0;
   uint64_t requests_per_minute_ = 0;
+  uint64_t max_call_s_ = 3600;
 };
 
 TEST_F(ModelRelayTest, AStreamedAnswerPassesThroughAndItsUsageIsDebitedExactly) {
@@ -486,6 +510,8 @@ TEST_F(ModelRelayTest, AnUpstreamErrorReachesTheAgentAndCostsNothing) {
   // The upstream's own error is an answer passed on whole: forwarded, with no usage.
   EXPECT_TRUE(Eventually([&] { return observer_.Results(RelayResult::kForwarded) == 2; }));
   EXPECT_EQ(observer_.Usages().size(), 1u);
+  // Neither holds anything once over: the error's hold released, the answer's settled.
+  EXPECT_TRUE(Eventually([&] { return Holds() == 0; }));
 }
 
 TEST_F(ModelRelayTest, AnAgentThatHangsUpMidStreamStillPaysForWhatWasUsed) {
@@ -511,6 +537,7 @@ TEST_F(ModelRelayTest, AnAgentThatHangsUpMidStreamStillPaysForWhatWasUsed) {
   EXPECT_LT(Spent(), 700 * 3 + 50 * 15);
   EXPECT_TRUE(Eventually([&] { return observer_.Results(RelayResult::kClientGone) == 1; }));
   EXPECT_EQ(observer_.Results(RelayResult::kForwarded), 0);
+  EXPECT_TRUE(Eventually([&] { return Holds() == 0; }));
 }
 
 // Upstream connections are kept between calls; one the upstream closed meanwhile is replaced
@@ -580,6 +607,7 @@ TEST_F(ModelRelayTest, ConcurrentRequestsAtTheEdgeOverspendByOneCallAtMost) {
   EXPECT_EQ(observer_.Results(RelayResult::kRefusedBudget), spent);
   EXPECT_EQ(observer_.Refusals(BudgetRefusal::kAi), spent);
   EXPECT_EQ(observer_.TotalResults(), kRequests + 1);
+  EXPECT_TRUE(Eventually([&] { return Holds() == 0; }));
 }
 
 // TLS to the upstream: the certificate must chain to a trusted CA and name the upstream's host.
@@ -607,6 +635,93 @@ TEST_F(ModelRelayTest, FarFromTheEdgeConcurrentCallsAreAllAdmitted) {
   first.join();
   // Once it is priced, there is room again and the next one goes ahead.
   EXPECT_EQ(Post("/v1/messages", MessagesBody(true)).status, 200);
+}
+
+// The holds are in the store, where every node of a fleet reads them: a call in flight on
+// another node makes a call near the edge wait here, until that call is priced.
+TEST_F(ModelRelayTest, ACallInFlightOnAnotherNodeMakesACallNearTheEdgeWait) {
+  Start({{"turns", {Turn("x", 10, 1), Turn("y", 10, 1)}}});
+  // A call holds about 15,700 (MessagesBody's ~180 bytes at 3.75 and 1000 output tokens at 15):
+  // alone it fits in 20,000, beside another node's call holding 5,000 it does not.
+  authority_.budget.ai_micro_usd = 20000;
+  const int64_t now = static_cast<int64_t>(time(nullptr));
+  const int64_t elsewhere = HoldElsewhere(5000, now);
+  Answer waits = Post("/v1/messages", MessagesBody(true));
+  EXPECT_EQ(waits.status, 429) << waits.body;
+  EXPECT_NE(json::parse(waits.body)["error"]["message"].get<std::string>().find("1 call(s) are still being priced"),
+            std::string::npos)
+      << waits.body;
+  EXPECT_TRUE(upstream_->Requests().empty());
+  // Priced there (its hold goes as its row comes): the call goes ahead here.
+  LedgerRow priced;
+  priced.iss = "corp";
+  priced.sub = "alice";
+  priced.kind = "ai";
+  priced.amount = 45;
+  priced.at = now;
+  ASSERT_TRUE(store_->SettleBudgetHold(elsewhere, priced).ok());
+  EXPECT_EQ(Post("/v1/messages", MessagesBody(true)).status, 200);
+  EXPECT_EQ(Spent(), 45 + 45);
+  EXPECT_TRUE(Eventually([&] { return Holds() == 0; }));
+  // A hold older than the longest call (its node died mid-call and never came back) counts for
+  // nothing, and goes.
+  HoldElsewhere(5000, now - HoldLifetimeSeconds(RelayConfig{}) - 10);
+  EXPECT_EQ(Holds(), 1);
+  EXPECT_EQ(Post("/v1/messages", MessagesBody(true)).status, 200);
+  EXPECT_TRUE(Eventually([&] { return Holds() == 0; }));
+  EXPECT_TRUE(Eventually([&] { return observer_.Results(RelayResult::kForwarded) == 2; }));
+  EXPECT_EQ(observer_.Results(RelayResult::kRefusedInFlight), 1);
+}
+
+// What this node's last run held for calls that died with it is released at its start.
+TEST_F(ModelRelayTest, RecoverReleasesTheHoldsOfTheNodesLastRun) {
+  Start({{"turns", {Turn("x", 10, 1)}}});
+  authority_.budget.ai_micro_usd = 20000;
+  HoldElsewhere(5000, static_cast<int64_t>(time(nullptr)));  // under this node's id
+  EXPECT_EQ(Post("/v1/messages", MessagesBody(true)).status, 429);
+  ASSERT_TRUE(relay_->Recover().ok());
+  EXPECT_EQ(Holds(), 0);
+  EXPECT_EQ(Post("/v1/messages", MessagesBody(true)).status, 200);
+  EXPECT_EQ(Spent(), 45);
+}
+
+// No call outlives its hold: past relay.max_call_s from its admission it is cut short, and pays
+// for what it used.
+TEST_F(ModelRelayTest, ACallPastTheLongestACallMayLastIsCutAndPaysWhatItUsed) {
+  max_call_s_ = 1;
+  json slow = Turn("a slow answer with several words in it, as slow as it gets", 700, 50);
+  slow["chunk_delay"] = 0.4;  // about 10 events: 4 s
+  Start({{"turns", {slow, Turn("quick", 10, 1)}}});
+  const auto start = std::chrono::steady_clock::now();
+  std::string received;
+  {
+    asio::io_context io;
+    beast::tcp_stream stream(io);
+    stream.connect(asio::ip::tcp::endpoint(asio::ip::address_v4::loopback(), port_));
+    http::request<http::string_body> request{http::verb::post, "/v1/messages", 11};
+    request.set("x-api-key", kKey);
+    request.body() = MessagesBody(true).dump();
+    request.prepare_payload();
+    http::write(stream, request);
+    char chunk[4096];
+    boost::system::error_code ec;
+    while (!ec) received.append(chunk, stream.socket().read_some(asio::buffer(chunk), ec));
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_GE(seconds, 0.9);
+  EXPECT_LT(seconds, 3.0);
+  EXPECT_NE(received.find("event: message_start"), std::string::npos);
+  EXPECT_EQ(received.find("event: message_stop"), std::string::npos);
+  // message_start's usage is what it used; its hold is gone.
+  EXPECT_TRUE(Eventually([&] { return Spent() > 0; }));
+  EXPECT_GE(Spent(), 700 * 3);
+  EXPECT_LT(Spent(), 700 * 3 + 50 * 15);
+  EXPECT_TRUE(Eventually([&] { return Holds() == 0; }));
+  EXPECT_TRUE(Eventually([&] { return observer_.Results(RelayResult::kUpstreamError) == 1; }));
+  // Control: a call within the second goes through whole.
+  Answer quick = Post("/v1/messages", MessagesBody(true));
+  EXPECT_EQ(quick.status, 200);
+  EXPECT_NE(quick.body.find("event: message_stop"), std::string::npos);
 }
 
 TEST_F(ModelRelayTest, ATrustedCertificateForTheUpstreamsNameIsAccepted) {

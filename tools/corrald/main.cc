@@ -412,9 +412,11 @@ StatusOr<std::unique_ptr<supervisor::EgressProxy>> EgressIfEnabled(boost::asio::
   return egress;
 }
 
-// What the daemon finds at its start: its sandboxes, their sessions, its executions.
-Status RecoverAll(supervisor::SandboxManager& manager, supervisor::SessionRunner& sessions,
-                  supervisor::Executions& executions) {
+// What the daemon finds at its start: the budget holds of its calls that died with its last run
+// (before a sandbox's relay is served), its sandboxes, their sessions, its executions.
+Status RecoverAll(supervisor::ModelRelay& relay, supervisor::SandboxManager& manager,
+                  supervisor::SessionRunner& sessions, supervisor::Executions& executions) {
+  RETURN_IF_ERROR(relay.Recover());
   RETURN_IF_ERROR(manager.Recover());
   RETURN_IF_ERROR(sessions.Recover());
   return executions.Recover();
@@ -641,7 +643,7 @@ int Serve(Foundation& base) {
   supervisor::NodeRegistry nodes(io, *store, NodeSettingsOf(*config));
   if (Status registered = nodes.Start(); !registered.ok()) return Fail("node: " + registered.ToString());
   manager.SetDrained([&nodes] { return nodes.DrainedNow(); });
-  if (Status recovered = RecoverAll(manager, sessions, executions); !recovered.ok()) {
+  if (Status recovered = RecoverAll(relay, manager, sessions, executions); !recovered.ok()) {
     return Fail("recovery: " + recovered.ToString());
   }
 
