@@ -30,6 +30,15 @@ NodeRow Node(const std::string& id, bool alive, const std::string& address, int6
   return row;
 }
 
+SnapshotRow SnapshotOf(const std::string& id, const std::string& sandbox) {
+  SnapshotRow snapshot;
+  snapshot.id = id;
+  snapshot.sandbox_id = sandbox;
+  snapshot.iss = "corp";
+  snapshot.sub = "alice";
+  return snapshot;
+}
+
 class FleetRouterTest : public StoreFixtureOf<::testing::Test> {
  protected:
   StoreBackend backend() const override { return StoreBackend::kPostgresql; }
@@ -37,11 +46,8 @@ class FleetRouterTest : public StoreFixtureOf<::testing::Test> {
   void SetUp() override {
     StoreFixtureOf<::testing::Test>::SetUp();
     if (IsSkipped() || HasFatalFailure()) return;
-    StoreOptions options = Options();
-    options.node_id = "b";
-    auto b = Store::Open(options);
-    ASSERT_TRUE(b.ok()) << b.status().ToString();
-    b_ = std::move(*b);
+    b_ = OpenNode("b");
+    ASSERT_NE(b_, nullptr);
     // This node ("local"), b (alive, reachable), c (silent), d (alive, no address).
     ASSERT_TRUE(store_->RegisterNode(Node(store_->node_id(), true, "10.0.0.1:7080")).ok());
     ASSERT_TRUE(store_->RegisterNode(Node("b", true, "10.0.0.2:7080")).ok());
@@ -84,12 +90,7 @@ TEST_F(FleetRouterTest, WhatAnotherNodeHoldsIsThatNodes) {
 
 TEST_F(FleetRouterTest, SnapshotsSessionsAndExecutionsAreWhereTheirNodeIs) {
   SandboxOn("sb_b", *b_);
-  SnapshotRow snapshot;
-  snapshot.id = "snap_b";
-  snapshot.sandbox_id = "sb_b";
-  snapshot.iss = "corp";
-  snapshot.sub = "alice";
-  ASSERT_TRUE(b_->InsertSnapshot(snapshot).ok());
+  ASSERT_TRUE(b_->InsertSnapshot(SnapshotOf("snap_b", "sb_b")).ok());
   SessionRow session;
   session.id = "ses_b";
   session.sandbox_id = "sb_b";
@@ -161,12 +162,7 @@ TEST_F(FleetRouterTest, PlacementTakesTheRoomierOfTwoOpenNodes) {
 
 TEST_F(FleetRouterTest, ASandboxFromASnapshotGoesWhereTheSnapshotIs) {
   SandboxOn("sb_b", *b_);
-  SnapshotRow snapshot;
-  snapshot.id = "snap_b";
-  snapshot.sandbox_id = "sb_b";
-  snapshot.iss = "corp";
-  snapshot.sub = "alice";
-  ASSERT_TRUE(b_->InsertSnapshot(snapshot).ok());
+  ASSERT_TRUE(b_->InsertSnapshot(SnapshotOf("snap_b", "sb_b")).ok());
   router_->SetRandom([](size_t n) { return n - 1; });  // by room alone: this node (the last by id)
   auto placed = router_->Place("snap_b");
   ASSERT_TRUE(placed.ok()) << placed.status().ToString();

@@ -202,13 +202,6 @@ class FleetHoldsTest : public StoreFixtureOf<::testing::Test> {
  protected:
   StoreBackend backend() const override { return StoreBackend::kPostgresql; }
 
-  std::unique_ptr<Store> OpenNode(const std::string& id) {
-    StoreOptions options = Options();
-    options.node_id = id;
-    auto store = Store::Open(options);
-    EXPECT_TRUE(store.ok()) << store.status().ToString();
-    return store.ok() ? std::move(*store) : nullptr;
-  }
   int64_t Holds(const std::string& where = "TRUE") {
     const std::string count = RawExec("SELECT COUNT(*) FROM budget_holds WHERE " + where);
     return count.empty() ? -1 : std::stoll(count);

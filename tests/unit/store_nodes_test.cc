@@ -129,13 +129,6 @@ class TwoNodesTest : public StoreFixtureOf<::testing::Test> {
  protected:
   StoreBackend backend() const override { return StoreBackend::kPostgresql; }
 
-  std::unique_ptr<Store> OpenNode(const std::string& id) {
-    StoreOptions options = Options();
-    options.node_id = id;
-    auto store = Store::Open(options);
-    EXPECT_TRUE(store.ok()) << store.status().ToString();
-    return store.ok() ? std::move(*store) : nullptr;
-  }
 };
 
 TEST_F(TwoNodesTest, EachNodeHasItsOwnSandboxesAndUidRanges) {

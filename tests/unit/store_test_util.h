@@ -151,6 +151,15 @@ class StoreFixtureOf : public Base {
     return store.ok() ? std::move(store).value() : nullptr;
   }
 
+  // Another node's connection to the same database (PostgreSQL: a second node of the fleet).
+  std::unique_ptr<Store> OpenNode(const std::string& id) {
+    StoreOptions options = Options();
+    options.node_id = id;
+    auto store = Store::Open(options);
+    EXPECT_TRUE(store.ok()) << store.status().ToString();
+    return store.ok() ? std::move(*store) : nullptr;
+  }
+
   // A store in a fresh database of its own (SQLite: another file), for controls.
   std::unique_ptr<Store> OpenOther() {
     StoreOptions options = Options();
