@@ -189,7 +189,8 @@ sizes = { host = 2 }
         limit = "cat /sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes"
         self.assertEqual(self.in_sandbox(token, first["id"], limit), f"{2 << 30}\n")
         self.assertEqual(self.in_sandbox(token, second["id"], limit), f"{512 << 20}\n")  # the default
-        wait_until(lambda: self.pooled() == 2, timeout=60, what="the pool refilled")
+        # "pooled" counts those still starting (no cgroup yet); the ready ones have theirs.
+        wait_until(lambda: self.pooled() == 2 and self.pool_ready() == 2, timeout=60, what="the pool refilled")
         # Nobody's until claimed: not in the user's list, nor the admin's.
         status, mine = self.daemon.http("GET", "/v1/sandboxes", token)
         self.assertEqual({s["id"] for s in mine["sandboxes"]}, {first["id"], second["id"]})
