@@ -234,6 +234,7 @@ bool HttpSession::AdmitOrigin() {
 bool HttpSession::AdmitCaller(const RouteEntry& route, size_t& max_body) {
   const Request& req = parser_->get();
   max_body = route.max_body != 0 ? route.max_body : core_->limits.max_body_bytes;
+  if (route.auth == Auth::kNode) return AdmitNode(req);
   if (peer_.is_unix) {
     pending_.auth.admin = true;
     return true;
@@ -269,6 +270,24 @@ bool HttpSession::AdmitCaller(const RouteEntry& route, size_t& max_body) {
       return false;
     }
   }
+  return true;
+}
+
+// Another node of the fleet, by its verified hop mark alone (no token: the request is the
+// node's own, not a client's it passes on); the admin socket too must show one.
+bool HttpSession::AdmitNode(const Request& req) {
+  StatusOr<std::string> from = core_->CheckHop(req, SV(req.method_string()), SV(req.target()), peer_, request_id_);
+  if (from.ok() && from->empty()) {
+    core_->auth_failures->Increment();
+    LogWarn(kLog, "authentication failed",
+            {{"reason", "a node's route without a hop mark"}, {"remote", peer_.name}, {"request_id", request_id_}});
+  }
+  if (!from.ok() || from->empty() || req.find(http::field::authorization) != req.end()) {
+    keep_alive_ = false;
+    Refuse(UnauthorizedResponse());
+    return false;
+  }
+  pending_.forwarded_by = std::move(*from);
   return true;
 }
 

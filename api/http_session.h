@@ -57,6 +57,7 @@ class HttpSession : public Session, public std::enable_shared_from_this<HttpSess
   // Who is asking, from the headers alone: the request's auth (a token, or the admin socket)
   // and the request gate. Sets the largest body the request may have.
   bool AdmitCaller(const RouteEntry& route, size_t& max_body);
+  bool AdmitNode(const Request& req);
   // The body's declared size against `max_body`, then a share of the memory budget.
   bool AdmitBody(size_t max_body);
   // Reads the admitted request's body, after a "100 Continue" when the client waits for one.

@@ -1,4 +1,5 @@
 // The admin socket's routes for the nodes of a fleet (supervisor/fleet/node_registry.h).
+#include <cerrno>
 #include <string>
 
 #include "api/protocol_json.h"
@@ -17,7 +18,8 @@ nlohmann::json NodeJson(const supervisor::NodeView& node, const std::string& sel
           {"heartbeat_at_ms", row.heartbeat_at},
           {"silent_ms", node.silent_ms},
           {"alive", node.alive},
-          {"drained", row.drained},
+          {"drained", row.drained != supervisor::kNodeOpen},
+          {"moving_out", row.drained == supervisor::kNodeMovingOut},
           {"this", row.id == self},
           {"sandboxes", row.sandboxes},
           {"max_sandboxes", row.max_sandboxes},
@@ -36,9 +38,18 @@ void RegisterNodeRoutes(Server& server, supervisor::NodeRegistry& nodes) {
     server.Route("POST", drain ? "/v1/admin/nodes/{id}/drain" : "/v1/admin/nodes/{id}/undrain", Auth::kAdminOnly,
                  [&nodes, drain](HttpRequest request, Responder respond) {
                    const std::string id = request.params["id"];
-                   Status set = nodes.SetDrained(id, drain);
+                   // ?move=true: its stopped sandboxes move to other nodes too.
+                   if (!drain && request.query.count("move")) {
+                     return respond(ErrorResponse(Status::Error("move is a drain's, not an undrain's", EINVAL)));
+                   }
+                   StatusOr<bool> move = QueryBool(request, "move", false);
+                   if (!move.ok()) return respond(ErrorResponse(move.status()));
+                   const int64_t state = !drain ? supervisor::kNodeOpen
+                                         : *move ? supervisor::kNodeMovingOut
+                                                 : supervisor::kNodeDrained;
+                   Status set = nodes.SetDrained(id, state);
                    if (!set.ok()) return respond(ErrorResponse(set));
-                   respond(JsonResponse(200, {{"id", id}, {"drained", drain}}));
+                   respond(JsonResponse(200, {{"id", id}, {"drained", drain}, {"moving_out", state == supervisor::kNodeMovingOut}}));
                  });
   }
 }

@@ -53,7 +53,9 @@ struct HttpResponse {
 using Responder = std::function<void(HttpResponse)>;
 using HttpHandler = std::function<void(HttpRequest request, Responder respond)>;
 
-enum class Auth { kRequired, kNone, kAdminOnly };
+// kNode: the fleet's own routes, for its nodes alone: a request with a hop mark that verifies
+// (api/hop.h) and no token; the route takes a body.
+enum class Auth { kRequired, kNone, kAdminOnly, kNode };
 
 // Wraps each route's handler as it is registered (a fleet's forwarding, api/forwarding.h):
 // given the route, returns the handler the server calls.

@@ -47,8 +47,9 @@ Status NodeRegistry::Start() {
   started_at_ = UnixNow();
   RETURN_IF_ERROR(store_.RegisterNode(Row()));
   ASSIGN_OR_RETURN(std::optional<NodeRow> stored, store_.GetNode(id()));
-  drained_ = stored && stored->drained;
-  LogInfo("fleet", "node registered", {{"node", id()}, {"address", settings_.address}, {"drained", drained_ ? "yes" : "no"}});
+  drain_ = stored ? stored->drained : kNodeOpen;
+  LogInfo("fleet", "node registered",
+          {{"node", id()}, {"address", settings_.address}, {"drained", DrainName(drain_)}});
   Arm();
   return Status();
 }
@@ -80,7 +81,7 @@ void NodeRegistry::Heartbeat() {
   }
   if (failing_) LogInfo("fleet", "heartbeat again", {{"node", row.id}});
   failing_ = false;
-  drained_ = *stored && (*stored)->drained;
+  drain_ = *stored ? (*stored)->drained : kNodeOpen;
 }
 
 NodeView NodeRegistry::ViewOf(NodeRow row, int64_t now_ms) const {
@@ -93,8 +94,8 @@ NodeView NodeRegistry::ViewOf(NodeRow row, int64_t now_ms) const {
 
 bool NodeRegistry::DrainedNow() {
   StatusOr<std::optional<NodeRow>> stored = store_.GetNode(id());
-  if (stored.ok() && stored->has_value()) drained_ = (*stored)->drained;
-  return drained_;
+  if (stored.ok() && stored->has_value()) drain_ = (*stored)->drained;
+  return drained();
 }
 
 StatusOr<std::vector<NodeView>> NodeRegistry::List() const {
@@ -111,11 +112,24 @@ StatusOr<std::optional<NodeView>> NodeRegistry::Get(const std::string& node) con
   return std::optional<NodeView>(ViewOf(std::move(*row), UnixNowMs()));
 }
 
-Status NodeRegistry::SetDrained(const std::string& node, bool drained) {
-  RETURN_IF_ERROR(store_.SetNodeDrained(node, drained));
-  if (node == id()) drained_ = drained;
-  LogInfo("fleet", drained ? "node drained" : "node undrained", {{"node", node}});
+Status NodeRegistry::SetDrained(const std::string& node, int64_t drain) {
+  RETURN_IF_ERROR(store_.SetNodeDrained(node, drain));
+  if (node == id()) drain_ = drain;
+  LogInfo("fleet", drain != kNodeOpen ? "node drained" : "node undrained", {{"node", node}, {"drained", DrainName(drain)}});
   return Status();
+}
+
+const char* DrainName(int64_t drain) {
+  switch (drain) {
+    case kNodeOpen:
+      return "no";
+    case kNodeDrained:
+      return "yes";
+    case kNodeMovingOut:
+      return "moving out";
+    default:
+      return "?";
+  }
 }
 
 }  // namespace corral::supervisor

@@ -2,7 +2,8 @@
 // capacity), written at start and refreshed by a heartbeat (how many sandboxes it holds, the
 // host's available memory) every node.heartbeat; the nodes as the store has them, each alive when
 // it heartbeat within node.dead_after; and draining (a drained node takes no new sandboxes, and
-// stays drained across restarts until undrained).
+// stays drained across restarts until undrained; drained "moving out", it also moves its stopped
+// sandboxes to other nodes: api/sandbox_mover.h).
 //
 // With SQLite it is one node, the only one; with PostgreSQL every corrald sharing the database is
 // one. The heartbeat runs on the event loop (one short UPDATE); a failed one is logged, and the
@@ -39,6 +40,9 @@ struct NodeView {
 // The host's memory from /proc/meminfo: {MemTotal, MemAvailable} in bytes ({0, 0} when unread).
 std::pair<int64_t, int64_t> HostMemory();
 
+// "no", "yes" or "moving out", for logs and the CLI.
+const char* DrainName(int64_t drain);
+
 class NodeRegistry {
  public:
   NodeRegistry(boost::asio::io_context& io, Store& store, NodeSettings settings);
@@ -48,8 +52,10 @@ class NodeRegistry {
   void Stop();
 
   const std::string& id() const { return store_.node_id(); }
-  // Whether this node is drained, as of its last heartbeat (or of a drain through this node).
-  bool drained() const { return drained_; }
+  // Whether this node is drained, as of its last heartbeat (or of a drain through this node), and
+  // whether it also moves its stopped sandboxes out (kNodeMovingOut).
+  bool drained() const { return drain_ != kNodeOpen; }
+  bool moving_out() const { return drain_ == kNodeMovingOut; }
   // Whether it is drained as the store says now (a drain or undrain through another node is
   // seen at once, as the fleet's placement sees it); as of the last heartbeat when the store
   // cannot be read.
@@ -58,8 +64,8 @@ class NodeRegistry {
   StatusOr<std::vector<NodeView>> List() const;
   // One node; nullopt when the store does not have it.
   StatusOr<std::optional<NodeView>> Get(const std::string& id) const;
-  // ENOENT for a node the store does not have.
-  Status SetDrained(const std::string& id, bool drained);
+  // kNodeOpen (undrain), kNodeDrained or kNodeMovingOut. ENOENT for a node the store does not have.
+  Status SetDrained(const std::string& id, int64_t drain);
 
  private:
   NodeRow Row() const;
@@ -72,7 +78,7 @@ class NodeRegistry {
   NodeSettings settings_;
   boost::asio::steady_timer timer_;
   int64_t started_at_ = 0;
-  bool drained_ = false;
+  int64_t drain_ = kNodeOpen;
   bool stopped_ = false;
   bool failing_ = false;  // the last heartbeat failed (logged once until one succeeds)
 };

@@ -14,6 +14,7 @@
 namespace corral::supervisor {
 
 Status SandboxManager::Recover() {
+  RemoveMoveLeftovers();
   ASSIGN_OR_RETURN(auto rows, store_.ListNodeSandboxes());
   int adopted = 0, cleaned = 0;
   for (SandboxRow& row : rows) {

@@ -32,6 +32,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -128,6 +129,22 @@ class SandboxManager {
   StatusOr<CommandRow> GetCommand(const Caller& caller, const std::string& sandbox_id,
                                   const std::string& command_id);
   StatusOr<std::vector<CommandRow>> ListCommands(const Caller& caller, const std::string& sandbox_id);
+
+  // Moving stopped sandboxes between the nodes of a fleet (moves.cc; a drain that moves them:
+  // api/sandbox_mover.h). On the node that has one: MovableSandboxes, its stopped sandboxes no
+  // operation holds; PackForMove packs one's layer into a file (layer_move.h), the sandbox busy
+  // until EndMoveOut, which asks the catalog: moved (true), its files here go; not (false), it
+  // is this node's as before; the store unreadable, an error: ask again. On the node it moves
+  // to: ReceiveMoveData writes a part of the file at `offset` (0 begins it anew; any other must
+  // be the file's size: ERANGE), the new size; AdoptMove checks the whole against the manifest
+  // (EBADMSG), unpacks it, moves its owners to a free uid range here and takes the row (store.h
+  // TakeSandbox; EBUSY when it is no longer stopped where it was); EAGAIN when this node is
+  // drained or lacks the sandbox's image.
+  StatusOr<std::vector<SandboxRow>> MovableSandboxes();
+  void PackForMove(const std::string& id, Done<MovePack> done);
+  StatusOr<bool> EndMoveOut(const MovePack& pack);
+  void ReceiveMoveData(const std::string& id, uint64_t offset, std::string data, Done<uint64_t> done);
+  void AdoptMove(const std::string& id, const MoveManifest& manifest, Done<SandboxRow> done);
 
   StatusOr<FileAccess> OpenFiles(const Caller& caller, const std::string& sandbox_id);
   // A request touched the sandbox: push its idle deadline back.
@@ -283,6 +300,14 @@ class SandboxManager {
   // A pooled row the previous daemon left: its init (if it lives) stopped, the sandbox destroyed.
   Status RemovePooled(const SandboxRow& row);
 
+  // moves.cc
+  std::string MoveFile(const std::string& id, bool out) const;
+  bool Busy(const std::string& id) const;
+  void TakeMoved(const std::string& id, const MoveManifest& manifest, int64_t uid, int attempts,
+                 Done<SandboxRow> done);
+  void FailAdopt(const std::string& id, const Status& why, Done<SandboxRow> done);
+  void RemoveMoveLeftovers();
+
   // recovery.cc
   // A sandbox the previous daemon left running, starting or stopping: adopted if its init lives,
   // else stopped (its last CPU time debited, its commands `lost`). True when adopted.
@@ -305,6 +330,7 @@ class SandboxManager {
   std::function<bool()> drained_;
   std::map<std::string, std::shared_ptr<Live>> live_;  // running sandboxes by id
   std::map<std::string, bool> busy_;                   // a lifecycle operation is under way
+  std::set<std::string> receiving_;                    // moving here: a part being written
   std::map<std::string, std::shared_ptr<Command>> commands_;  // by command id, until they end
   std::map<std::string, std::shared_ptr<Command>> recent_;    // ended, kept for late attaches
   std::deque<std::string> recent_order_;

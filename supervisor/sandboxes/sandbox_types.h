@@ -15,6 +15,7 @@
 #include "isolation/resource_limits.h"
 #include "supervisor/relay/budget.h"
 #include "supervisor/egress/egress_policy.h"
+#include "supervisor/sandboxes/layer_kind.h"
 
 namespace corral::supervisor {
 
@@ -53,6 +54,29 @@ struct CreateRequest {
   std::optional<EgressRulesChange> egress;  // laid over the config's defaults; unset: those (within the caps)
   std::string network = "loopback";  // "loopback" | "full" (supervisor/sandboxes/full_network.h; needs caps.full_network)
 };
+
+// A stopped sandbox's layer packed to move to another node (SandboxManager::PackForMove).
+struct MovePack {
+  std::string sandbox_id;
+  std::string path;        // the tar, in <state_dir>/moves/
+  uint64_t bytes = 0;
+  std::string sha256;      // hex, of the whole tar
+  LayerKind kind = LayerKind::kImage;
+  int64_t uid_base = 0;    // the range its files belong to on the node it leaves
+};
+
+// What the node a sandbox moves to is told of it (SandboxManager::AdoptMove).
+struct MoveManifest {
+  std::string from_node;
+  uint64_t bytes = 0;
+  std::string sha256;
+  LayerKind kind = LayerKind::kImage;
+  int64_t uid_base = 0;
+};
+
+// A layer kind's name between nodes: "image", "quota_dir".
+const char* LayerKindName(LayerKind kind);
+StatusOr<LayerKind> LayerKindNamed(const std::string& name);
 
 struct ForkRequest {
   std::string name;  // "": the source's

@@ -194,6 +194,11 @@ struct ExecutionRow {
   std::string node_id;        // the node that runs it
 };
 
+// A node's `drained`.
+inline constexpr int64_t kNodeOpen = 0;
+inline constexpr int64_t kNodeDrained = 1;
+inline constexpr int64_t kNodeMovingOut = 2;
+
 // A node of a fleet (supervisor/fleet/node_registry.h): one corrald on one host, as it last said
 // of itself. A SQLite store has one node, its own.
 struct NodeRow {
@@ -202,7 +207,9 @@ struct NodeRow {
   std::string version;          // its corrald's
   int64_t started_at = 0;       // unix seconds
   int64_t heartbeat_at = 0;     // unix milliseconds of its last heartbeat
-  bool drained = false;         // takes no new sandboxes (an operator's choice, kept across restarts)
+  int64_t drained = kNodeOpen;  // kNodeOpen, or takes no new sandboxes (an operator's choice, kept
+                                // across restarts): kNodeDrained, or kNodeMovingOut, which also
+                                // moves its stopped sandboxes to other nodes
   int64_t max_sandboxes = 0;    // sandbox.max_sandboxes
   int64_t sandboxes = 0;        // how many it held at its last heartbeat
   int64_t memory_total = 0;     // bytes (MemTotal)
@@ -315,6 +322,14 @@ class Store {
   StatusOr<int64_t> CountAllSandboxes(const std::string& iss = "");
   // Deletes the sandbox and its commands (its events and snapshots stay). ENOENT when absent.
   Status DeleteSandbox(const std::string& id);
+  // A stopped sandbox moving to this node (a drain, supervisor/sandboxes/moves.cc), in two steps:
+  // FreeUidBase names the lowest free range of this node (as CreateSandbox would pick; ENOSPC
+  // when none), for the files copied here to be re-owned to; TakeSandbox then makes the row this
+  // node's with that range, in one transaction, if it still is `from_node`'s and stopped (false
+  // when it is not: started, destroyed or moved meanwhile; EEXIST when the range was taken
+  // meanwhile: pick again).
+  StatusOr<int64_t> FreeUidBase(int64_t uid_first, int64_t uid_step, int64_t slots);
+  StatusOr<bool> TakeSandbox(const std::string& id, const std::string& from_node, int64_t uid_base, int64_t now);
 
   // Snapshots. InsertSnapshot: of this node.
   Status InsertSnapshot(const SnapshotRow& row);
@@ -418,7 +433,7 @@ class Store {
   Status HeartbeatNode(const std::string& id, int64_t at_ms, int64_t sandboxes, int64_t memory_available);
   StatusOr<std::optional<NodeRow>> GetNode(const std::string& id);
   StatusOr<std::vector<NodeRow>> ListNodes();
-  Status SetNodeDrained(const std::string& id, bool drained);  // ENOENT when absent
+  Status SetNodeDrained(const std::string& id, int64_t drained);  // kNode*; ENOENT when absent
 
   // Runs `body` in one serializable transaction (SQLite: BEGIN IMMEDIATE ... COMMIT; ROLLBACK
   // when it fails). The methods above may be called inside it; they join the transaction.

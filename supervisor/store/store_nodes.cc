@@ -37,10 +37,13 @@ StatusOr<std::vector<NodeRow>> Store::ListNodes() {
   return Query<NodeRow>(db_, Sql({"SELECT ", kNodeColumns, " FROM nodes ORDER BY id"}), {}, "list nodes");
 }
 
-Status Store::SetNodeDrained(const std::string& id, bool drained) {
+Status Store::SetNodeDrained(const std::string& id, int64_t drained) {
+  if (drained != kNodeOpen && drained != kNodeDrained && drained != kNodeMovingOut) {
+    return Status::Error("store: drain node " + id + ": no such drain state " + std::to_string(drained), EINVAL);
+  }
   std::lock_guard lock(mu_);
-  return RunOnExistingRow(db_, "UPDATE nodes SET drained = ?2 WHERE id = ?1", {id, int64_t{drained}},
-                          (drained ? "drain node " : "undrain node ") + id);
+  return RunOnExistingRow(db_, "UPDATE nodes SET drained = ?2 WHERE id = ?1", {id, drained},
+                          (drained != kNodeOpen ? "drain node " : "undrain node ") + id);
 }
 
 // A SQLite store is one node's: rows written before there were nodes (node_id ''), or under

@@ -13,19 +13,24 @@ using namespace store_internal;  // the store's own SQL helpers
 // ---------------------------------------------------------------------------------------------
 // Sandboxes and their uid ranges
 
-StatusOr<SandboxRow> Store::CreateSandbox(SandboxRow row, int64_t uid_first, int64_t uid_step,
-                                          int64_t slots) {
-  // Every range must lie below (uid_t)-1, which is no uid. That also keeps the arithmetic below
-  // far from int64 overflow, where SQLite would silently switch to floating point.
+namespace {
+
+// Every range must lie below (uid_t)-1, which is no uid. That also keeps the arithmetic below
+// far from int64 overflow, where SQLite would silently switch to floating point.
+Status CheckUidRange(int64_t uid_first, int64_t uid_step, int64_t slots) {
   constexpr int64_t kUidLimit = 0xFFFFFFFF;
-  if (uid_first < 0 || uid_step <= 0 || slots < 0 || uid_first >= kUidLimit ||
-      uid_step >= kUidLimit || slots > (kUidLimit - uid_first) / uid_step) {
-    return Status::Error("store: create sandbox: invalid uid range", EINVAL);
+  if (uid_first < 0 || uid_step <= 0 || slots < 0 || uid_first >= kUidLimit || uid_step >= kUidLimit ||
+      slots > (kUidLimit - uid_first) / uid_step) {
+    return Status::Error("store: invalid uid range", EINVAL);
   }
-  const int64_t uid_end = uid_first + slots * uid_step;
-  // The lowest free slot of this node is either the first one or the one right after a taken
-  // slot, so the candidates are uid_first and every on-grid uid_base + uid_step. NOT IN is safe
-  // here only because uid_base is NOT NULL (one NULL in the list would make NOT IN never true).
+  return Status();
+}
+
+// The lowest free slot of a node is either the first one or the one right after a taken slot, so
+// the candidates are uid_first and every on-grid uid_base + uid_step. NOT IN is safe here only
+// because uid_base is NOT NULL (one NULL in the list would make NOT IN never true).
+StatusOr<int64_t> LowestFreeUidBase(SqlDb* db, const std::string& node_id, int64_t uid_first, int64_t uid_step,
+                                    int64_t slots) {
   static constexpr std::string_view kLowestFreeUidBase = R"sql(
     SELECT MIN(candidate) FROM (
       SELECT ?1 AS candidate
@@ -33,22 +38,58 @@ StatusOr<SandboxRow> Store::CreateSandbox(SandboxRow row, int64_t uid_first, int
       SELECT uid_base + ?2 FROM sandboxes
        WHERE node_id = ?4 AND uid_base >= ?1 AND uid_base < ?3 AND (uid_base - ?1) % ?2 = 0) AS candidates
     WHERE candidate < ?3 AND candidate NOT IN (SELECT uid_base FROM sandboxes WHERE node_id = ?4))sql";
+  const int64_t uid_end = uid_first + slots * uid_step;
+  ASSIGN_OR_RETURN(std::optional<int64_t> uid_base,
+                   QueryInt(db, kLowestFreeUidBase, {uid_first, uid_step, uid_end, node_id}, "find a free uid range"));
+  if (!uid_base) return Status::Error("store: all " + std::to_string(slots) + " uid ranges are in use", ENOSPC);
+  return *uid_base;
+}
 
+}  // namespace
+
+StatusOr<SandboxRow> Store::CreateSandbox(SandboxRow row, int64_t uid_first, int64_t uid_step,
+                                          int64_t slots) {
+  RETURN_IF_ERROR(CheckUidRange(uid_first, uid_step, slots));
   std::lock_guard lock(mu_);
   Status status = InTransaction([&]() -> Status {
-    ASSIGN_OR_RETURN(
-        std::optional<int64_t> uid_base,
-        QueryInt(db_, kLowestFreeUidBase, {uid_first, uid_step, uid_end, node_id_}, "find a free uid range"));
-    if (!uid_base) {
-      return Status::Error(
-          "store: create sandbox: all " + std::to_string(slots) + " uid ranges are in use", ENOSPC);
-    }
-    row.uid_base = *uid_base;
+    ASSIGN_OR_RETURN(row.uid_base, LowestFreeUidBase(db_, node_id_, uid_first, uid_step, slots));
     row.node_id = node_id_;
     return Run(db_, InsertSql(kSandboxes.name, kSandboxes.columns), Values(row), "insert sandbox " + row.id);
   });
   if (!status.ok()) return status;
   return row;
+}
+
+StatusOr<int64_t> Store::FreeUidBase(int64_t uid_first, int64_t uid_step, int64_t slots) {
+  RETURN_IF_ERROR(CheckUidRange(uid_first, uid_step, slots));
+  std::lock_guard lock(mu_);
+  return LowestFreeUidBase(db_, node_id_, uid_first, uid_step, slots);
+}
+
+StatusOr<bool> Store::TakeSandbox(const std::string& id, const std::string& from_node, int64_t uid_base,
+                                  int64_t now) {
+  bool taken = false;
+  std::lock_guard lock(mu_);
+  Status status = InTransaction([&]() -> Status {
+    taken = false;
+    // Asked first rather than left to the unique key: PostgreSQL runs a transaction that broke an
+    // allocation key again (sql_postgres.cc), and this one would break it every time.
+    ASSIGN_OR_RETURN(std::optional<int64_t> holder,
+                     QueryInt(db_, "SELECT COUNT(*) FROM sandboxes WHERE node_id = ?1 AND uid_base = ?2",
+                              {node_id_, uid_base}, "look at uid range " + std::to_string(uid_base)));
+    if (holder.value_or(0) != 0) {
+      return Status::Error("store: uid range " + std::to_string(uid_base) + " of node " + node_id_ + " is taken",
+                           EEXIST);
+    }
+    ASSIGN_OR_RETURN(int64_t changed,
+                     db_->Execute("UPDATE sandboxes SET node_id = ?1, uid_base = ?2, updated_at = ?3 "
+                                  "WHERE id = ?4 AND node_id = ?5 AND state = 'stopped'",
+                                  {node_id_, uid_base, now, id, from_node}, "take sandbox " + id, nullptr));
+    taken = changed == 1;
+    return Status();
+  });
+  if (!status.ok()) return status;
+  return taken;
 }
 
 Status Store::UpdateSandbox(const SandboxRow& row) {

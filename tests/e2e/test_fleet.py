@@ -314,6 +314,64 @@ backend nodes
                              (200, b"on " + node.encode()))
         self.assertEqual(self.call("DELETE", f"/v1/snapshots/{snapshot['id']}")[0], 200)
 
+    def run_in(self, sid, script, **fields):
+        """A shell script's stdout in the sandbox, through the front door (it must exit 0)."""
+        async def go():
+            client = await self.ws()
+            try:
+                out, err, outcome, _ = await client.run(sid, ["sh", "-c", script], **fields)
+                self.assertEqual(outcome["exit_code"], 0, (out, err))
+                return out.decode()
+            finally:
+                await client.close()
+        return asyncio.run(go())
+
+    def test_a_drain_that_moves_takes_a_stopped_sandbox_with_its_files_to_another_node(self):
+        node = NODES[0]
+        admin = self.nodes[node]
+        stopped, running = self.on(node)["id"], self.on(node)["id"]
+        # Files of every kind the layer keeps: data (20 MiB, in an image of 1 GiB: holes mostly),
+        # the agent's owner, modes, a symlink, a hard link, and a whiteout (a file of the host's
+        # image deleted in the sandbox).
+        made = self.run_in(stopped, "set -e; cd /home/agent; echo moved-data > keep; chmod 0640 keep; "
+                                    "head -c 20971520 /dev/urandom > blob; ln -s keep link; ln blob blob2; "
+                                    "mkdir -p d/e; touch d/e/f; sha256sum blob | cut -d' ' -f1; id -u")
+        blob_sha, uid = made.split()
+        self.assertEqual(self.run_in(stopped, "rm /etc/debian_version && echo gone", user="root"), "gone\n")
+        status, body = self.call("POST", f"/v1/sandboxes/{stopped}/stop")
+        self.assertEqual(status, 200, body)
+        files = os.path.join(admin.state_dir, "sandboxes", stopped)
+        self.assertTrue(os.path.isdir(files))
+
+        self.addCleanup(lambda: admin.admin("POST", f"/v1/admin/nodes/{node}/undrain"))
+        status, body = admin.admin("POST", f"/v1/admin/nodes/{node}/drain?move=true")
+        self.assertEqual((status, body.get("moving_out")), (200, True), body)
+        wait_until(lambda: self.where()[stopped] != node, timeout=60, what="the stopped sandbox moved")
+        now = self.where()
+        to = now[stopped]
+        self.assertIn(to, NODES)
+        # The running one stays where it runs (positive control: it is served there as before).
+        self.assertEqual(now[running], node)
+        self.assertEqual(self.run_in(running, "echo here"), "here\n")
+        # The old node's copy goes once the catalog says the sandbox moved.
+        wait_until(lambda: not os.path.exists(files), timeout=30, what="the old node's copy removed")
+        self.assertTrue(os.path.isdir(os.path.join(self.nodes[to].state_dir, "sandboxes", stopped)))
+
+        # Started on its new node through the front door: the same files, owners and modes.
+        status, body = self.call("POST", f"/v1/sandboxes/{stopped}/start")
+        self.assertEqual(status, 200, body)
+        self.assertEqual(self.where()[stopped], to)
+        got = self.run_in(stopped, "cd /home/agent; cat keep; stat -c '%U %a' keep; readlink link; "
+                                   "stat -c %h blob; sha256sum blob2 | cut -d' ' -f1; ls d/e; "
+                                   "ls /etc/debian_version 2>&1 >/dev/null | grep -c 'No such'; id -u")
+        self.assertEqual(got.split("\n"), ["moved-data", "agent 640", "keep", "2", blob_sha, "f", "1", uid, ""])
+        status, events = self.call("GET", f"/v1/sandboxes/{stopped}/events")
+        self.assertEqual(status, 200, events)
+        moved = [e for e in events["events"] if e["type"] == "sandbox.moved"]
+        self.assertEqual(len(moved), 1, events)
+        self.assertIn(f'"to":"{to}"', json.dumps(moved[0], separators=(",", ":")))
+        self.assertIn(stopped, admin.log())
+
     @unittest.skipUnless(shutil.which("claude"), "Claude Code is not installed (dist/install-deps.sh installs it)")
     def test_a_sessions_events_resume_through_another_node(self):
         node = NODES[1]

@@ -536,6 +536,24 @@ TEST(AdminOptionsTest, Issuers) {
   EXPECT_EQ(stop_all->admin.socket_path, "/tmp/b.sock");
 }
 
+TEST(AdminOptionsTest, Nodes) {
+  auto drain = ParseAdminOptions({"node", "drain", "n2"}, Env({}));
+  ASSERT_TRUE(drain.ok()) << drain.status().ToString();
+  EXPECT_EQ(drain->verb, AdminVerb::kNodeDrain);
+  EXPECT_EQ(drain->node, "n2");
+  EXPECT_FALSE(drain->move);
+  auto move = ParseAdminOptions({"node", "drain", "--move", "n2"}, Env({}));
+  ASSERT_TRUE(move.ok()) << move.status().ToString();
+  EXPECT_TRUE(move->move);
+  // --move is a drain's alone.
+  auto undrain = ParseAdminOptions({"node", "undrain", "--move", "n2"}, Env({}));
+  EXPECT_FALSE(undrain.ok());
+  auto undrained = ParseAdminOptions({"node", "undrain", "n2"}, Env({}));
+  ASSERT_TRUE(undrained.ok()) << undrained.status().ToString();
+  EXPECT_EQ(undrained->verb, AdminVerb::kNodeUndrain);
+  EXPECT_FALSE(undrained->move);
+}
+
 TEST(AdminOptionsTest, Errors) {
   for (const auto& c : std::vector<BadCase>{
            {{}, "missing command"},

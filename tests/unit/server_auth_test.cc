@@ -237,5 +237,33 @@ TEST_F(ServerHopTest, AVerifiedMarkNamesTheNodeAndSkipsTheGate) {
   EXPECT_FALSE(ws->ec) << ws->ec.message();
 }
 
+// The fleet's own routes (Auth::kNode, a sandbox moving: api/sandbox_mover.h): a verified mark
+// and nothing else; no mark, a forged one, a user's token alone or beside a good mark are
+// refused before the body is read.
+TEST_F(ServerHopTest, ANodesRouteTakesAVerifiedMarkAloneWithItsBody) {
+  server_->Route("PUT", "/v1/internal/x", Auth::kNode, [](HttpRequest r, Responder respond) {
+    respond(HttpResponse{200, "text/plain", "from=" + r.forwarded_by + " body=" + r.body, {}});
+  });
+  server_->SetHopVerifier([](std::string_view mark, std::string_view, std::string_view,
+                             std::string_view authorization) -> StatusOr<std::string> {
+    if (mark == "good-mark" && authorization.empty()) return std::string("node-b");
+    return Status::Error("hop mark: no", EKEYREJECTED);
+  });
+  Start();
+  auto marked = Http(http::verb::put, "/v1/internal/x", {{"X-Corral-Hop", "good-mark"}}, "part");
+  EXPECT_EQ(marked.result_int(), 200);
+  EXPECT_EQ(marked.body(), "from=node-b body=part");
+  EXPECT_EQ(gated_.load(), 0);
+  for (const Headers& headers : std::vector<Headers>{
+           {},
+           {{"X-Corral-Hop", "bad-mark"}},
+           {{"Authorization", "Bearer good-amy"}},
+           {{"Authorization", "Bearer good-amy"}, {"X-Corral-Hop", "good-mark"}}}) {
+    auto refused = Http(http::verb::put, "/v1/internal/x", headers, "part");
+    EXPECT_EQ(refused.result_int(), 401) << (headers.empty() ? "no headers" : headers.back().first);
+    EXPECT_EQ(refused.body(), kUnauthorizedBody);
+  }
+}
+
 }  // namespace
 }  // namespace corral::api

@@ -174,6 +174,50 @@ TEST_F(TwoNodesTest, EachNodeHasItsOwnSandboxesAndUidRanges) {
   EXPECT_EQ(Ids(*a_again->ListNodeSandboxes()), std::vector<std::string>{"sb_a"});
 }
 
+// A stopped sandbox moving from node a to node b (supervisor/sandboxes/moves.cc): b picks its
+// lowest free range, then takes the row in one transaction, only if it is still a's and stopped;
+// a range b took meanwhile is refused (EEXIST) rather than shared.
+TEST_F(TwoNodesTest, ASandboxIsTakenByAnotherNodeOnlyWhileStoppedWhereItWas) {
+  std::unique_ptr<Store> a = OpenNode("a");
+  std::unique_ptr<Store> b = OpenNode("b");
+  ASSERT_TRUE(a && b);
+  auto moving = a->CreateSandbox(NewSandbox("sb_m"), kUidFirst, kUidStep, 4);
+  ASSERT_TRUE(moving.ok()) << moving.status().ToString();
+  ASSERT_TRUE(b->CreateSandbox(NewSandbox("sb_b0"), kUidFirst, kUidStep, 4).ok());
+  auto free = b->FreeUidBase(kUidFirst, kUidStep, 4);
+  ASSERT_TRUE(free.ok()) << free.status().ToString();
+  EXPECT_EQ(*free, kUidFirst + kUidStep);  // b's first is taken; a's uids are a's
+
+  // Running where it is: not taken (nor by the wrong "from" node).
+  moving->state = "running";
+  ASSERT_TRUE(a->UpdateSandbox(*moving).ok());
+  EXPECT_FALSE(*b->TakeSandbox("sb_m", "a", *free, 10));
+  moving->state = "stopped";
+  ASSERT_TRUE(a->UpdateSandbox(*moving).ok());
+  EXPECT_FALSE(*b->TakeSandbox("sb_m", "c", *free, 10));
+  EXPECT_FALSE(*b->TakeSandbox("sb_nope", "a", *free, 10));
+  // A range b holds: refused, the row unchanged.
+  EXPECT_EQ(b->TakeSandbox("sb_m", "a", kUidFirst, 10).status().error_number(), EEXIST);
+  EXPECT_EQ((*a->GetSandbox("sb_m"))->node_id, "a");
+
+  // Stopped on a, a free range of b: b's now, in b's range, a's list without it.
+  auto taken = b->TakeSandbox("sb_m", "a", *free, 10);
+  ASSERT_TRUE(taken.ok()) << taken.status().ToString();
+  EXPECT_TRUE(*taken);
+  auto row = a->GetSandbox("sb_m");
+  ASSERT_TRUE(row.ok() && row->has_value());
+  EXPECT_EQ((*row)->node_id, "b");
+  EXPECT_EQ((*row)->uid_base, kUidFirst + kUidStep);
+  EXPECT_EQ((*row)->updated_at, 10);
+  EXPECT_TRUE(a->ListNodeSandboxes()->empty());
+  EXPECT_EQ(Ids(*b->ListNodeSandboxes()), (std::vector<std::string>{"sb_m", "sb_b0"}));  // oldest first
+  // Taken once: a second take (a replay) finds it b's already.
+  EXPECT_FALSE(*b->TakeSandbox("sb_m", "a", kUidFirst + 2 * kUidStep, 11));
+  // a's range is free again for a's next sandbox; b's next is past the moved one's.
+  EXPECT_EQ(*a->FreeUidBase(kUidFirst, kUidStep, 4), kUidFirst);
+  EXPECT_EQ(*b->FreeUidBase(kUidFirst, kUidStep, 4), kUidFirst + 2 * kUidStep);
+}
+
 CORRAL_STORE_ON_BOTH_ENGINES();
 
 }  // namespace

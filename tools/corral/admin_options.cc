@@ -42,7 +42,7 @@ StatusOr<AdminOptions> ParseAdminTokenOptions(const std::vector<std::string>& ar
   return out;
 }
 
-// `admin node ls`, `admin node drain|undrain ID`.
+// `admin node ls`, `admin node drain [--move] ID`, `admin node undrain ID`.
 StatusOr<AdminOptions> ParseAdminNodeOptions(const std::vector<std::string>& args, const EnvLookup& env) {
   constexpr char kSee[] = "corral admin --help";
   AdminOptions out;
@@ -53,8 +53,12 @@ StatusOr<AdminOptions> ParseAdminNodeOptions(const std::vector<std::string>& arg
   else if (verb == "drain") out.verb = AdminVerb::kNodeDrain;
   else if (verb == "undrain") out.verb = AdminVerb::kNodeUndrain;
   else return Status::Error("unknown command 'admin node " + verb + "' (see " + kSee + ")");
-  ASSIGN_OR_RETURN(Scanned scanned, Scan(args, 2, {kAdminSocket, kJson}, std::nullopt, kSee));
+  std::vector<OptionSpec> specs = {kAdminSocket, kJson};
+  constexpr OptionSpec kMove{"--move", 0, false};
+  if (out.verb == AdminVerb::kNodeDrain) specs.push_back(kMove);
+  ASSIGN_OR_RETURN(Scanned scanned, Scan(args, 2, specs, std::nullopt, kSee));
   if (scanned.help) return HelpOnly(out);
+  out.move = scanned.Has("--move");
   if (out.verb == AdminVerb::kNodeList) {
     if (!scanned.positionals.empty()) {
       return Status::Error("admin node ls: unexpected argument '" + scanned.positionals[0] + "'");

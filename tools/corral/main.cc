@@ -47,6 +47,7 @@ constexpr char kUsage[] =
     "  admin issuer add|rm|ls|rotate NAME   manage the issuers of tokens\n"
     "  admin token revoke JTI           refuse a token from now on (open connections too)\n"
     "  admin node ls|drain|undrain [ID] the fleet's nodes; a drained node takes no new sandboxes\n"
+    "                                   (drain --move: and moves its stopped ones to other nodes)\n"
     "  admin stop-all                   stop every running sandbox (before removing corral)\n"
     "  admin usage [--issuer N] [--format csv|jsonl]   export the ledger\n"
     "  admin backup FILE                an online copy of the store (restore: corrald stopped)\n"

@@ -157,7 +157,8 @@ int RunNodeList(const Endpoint& endpoint, bool json) {
                       {"NODE", "ADDRESS", "STATE", "SANDBOXES", "MEMORY FREE", "HEARTBEAT", "VERSION"},
                       [](const nlohmann::json& node, int64_t) -> std::vector<std::string> {
                         std::string state = node.value("alive", false) ? "alive" : "down";
-                        if (node.value("drained", false)) state += ", drained";
+                        if (node.value("moving_out", false)) state += ", drained, moving out";
+                        else if (node.value("drained", false)) state += ", drained";
                         if (node.value("this", false)) state += " (this)";
                         const int64_t total = Integer(node, "memory_total");
                         const std::string free =
@@ -378,7 +379,8 @@ int RunAdminCommand(const AdminOptions& options) {
     case AdminVerb::kNodeUndrain:
       return PrintResult(CallJson(endpoint, "POST",
                                   "/v1/admin/nodes/" + PercentEncode(options.node) +
-                                      (options.verb == AdminVerb::kNodeDrain ? "/drain" : "/undrain"),
+                                      (options.verb == AdminVerb::kNodeDrain ? "/drain" : "/undrain") +
+                                      (options.move ? "?move=true" : ""),
                                   nlohmann::json::object()),
                          options.json, "id");
     case AdminVerb::kTokenMint:

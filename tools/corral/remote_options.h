@@ -183,6 +183,7 @@ struct AdminOptions {
   std::string issuer;  // issuer add/rm/rotate: NAME; token mint, token revoke: --issuer
   std::string jti;     // token revoke: the token id
   std::string node;    // node drain/undrain: its id
+  bool move = false;   // node drain --move: its stopped sandboxes move to other nodes
   std::string user;    // token mint: --user (the token's sub)
   uint64_t ttl_s = 3600;
   std::optional<std::string> scope;  // token mint: "exec files" (space-separated)

@@ -37,6 +37,7 @@
 #include "api/image_build_routes.h"
 #include "api/metrics.h"
 #include "api/routes.h"
+#include "api/sandbox_mover.h"
 #include "api/server.h"
 #include "api/supervisor_metrics.h"
 #include "api/web_page.h"
@@ -562,21 +563,32 @@ Status ChooseNewLayerKind(const supervisor::DaemonConfig& config, supervisor::Sa
 }
 
 // The fleet's part of the API, before the routes: any node answers any request (what another
-// node holds is forwarded to it), and the issuers as the shared store has them (PostgreSQL).
+// node holds is forwarded to it), the issuers as the shared store has them (PostgreSQL), and
+// stopped sandboxes moving between nodes (a drain that moves them).
 struct FleetApi {
   FleetApi(boost::asio::io_context& io, supervisor::Store& store, supervisor::NodeRegistry& nodes, api::Server& server,
            supervisor::Issuers& issuers, const supervisor::DaemonConfig& config,
-           std::optional<api::HopSigner> signer)
+           std::optional<api::HopSigner> signer, supervisor::SandboxManager& manager)
       : router(store, nodes),
         forwarding(router, signer ? std::make_unique<api::PeerHttp>(io, std::move(*signer)) : nullptr),
-        issuer_sync(io, server, issuers, std::chrono::seconds(config.node_heartbeat_s)) {
+        issuer_sync(io, server, issuers, std::chrono::seconds(config.node_heartbeat_s)),
+        mover(io, manager, nodes, router, forwarding.peers()) {
     forwarding.Install(server);
-    if (store.backend() == supervisor::StoreBackend::kPostgresql) issuer_sync.Start();
+    if (forwarding.peers() != nullptr) api::RegisterMoveRoutes(server, manager);
+    if (store.backend() == supervisor::StoreBackend::kPostgresql) {
+      issuer_sync.Start();
+      mover.Start();
+    }
+  }
+  void Stop() {
+    issuer_sync.Stop();
+    mover.Stop();
   }
 
   supervisor::FleetRouter router;
   api::Forwarding forwarding;
   api::IssuerSync issuer_sync;
+  api::SandboxMover mover;
 };
 
 // corral-mcp, staged for the sandboxes ("" when it is not installed), and the tool bridge's port
@@ -651,7 +663,7 @@ int Serve(Foundation& base) {
   supervisor::SandboxEvents sandbox_events(*store);
   supervisor::Ledger ledger(*store);
   api::Server server(io, config->server_limits, api::MakeAuthenticator(*base.issuers, *config), metrics);
-  FleetApi fleet(io, *store, nodes, server, *base.issuers, *config, std::move(base.hop_signer));
+  FleetApi fleet(io, *store, nodes, server, *base.issuers, *config, std::move(base.hop_signer), manager);
   api::RegisterAuthAdmin(server, *base.issuers, *config);
   auto reload_api = api::RegisterApi(server, io, pool, manager, sessions, sandbox_events, ledger, *config);
   api::RegisterExecuteRoutes(server, executions, *config);
@@ -672,7 +684,7 @@ int Serve(Foundation& base) {
     sd_notify(0, "STOPPING=1");
     hangups.cancel();
     nodes.Stop();
-    fleet.issuer_sync.Stop();
+    fleet.Stop();
     server.Stop();
     manager.Detach();
     io.stop();
