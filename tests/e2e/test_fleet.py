@@ -527,7 +527,10 @@ backend nodes
         for body in refused:
             self.assertEqual(body["error"]["code"], "unavailable", body)
         # Every acknowledged create is in the catalog, and reachable through the front door.
-        where = wait_until(lambda: self.where(must=False), timeout=20, interval=0.5, what="the catalog readable")
+        def readable():
+            where = self.where(must=False)
+            return where is not None and (where,)  # an empty catalog (every create destroyed) too
+        (where,) = wait_until(readable, timeout=20, interval=0.5, what="the catalog readable")
         kept = [sid for sid in acknowledged if sid not in destroyed]
         self.assertEqual([sid for sid in kept if sid not in where], [])
         self.assertEqual([sid for sid in destroyed if sid in where], [])
