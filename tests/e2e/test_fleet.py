@@ -5,8 +5,10 @@ no stickiness. Every request below goes through HAProxy, so consecutive requests
 reconnects of a stream, land on different nodes: sandboxes spread over the nodes; exec with
 streaming, a PTY, the file API, snapshots and forks work wherever the sandbox lives; an agent
 session's events resume across a reconnect that lands on another node; kill -9 of a node leaves
-the others serving and its sandboxes `unavailable`, and its restart brings them back; PostgreSQL
-restarted under load loses no acknowledged write."""
+the others serving and its sandboxes `unavailable`, and its restart brings them back; one user's
+concurrent model calls on the three nodes spend exactly what the ledger says, within the fleet's
+overspend bound (supervisor/relay/model_relay.h), with no budget hold left; PostgreSQL restarted
+under load loses no acknowledged write."""
 
 import asyncio
 import base64
@@ -26,6 +28,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "fixtures"))
 
+from budget_calls import BUDGET, COST, FIND_KEY, USAGE, WORKERS, callers, messages, tally  # noqa: E402
 from corral_e2e import Daemon, WsClient, mint, operator_key_file, relay_config, wait_until  # noqa: E402
 import postgres  # noqa: E402
 import scripted_model  # noqa: E402
@@ -409,6 +412,112 @@ backend nodes
         # The model calls went through node-2's relay, with the operator's key.
         self.assertGreaterEqual(len([r for r in model.requests if r.get("kind") == "main"]), 2)
 
+    @unittest.skipUnless(shutil.which("claude"), "Claude Code is not installed (dist/install-deps.sh installs it)")
+    def test_one_users_model_calls_on_three_nodes_spend_what_the_ledger_says(self):
+        # The user's AI budget is small (USD 0.30 a day), so that the calls run into it.
+        sub = self._testMethodName[5:45]
+        self.tok = mint("acme", self.secret, sub, budget={"ai_usd": BUDGET / 1e6, "window": "day"})
+        for model in self.models.values():
+            model.script = scripted_model.Script({"turns": [{"text": "ok", "usage": USAGE, "repeat": 1000}]})
+            model.requests.clear()
+        # A sandbox on each node, and an agent's session in each (its first turn), all through
+        # the front door, wherever each request lands.
+        sandboxes = {node: self.on(node)["id"] for node in NODES}
+        sessions = {}
+        for node, sid in sandboxes.items():
+            status, session = self.call("POST", f"/v1/sandboxes/{sid}/sessions", {"prompt": "hi"})
+            self.assertEqual(status, 201, session)
+            sessions[node] = session["id"]
+        for node, session in sessions.items():
+            wait_until(lambda: self.call("GET", f"/v1/sessions/{session}")[1].get("state") == "ready",
+                       timeout=120, interval=0.2, what=f"the agent's first turn on {node}")
+        keys = [key.strip() for key in self.shells([(sandboxes[node], FIND_KEY) for node in NODES])]
+        self.assertTrue(all(keys), "no agent process with a key")
+        self.assertEqual(len(set(keys)), len(NODES))
+        agents = {node: len(messages(self.models[node].requests)) for node in NODES}
+        self.assertTrue(all(agents.values()), agents)  # each agent's turn was a call through its node's relay
+
+        # The three sandboxes' callers at once (WORKERS each), on three exec streams through the
+        # front door, until the budget is spent; meanwhile, the fleet's holds of the user's calls.
+        for model in self.models.values():
+            model.script = scripted_model.Script({"turns": [{"text": "ok", "usage": USAGE, "delay": 0.3,
+                                                             "repeat": 100000}]})
+        held, done = set(), threading.Event()
+
+        def watch():
+            while not done.is_set():
+                held.update(self.holds(sub).split())
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        try:
+            outputs = self.shells([(sandboxes[node], callers(key)) for node, key in zip(NODES, keys)])
+        finally:
+            done.set()
+            watcher.join()
+        made = {node: len(messages(self.models[node].requests)) - agents[node] for node in NODES}
+        for node, out in zip(NODES, outputs):
+            last, admitted = tally(out)
+            self.assertEqual(len(last), WORKERS, out)
+            # Each caller stopped on a refusal: the budget spent (403), or the session it belonged
+            # to ended for that (401); at least one on each node saw the budget spent.
+            self.assertTrue(set(last.values()) <= {"403", "401"}, (node, last))
+            self.assertIn("403", last.values(), (node, out))
+            # Every 200 was a call to that node's model API, and nothing else was; each node's
+            # callers were admitted.
+            self.assertEqual(admitted, made[node], (node, out))
+            self.assertGreater(admitted, 0, (node, out))
+
+        # The ledger, read through the front door (so from each node in turn), is the same on
+        # every node, and is what the three model APIs answered: each call (the agents' first
+        # turns' too, all answered with USAGE) priced once, at COST; each session's calls those
+        # of its node's model API.
+        answered = {node: messages(self.models[node].requests) for node in NODES}
+        self.assertEqual({r["kind"] for node in NODES for r in answered[node]}, {"main"})
+        usage = [self.usage() for _ in NODES]
+        self.assertEqual(usage[1:], usage[:-1])
+        spent, calls, by_session = usage[0]
+        self.assertEqual(spent, COST * sum(len(answered[node]) for node in NODES))
+        self.assertEqual(calls, sum(len(answered[node]) for node in NODES))
+        self.assertEqual(by_session, {sessions[node]: len(answered[node]) for node in NODES})
+        # Within the bound (the budget plus one call, less a micro-dollar), and at least the budget:
+        # the calls really ran into it (a call is refused 403 once the ledger has the budget spent).
+        self.assertGreaterEqual(spent, BUDGET)
+        self.assertLessEqual(spent, BUDGET - 1 + COST)
+        # No hold left (the control: while the calls were in flight, the same query saw holds of
+        # every node's).
+        self.assertEqual(self.holds(sub), "")
+        self.assertEqual(held, set(NODES))
+        sys.stderr.write(f"\n  three nodes, {len(NODES) * WORKERS} callers: {sum(made.values())} calls answered "
+                         f"({', '.join(f'{made[node]} on {node}' for node in NODES)}), spent {spent} of {BUDGET} "
+                         f"micro-dollars (bound {BUDGET - 1 + COST})\n")
+
+    def shells(self, scripts):
+        """Runs (sandbox, script)s at once, each on a WebSocket of its own through the front door
+        (forwarded to the sandbox's node from whichever node it lands on); their outputs."""
+        async def one(sid, script):
+            client = await self.ws()
+            try:
+                out, err, outcome, _ = await client.run(sid, ["sh", "-c", script])
+            finally:
+                await client.close()
+            self.assertEqual(outcome.get("exit_code"), 0, (out, err, outcome))
+            return out.decode()
+
+        async def go():
+            return await asyncio.gather(*(one(sid, script) for sid, script in scripts))
+        return asyncio.run(go())
+
+    def usage(self):
+        """The user's AI spending (micro-dollars), calls, and calls by session (GET /v1/usage)."""
+        status, usage = self.call("GET", "/v1/usage")
+        self.assertEqual(status, 200, usage)
+        return (round(float(usage["ai"]["spent_usd"]) * 1e6), usage["ai"]["calls"],
+                {s["session"]: s["calls"] for s in usage["sessions"]})
+
+    def holds(self, sub):
+        """The nodes of the user's budget holds in the fleet's store, one a line."""
+        return self.pg.psql(f"SELECT node_id FROM budget_holds WHERE iss = 'acme' AND sub = '{sub}'", database="fleet")
+
     def test_a_killed_node_leaves_the_fleet_serving_and_comes_back(self):
         victim = NODES[2]
         lost = self.on(victim, start=False)["id"]
@@ -476,7 +585,10 @@ backend nodes
         for body in refused:
             self.assertEqual(body["error"]["code"], "unavailable", body)
         # Every acknowledged create is in the catalog, and reachable through the front door.
-        where = wait_until(lambda: self.where(must=False), timeout=20, interval=0.5, what="the catalog readable")
+        def readable():
+            where = self.where(must=False)
+            return where is not None and (where,)  # an empty catalog (every create destroyed) too
+        (where,) = wait_until(readable, timeout=20, interval=0.5, what="the catalog readable")
         kept = [sid for sid in acknowledged if sid not in destroyed]
         self.assertEqual([sid for sid in kept if sid not in where], [])
         self.assertEqual([sid for sid in destroyed if sid in where], [])

@@ -19,46 +19,13 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "fixtures"))
 
-from corral_e2e import (Daemon, UnixHTTPConnection, WsClient, micro_usd, mint, operator_key_file,  # noqa: E402
-                        relay_config, wait_until)
+from budget_calls import BODY, BUDGET, COST, FIND_KEY, USAGE, WORKERS, callers, curl, messages, tally  # noqa: E402
+from corral_e2e import (Daemon, UnixHTTPConnection, WsClient, mint, operator_key_file, relay_config,  # noqa: E402
+                        wait_until)
 import postgres  # noqa: E402
 import scripted_model  # noqa: E402
 
 REAL_KEY = "sk-ant-e2e-fleet-budgets-operator-key"
-BUDGET = 300000  # micro-dollars (USD 0.30 a day)
-USAGE = {"input_tokens": 400, "output_tokens": 100}  # every scripted answer's
-COST = micro_usd(USAGE)                               # 2,700 micro-dollars a call
-WORKERS = 8                                           # concurrent callers in each sandbox
-
-# A Messages request of about 1 KB (so its 400 input tokens are fewer than its bytes, as the
-# relay's most possible cost assumes), with tools (so the scripted server counts it as the
-# conversation's, answering with the scenario's turns).
-BODY = json.dumps({"model": "claude-test-1", "max_tokens": 100, "stream": True,
-                   "tools": [{"name": "Bash", "description": "run", "input_schema": {"type": "object"}}],
-                   "messages": [{"role": "user", "content": "budget " * 120}]}, separators=(",", ":"))
-
-# The session's placeholder key, from its agent's environment (the same user inside, `agent`).
-FIND_KEY = ("for p in /proc/[0-9]*; do if tr '\\0' ' ' < $p/cmdline 2>/dev/null | grep -q '^claude -p'; then "
-            "tr '\\0' '\\n' < $p/environ | sed -n 's/^ANTHROPIC_API_KEY=//p'; break; fi; done")
-
-
-def messages(requests):
-    """The model calls among the scripted server's requests (count_tokens is free, not one)."""
-    return [r for r in requests if r["path"].split("?")[0] == "/v1/messages"]
-
-
-def curl(key, body=BODY):
-    """A shell line: one model call through the relay on the sandbox's loopback; prints its status."""
-    return (f"curl -s -o /dev/null -w '%{{http_code}}' -H 'x-api-key: {key}' -H 'content-type: application/json' "
-            f"-H 'anthropic-version: 2023-06-01' --data '{body}' http://127.0.0.1:7880/v1/messages")
-
-
-def callers(key):
-    """WORKERS callers at once, each calling until refused for good: 200 -> again, 429 -> again
-    after a moment, anything else (403 spent, 401 the session ended with its budget) -> done.
-    Prints "worker status" per call."""
-    return (f"call() {{ while :; do c=$({curl(key)}); echo \"$1 $c\"; case $c in 200) ;; 429) sleep 0.1 ;; "
-            f"*) return ;; esac; done; }}; for i in $(seq {WORKERS}); do call $i & done; wait")
 
 
 class FleetBudgets(unittest.TestCase):
@@ -211,14 +178,13 @@ class FleetBudgets(unittest.TestCase):
         made = len(messages(self.upstream.requests)) - before
         answered = []
         for node, out in zip(("node-a", "node-b"), outputs):
-            codes = [line.split() for line in out.splitlines() if line.strip()]
-            last = {worker: code for worker, code in codes}
+            last, calls = tally(out)
             self.assertEqual(len(last), WORKERS, out)
             # Each caller stopped on a refusal: the budget spent (403), or the session it belonged
             # to ended for that (401); at least one on each node saw the budget spent.
             self.assertTrue(set(last.values()) <= {"403", "401"}, (node, last))
             self.assertIn("403", last.values(), (node, out))
-            answered.append(sum(code == "200" for _, code in codes))
+            answered.append(calls)
             self.assertGreater(answered[-1], 0, (node, out))
         self.assertEqual(sum(answered), made)  # every 200 was a call upstream, and nothing else was
 
