@@ -547,7 +547,7 @@ backend nodes
         acknowledged, destroyed, refused, errors = [], [], [], []
         stop = threading.Event()
 
-        def answer(method, path, body=None):
+        def answer(method, path, body=None, gone_ok=False):
             try:
                 status, reply = self.call(method, path, body)
             except OSError as e:
@@ -555,6 +555,8 @@ backend nodes
                 return None
             if status == 503:
                 refused.append(reply)
+            elif status == 404 and gone_ok:
+                return {}
             elif status not in (200, 201):
                 errors.append((status, reply))
             return reply if status in (200, 201) else None
@@ -567,8 +569,16 @@ backend nodes
                     continue
                 acknowledged.append(made["id"])
                 self.addCleanup(self.destroy, made["id"])
-                if answer("DELETE", f"/v1/sandboxes/{made['id']}") is not None:
-                    destroyed.append(made["id"])
+                # A destroy refused (503: the node asked has not reconnected yet) is asked again,
+                # as a client heeding Retry-After would; one that went through before its answer
+                # was lost (a commit cut off) finds the sandbox gone.
+                for attempt in range(50):
+                    if answer("DELETE", f"/v1/sandboxes/{made['id']}", gone_ok=attempt > 0) is not None:
+                        destroyed.append(made["id"])
+                        break
+                    if errors:
+                        return
+                    time.sleep(0.2)
         workers = [threading.Thread(target=load) for _ in range(3)]
         for worker in workers:
             worker.start()
