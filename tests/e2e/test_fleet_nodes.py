@@ -129,7 +129,8 @@ class TwoNodes(unittest.TestCase):
 
     def test_a_drained_node_makes_no_new_sandboxes_until_undrained(self):
         status, body = self.a.admin("POST", "/v1/admin/nodes/node-b/drain")
-        self.assertEqual((status, body), (200, {"id": "node-b", "drained": True}))
+        self.addCleanup(self.a.admin, "POST", "/v1/admin/nodes/node-b/undrain")
+        self.assertEqual((status, body), (200, {"id": "node-b", "drained": True, "moving_out": False}))
         # node-b learns it at its next heartbeat (what it made until then is removed again).
         def refused():
             status, body = self.b.http("POST", "/v1/sandboxes", self.tok, {})
@@ -148,6 +149,20 @@ class TwoNodes(unittest.TestCase):
         status, body = self.b.http("POST", "/v1/sandboxes", self.tok, {})
         self.assertEqual(status, 503, body)
         self.assertTrue(self.node_list(self.b)["node-b"]["drained"])
+        self.assertFalse(self.node_list(self.b)["node-b"]["moving_out"])
+        # Drained so that its stopped sandboxes move (the CLI's --move), and what is no drain.
+        done = subprocess.run([CORRAL, "admin", "node", "drain", "--move", "node-b", "--admin-socket",
+                               self.a.admin_socket], capture_output=True, text=True, timeout=30)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        listed = self.node_list(self.a)["node-b"]
+        self.assertEqual((listed["drained"], listed["moving_out"]), (True, True))
+        table = subprocess.run([CORRAL, "admin", "node", "ls", "--admin-socket", self.a.admin_socket],
+                               capture_output=True, text=True, timeout=30)
+        self.assertIn("drained, moving out", table.stdout)
+        for bad in ("/v1/admin/nodes/node-b/drain?move=maybe", "/v1/admin/nodes/node-b/undrain?move=true"):
+            status, body = self.a.admin("POST", bad)
+            self.assertEqual((status, body["error"]["code"]), (400, "bad_request"), bad)
+        self.assertTrue(self.node_list(self.a)["node-b"]["moving_out"])  # unchanged by the refusals
         done = subprocess.run([CORRAL, "admin", "node", "undrain", "node-b", "--admin-socket", self.b.admin_socket],
                               capture_output=True, text=True, timeout=30)
         self.assertEqual(done.returncode, 0, done.stderr)
