@@ -75,38 +75,37 @@ void SandboxMover::Arm(std::chrono::milliseconds delay) {
 
 void SandboxMover::Round() {
   if (!nodes_.moving_out()) return Arm(kRound);
-  auto movable = manager_.MovableSandboxes();
+  auto movable = manager_.Movable();
   if (!movable.ok()) {
-    LogWarn(kLog, "cannot list the sandboxes to move", {{"error", movable.status().ToString()}});
+    LogWarn(kLog, "cannot list what to move", {{"error", movable.status().ToString()}});
     return Arm(kRound);
   }
   const auto now = std::chrono::steady_clock::now();
-  const supervisor::SandboxRow* next = nullptr;
-  for (const supervisor::SandboxRow& row : *movable) {
-    auto failed = failed_.find(row.id);
+  std::string next;
+  for (const std::string& id : *movable) {
+    auto failed = failed_.find(id);
     if (failed == failed_.end() || failed->second <= now) {
-      next = &row;
+      next = id;
       break;
     }
   }
-  if (next == nullptr) return Arm(kRound);
+  if (next.empty()) return Arm(kRound);
   StatusOr<supervisor::FleetTarget> to = router_.Place("");
   if (!to.ok() || to->here) {
-    LogWarn(kLog, "no node to move a sandbox to",
-            {{"sandbox", next->id}, {"error", to.ok() ? "this node is open again" : to.status().ToString()}});
+    LogWarn(kLog, "no node to move to",
+            {{"id", next}, {"error", to.ok() ? "this node is open again" : to.status().ToString()}});
     return Arm(kRetryAfter);
   }
   Move move;
   move.to = *to;
   move.began = now;
-  manager_.PackForMove(next->id, [this, move = std::move(move), id = next->id](
-                                     StatusOr<supervisor::MovePack> pack) mutable {
+  manager_.PackForMove(next, [this, move = std::move(move), id = next](StatusOr<supervisor::MovePack> pack) mutable {
     if (stopped_) {
       if (pack.ok()) (void)manager_.EndMoveOut(*pack);
       return;
     }
     if (!pack.ok()) {
-      LogWarn(kLog, "cannot pack a sandbox to move", {{"sandbox", id}, {"error", pack.status().ToString()}});
+      LogWarn(kLog, "cannot pack what was to move", {{"id", id}, {"error", pack.status().ToString()}});
       failed_[id] = std::chrono::steady_clock::now() + kRetryAfter;
       return Arm(kRound);
     }
@@ -122,7 +121,7 @@ void SandboxMover::SendPart(Move move) {
   if (part->empty()) return Finish(std::move(move), Status::Error(move.pack.path + " is shorter than it was", EIO));
   HttpRequest request;
   request.method = "PUT";
-  request.target = MoveTarget(move.pack.sandbox_id) + "?offset=" + std::to_string(move.offset) +
+  request.target = MoveTarget(move.pack.id) + "?offset=" + std::to_string(move.offset) +
                    "&sha256=" + Sha256Hex(*part);
   request.headers["content-type"] = "application/octet-stream";
   const size_t size = part->size();
@@ -138,7 +137,7 @@ void SandboxMover::SendPart(Move move) {
 void SandboxMover::Commit(Move move) {
   HttpRequest request;
   request.method = "POST";
-  request.target = MoveTarget(move.pack.sandbox_id) + "?bytes=" + std::to_string(move.pack.bytes) +
+  request.target = MoveTarget(move.pack.id) + "?bytes=" + std::to_string(move.pack.bytes) +
                    "&sha256=" + move.pack.sha256 + "&kind=" + supervisor::LayerKindName(move.pack.kind) +
                    "&uid_base=" + std::to_string(move.pack.uid_base);
   const std::string node = move.to.node_id, address = move.to.address;
@@ -151,7 +150,7 @@ void SandboxMover::Finish(Move move, const Status& why) {
   StatusOr<bool> moved = manager_.EndMoveOut(move.pack);
   if (!moved.ok()) {
     // The catalog cannot be read: whether the other node took it is not known yet.
-    LogWarn(kLog, "cannot tell whether a sandbox moved; asking again", {{"sandbox", move.pack.sandbox_id},
+    LogWarn(kLog, "cannot tell whether it moved; asking again", {{"id", move.pack.id},
                                                                         {"error", moved.status().ToString()}});
     auto retry = std::make_shared<boost::asio::steady_timer>(io_, kRound);
     retry->async_wait([this, retry, move = std::move(move), why](boost::system::error_code) mutable {
@@ -161,15 +160,15 @@ void SandboxMover::Finish(Move move, const Status& why) {
   }
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - move.began);
   if (*moved) {
-    failed_.erase(move.pack.sandbox_id);
-    LogInfo(kLog, "sandbox moved",
-            {{"sandbox", move.pack.sandbox_id}, {"to", move.to.node_id}, {"bytes", std::to_string(move.pack.bytes)},
+    failed_.erase(move.pack.id);
+    LogInfo(kLog, "moved",
+            {{"id", move.pack.id}, {"to", move.to.node_id}, {"bytes", std::to_string(move.pack.bytes)},
              {"ms", std::to_string(ms.count())}});
     return Arm(std::chrono::milliseconds(0));  // the next one at once
   }
-  failed_[move.pack.sandbox_id] = std::chrono::steady_clock::now() + kRetryAfter;
-  LogWarn(kLog, "a sandbox's move failed; it stays here for now",
-          {{"sandbox", move.pack.sandbox_id}, {"to", move.to.node_id},
+  failed_[move.pack.id] = std::chrono::steady_clock::now() + kRetryAfter;
+  LogWarn(kLog, "a move failed; it stays here for now",
+          {{"id", move.pack.id}, {"to", move.to.node_id},
            {"error", why.ok() ? "the other node did not take it" : why.ToString()}});
   Arm(kRound);
 }
@@ -209,9 +208,9 @@ void RegisterMoveRoutes(Server& server, supervisor::SandboxManager& manager) {
     manifest.sha256 = request.query["sha256"];
     manifest.kind = *kind;
     manifest.uid_base = *uid_base;
-    manager.AdoptMove(request.params["id"], manifest, [respond](StatusOr<supervisor::SandboxRow> row) {
-      if (!row.ok()) return respond(ErrorResponse(row.status()));
-      respond(JsonResponse(200, {{"id", row->id}, {"node", row->node_id}, {"uid_base", row->uid_base}}));
+    manager.AdoptMove(request.params["id"], manifest, [respond](StatusOr<supervisor::Moved> moved) {
+      if (!moved.ok()) return respond(ErrorResponse(moved.status()));
+      respond(JsonResponse(200, {{"id", moved->id}, {"node", moved->node_id}, {"uid_base", moved->uid_base}}));
     });
   });
 }

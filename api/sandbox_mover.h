@@ -1,8 +1,8 @@
-// A drained node moving its stopped sandboxes to the other nodes of its fleet (`corral admin node
-// drain --move`: supervisor/fleet/node_registry.h kNodeMovingOut).
+// A drained node moving its stopped sandboxes, and its snapshots, to the other nodes of its fleet
+// (`corral admin node drain --move`: supervisor/fleet/node_registry.h kNodeMovingOut).
 //
-// While this node is drained so, every kRound it takes one of its stopped sandboxes
-// (SandboxManager::MovableSandboxes), places it as a create would be (FleetRouter::Place: another
+// While this node is drained so, every kRound it takes one of its stopped sandboxes or snapshots
+// (SandboxManager::Movable), places it as a create would be (FleetRouter::Place: another
 // node that takes new sandboxes, best of two by room), packs its layer into a tar (layer_move.h)
 // and sends it to that node over the fleet's internal channel (PeerHttp: a hop mark under the
 // cluster secret, no user's token), in parts of kPartBytes, each with its SHA-256 in the
@@ -10,10 +10,10 @@
 //   PUT  /v1/internal/moves/{id}?offset=N&sha256=H    a part, at offset N of the tar
 //   POST /v1/internal/moves/{id}?bytes=N&sha256=H&kind=K&uid_base=U
 //                                                     the whole: checked, unpacked, taken
-// The node that takes it answers the POST once the catalog says the sandbox is its own (one
-// transaction: store.h TakeSandbox); then this node removes its copy. However the exchange
+// The node that takes it answers the POST once the catalog says it is its own (one
+// transaction: store.h TakeSandbox, TakeSnapshot); then this node removes its copy. However the exchange
 // ends, the catalog decides (SandboxManager::EndMoveOut): an answer lost after the take is still
-// a move. A sandbox whose move failed is tried again after kRetryAfter (another node may be
+// a move. One whose move failed is tried again after kRetryAfter (another node may be
 // picked), while the rest go on. Sandboxes started meanwhile stay until they stop.
 #pragma once
 

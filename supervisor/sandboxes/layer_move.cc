@@ -21,7 +21,6 @@ namespace corral::supervisor {
 namespace {
 
 constexpr char kTar[] = "/bin/tar";
-constexpr char kImageMember[] = "disk.img";
 constexpr char kUpperMember[] = "upper";
 
 // Where the layer's one member lives, and its name there.
@@ -33,7 +32,8 @@ struct Member {
 Member MemberOf(const WritableLayer& layer) {
   if (layer.kind == LayerKind::kQuotaDir) return {layer.path, kUpperMember};
   const size_t slash = layer.path.rfind('/');
-  return {slash == std::string::npos ? "." : layer.path.substr(0, slash), kImageMember};
+  if (slash == std::string::npos) return {".", layer.path};
+  return {layer.path.substr(0, slash), layer.path.substr(slash + 1)};
 }
 
 bool Exists(const std::string& path) {

@@ -6,7 +6,8 @@
 // trusted.overlay.* markers, file capabilities) and ACLs, hard links, device nodes (the overlay's
 // whiteouts), and holes (an ext4 image of the disk cap is mostly holes: --sparse stores only
 // its data). One member:
-//   kImage      disk.img (the image file)
+//   kImage      the image file, by its name (a sandbox's disk.img, a snapshot's <id>.img: the
+//               same on both nodes)
 //   kQuotaDir   upper/ (the overlay's upper directory; work/ is the overlay's scratch, made anew)
 // A layer that does not exist (a sandbox that never ran) packs as an empty tar and unpacks as
 // nothing: its start makes it, as for a new sandbox.

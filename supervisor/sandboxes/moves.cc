@@ -1,5 +1,6 @@
-// SandboxManager: stopped sandboxes moving between the nodes of a fleet (sandbox_manager.h; a
-// drain that moves them: api/sandbox_mover.h). The files go as one tar (layer_move.h) in
+// SandboxManager: stopped sandboxes, and snapshots, moving between the nodes of a fleet
+// (sandbox_manager.h; a drain that moves them: api/sandbox_mover.h). A snapshot moves as a
+// sandbox does, but keeps its files' owners (its row says whose they are) and has no state. The files go as one tar (layer_move.h) in
 // <state_dir>/moves/: <id>.out.tar on the node it leaves, <id>.in.tar on the node it moves to,
 // which unpacks it into a layer of its own, moves its owners to a free uid range of its own, and
 // only then takes the row (store.h TakeSandbox): until that one transaction the sandbox is the
@@ -36,6 +37,8 @@ namespace {
 // A uid range taken between FreeUidBase and TakeSandbox (a create here meanwhile) is picked again.
 constexpr int kTakeAttempts = 5;
 
+bool IsSnapshotId(const std::string& id) { return IsWellFormedId(id, "snap"); }
+
 }  // namespace
 
 const char* LayerKindName(LayerKind kind) { return kind == LayerKind::kImage ? "image" : "quota_dir"; }
@@ -55,33 +58,75 @@ bool SandboxManager::Busy(const std::string& id) const {
   return it != busy_.end() && it->second;
 }
 
-StatusOr<std::vector<SandboxRow>> SandboxManager::MovableSandboxes() {
-  ASSIGN_OR_RETURN(std::vector<SandboxRow> rows, store_.ListNodeSandboxes());
-  std::vector<SandboxRow> movable;
-  for (SandboxRow& row : rows) {
-    if (row.state == "stopped" && !Busy(row.id) && !live_.count(row.id)) movable.push_back(std::move(row));
+StatusOr<std::optional<std::string>> SandboxManager::NodeOfMoving(const std::string& id) {
+  if (IsSnapshotId(id)) {
+    ASSIGN_OR_RETURN(std::optional<SnapshotRow> row, store_.GetSnapshot(id));
+    return row ? std::optional<std::string>(row->node_id) : std::nullopt;
+  }
+  ASSIGN_OR_RETURN(std::optional<SandboxRow> row, store_.GetSandbox(id));
+  return row ? std::optional<std::string>(row->node_id) : std::nullopt;
+}
+
+WritableLayer SandboxManager::MovingLayer(const std::string& id, std::optional<LayerKind> kind) const {
+  if (IsSnapshotId(id)) return host_.SnapshotLayer(id, kind.value_or(LayerKind::kImage));
+  return host_.SandboxLayer(id, kind);
+}
+
+Status SandboxManager::RemoveMovingFiles(const std::string& id) {
+  if (IsSnapshotId(id)) return RemoveLayer(host_.SnapshotLayer(id, LayerKind::kImage));  // the one on disk
+  return host_.Destroy(id);
+}
+
+bool SandboxManager::SnapshotInUse(const std::string& id) const {
+  if (Busy(id)) return true;  // moving
+  // A sandbox being made of it here copies its files (none begins on a drained node).
+  auto rows = store_.ListNodeSandboxes();
+  if (!rows.ok()) return true;
+  for (const SandboxRow& row : *rows) {
+    if (row.state == "creating" && row.source == id) return true;
+  }
+  return false;
+}
+
+StatusOr<std::vector<std::string>> SandboxManager::Movable() {
+  ASSIGN_OR_RETURN(std::vector<SandboxRow> sandboxes, store_.ListNodeSandboxes());
+  ASSIGN_OR_RETURN(std::vector<SnapshotRow> snapshots, store_.ListNodeSnapshots());
+  std::vector<std::string> movable;
+  for (const SandboxRow& row : sandboxes) {
+    if (row.state == "stopped" && !Busy(row.id) && !live_.count(row.id)) movable.push_back(row.id);
+  }
+  for (const SnapshotRow& row : snapshots) {
+    if (!SnapshotInUse(row.id)) movable.push_back(row.id);
   }
   return movable;
 }
 
 void SandboxManager::PackForMove(const std::string& id, Done<MovePack> done) {
-  auto row = store_.GetSandbox(id);
-  if (!row.ok()) return done(row.status());
-  if (!row->has_value() || (*row)->node_id != store_.node_id()) return done(NotFound("sandbox " + id));
-  if (Busy(id) || live_.count(id) || (*row)->state != "stopped") {
-    return done(Status::Error("sandbox " + id + " is " + (*row)->state + ", not stopped", EBUSY));
-  }
   MovePack pack;
-  pack.sandbox_id = id;
+  pack.id = id;
   pack.path = MoveFile(id, true);
-  pack.uid_base = (*row)->uid_base;
-  pack.kind = host_.SandboxLayer(id).kind;
+  if (IsSnapshotId(id)) {
+    auto row = store_.GetSnapshot(id);
+    if (!row.ok()) return done(row.status());
+    if (!row->has_value() || (*row)->node_id != store_.node_id()) return done(NotFound("snapshot " + id));
+    if (SnapshotInUse(id)) return done(Status::Error("snapshot " + id + " is in use", EBUSY));
+    pack.uid_base = (*row)->uid_base;
+  } else {
+    auto row = store_.GetSandbox(id);
+    if (!row.ok()) return done(row.status());
+    if (!row->has_value() || (*row)->node_id != store_.node_id()) return done(NotFound("sandbox " + id));
+    if (Busy(id) || live_.count(id) || (*row)->state != "stopped") {
+      return done(Status::Error("sandbox " + id + " is " + (*row)->state + ", not stopped", EBUSY));
+    }
+    pack.uid_base = (*row)->uid_base;
+  }
+  pack.kind = MovingLayer(id).kind;
   busy_[id] = true;
   asio::post(pool_, [this, pack, done = std::move(done)]() mutable {
-    StatusOr<PackedLayer> packed = PackLayer(host_.SandboxLayer(pack.sandbox_id), pack.path);
+    StatusOr<PackedLayer> packed = PackLayer(MovingLayer(pack.id), pack.path);
     asio::post(io_, [this, pack, packed, done = std::move(done)]() mutable {
       if (!packed.ok()) {
-        busy_.erase(pack.sandbox_id);
+        busy_.erase(pack.id);
         return done(packed.status());
       }
       pack.bytes = packed->bytes;
@@ -92,32 +137,28 @@ void SandboxManager::PackForMove(const std::string& id, Done<MovePack> done) {
 }
 
 StatusOr<bool> SandboxManager::EndMoveOut(const MovePack& pack) {
-  auto row = store_.GetSandbox(pack.sandbox_id);
-  if (!row.ok()) return row.status();  // not known yet: the caller asks again
+  auto node = NodeOfMoving(pack.id);
+  if (!node.ok()) return node.status();  // not known yet: the caller asks again
   (void)unlink(pack.path.c_str());
-  busy_.erase(pack.sandbox_id);
+  busy_.erase(pack.id);
   // Gone from the catalog too (taken, then destroyed there): not this node's either.
-  const bool moved = !row->has_value() || (*row)->node_id != store_.node_id();
+  const bool moved = !node->has_value() || **node != store_.node_id();
   if (!moved) return false;
-  asio::post(pool_, [this, id = pack.sandbox_id] {
-    Status removed = host_.Destroy(id);
-    if (!removed.ok()) LogWarn("fleet", "cannot remove a moved sandbox's files", {{"sandbox", id}, {"error", removed.ToString()}});
+  asio::post(pool_, [this, id = pack.id] {
+    Status removed = RemoveMovingFiles(id);
+    if (!removed.ok()) LogWarn("fleet", "cannot remove what moved away", {{"id", id}, {"error", removed.ToString()}});
   });
   return true;
 }
 
 void SandboxManager::ReceiveMoveData(const std::string& id, uint64_t offset, std::string data, Done<uint64_t> done) {
-  if (!IsWellFormedId(id, "sb")) return done(NotFound("sandbox " + id));
-  auto row = store_.GetSandbox(id);
-  if (!row.ok()) return done(row.status());
-  if (!row->has_value()) return done(NotFound("sandbox " + id));
-  if ((*row)->node_id == store_.node_id()) {
-    return done(Status::Error("sandbox " + id + " is on this node already", EEXIST));
-  }
+  if (!IsWellFormedId(id, "sb") && !IsSnapshotId(id)) return done(NotFound(id));
+  auto node = NodeOfMoving(id);
+  if (!node.ok()) return done(node.status());
+  if (!node->has_value()) return done(NotFound(id));
+  if (**node == store_.node_id()) return done(Status::Error(id + " is on this node already", EEXIST));
   if (Status open = TakesNewSandboxes(); !open.ok()) return done(open);
-  if (Busy(id) || !receiving_.insert(id).second) {
-    return done(Status::Error("sandbox " + id + " is moving here already", EBUSY));
-  }
+  if (Busy(id) || !receiving_.insert(id).second) return done(Status::Error(id + " is moving here already", EBUSY));
   asio::post(pool_, [this, id, offset, data = std::move(data), done = std::move(done)]() mutable {
     StatusOr<uint64_t> written = [&]() -> StatusOr<uint64_t> {
       const std::string path = MoveFile(id, false);
@@ -127,7 +168,7 @@ void SandboxManager::ReceiveMoveData(const std::string& id, uint64_t offset, std
       struct stat st;
       if (fstat(fd.get(), &st) != 0) return ErrnoError("stat " + path);
       if (static_cast<uint64_t>(st.st_size) != offset) {
-        return Status::Error("sandbox " + id + "'s move has " + std::to_string(st.st_size) + " bytes, not " +
+        return Status::Error(id + "'s move has " + std::to_string(st.st_size) + " bytes, not " +
                                  std::to_string(offset),
                              ERANGE);
       }
@@ -148,50 +189,77 @@ void SandboxManager::ReceiveMoveData(const std::string& id, uint64_t offset, std
   });
 }
 
-void SandboxManager::AdoptMove(const std::string& id, const MoveManifest& manifest, Done<SandboxRow> done) {
-  if (!IsWellFormedId(id, "sb")) return done(NotFound("sandbox " + id));
-  auto stored = store_.GetSandbox(id);
-  if (!stored.ok()) return done(stored.status());
-  if (!stored->has_value()) return done(NotFound("sandbox " + id));
-  SandboxRow row = **stored;
-  if (row.node_id == store_.node_id()) return done(Status::Error("sandbox " + id + " is on this node already", EEXIST));
-  if (row.node_id != manifest.from_node || row.state != "stopped") {
-    return done(Status::Error("sandbox " + id + " is " + row.state + " on node " + row.node_id + ", not stopped on " +
-                                  manifest.from_node,
-                              EBUSY));
-  }
-  if (Status open = TakesNewSandboxes(); !open.ok()) return done(open);
-  if (Busy(id) || receiving_.count(id)) return done(Status::Error("sandbox " + id + " is moving here already", EBUSY));
-  // Its image's layers must be on this node already (each node has its own copies).
-  StatusOr<std::vector<std::string>> layers = ImageLayersOf(row);
-  if (!layers.ok()) return done(Status::Error("sandbox " + id + "'s image: " + layers.status().message(), EAGAIN));
+// Whether `row`'s image (as a sandbox or snapshot names it) has its layers on this node.
+Status SandboxManager::ImageHere(const std::string& id, const std::string& image) const {
+  SandboxRow of;
+  of.id = id;
+  of.image = image;
+  StatusOr<std::vector<std::string>> layers = ImageLayersOf(of);
+  if (!layers.ok()) return Status::Error(id + "'s image: " + layers.status().message(), EAGAIN);
   for (const std::string& dir : *layers) {
     struct stat st;
-    if (stat(dir.c_str(), &st) != 0) {
-      return done(Status::Error("sandbox " + id + "'s image " + row.image + " has no layers on this node", EAGAIN));
-    }
+    if (stat(dir.c_str(), &st) != 0) return Status::Error(id + "'s image " + image + " has no layers on this node", EAGAIN);
   }
-  auto uid_base = store_.FreeUidBase(kUidFirst, kUidStep, kUidSlots);
-  if (!uid_base.ok()) return done(uid_base.status());
+  return Status();
+}
+
+void SandboxManager::AdoptMove(const std::string& id, const MoveManifest& manifest, Done<Moved> done) {
+  const bool snapshot = IsSnapshotId(id);
+  if (!IsWellFormedId(id, "sb") && !snapshot) return done(NotFound(id));
+  std::string node, image, state = "stopped";
+  int64_t disk_bytes = 0;
+  if (snapshot) {
+    auto row = store_.GetSnapshot(id);
+    if (!row.ok()) return done(row.status());
+    if (!row->has_value()) return done(NotFound("snapshot " + id));
+    node = (*row)->node_id;
+    image = (*row)->image;
+  } else {
+    auto row = store_.GetSandbox(id);
+    if (!row.ok()) return done(row.status());
+    if (!row->has_value()) return done(NotFound("sandbox " + id));
+    node = (*row)->node_id;
+    image = (*row)->image;
+    state = (*row)->state;
+    disk_bytes = static_cast<int64_t>((*row)->limits.disk_bytes.value_or(0));
+  }
+  if (node == store_.node_id()) return done(Status::Error(id + " is on this node already", EEXIST));
+  if (node != manifest.from_node || state != "stopped") {
+    return done(Status::Error(id + " is " + state + " on node " + node + ", not stopped on " + manifest.from_node, EBUSY));
+  }
+  if (Status open = TakesNewSandboxes(); !open.ok()) return done(open);
+  if (Busy(id) || receiving_.count(id)) return done(Status::Error(id + " is moving here already", EBUSY));
+  // Its image's layers must be on this node already (each node has its own copies).
+  if (Status here = ImageHere(id, image); !here.ok()) return done(here);
+  // A sandbox's files move to a free uid range of this node; a snapshot's keep their owners.
+  int64_t uid = manifest.uid_base;
+  if (!snapshot) {
+    auto free = store_.FreeUidBase(kUidFirst, kUidStep, kUidSlots);
+    if (!free.ok()) return done(free.status());
+    uid = *free;
+  }
   busy_[id] = true;
-  asio::post(pool_, [this, id, manifest, row, uid = *uid_base, done = std::move(done)]() mutable {
+  asio::post(pool_, [this, id, snapshot, manifest, uid, disk_bytes, done = std::move(done)]() mutable {
     Status made = [&]() -> Status {
       const std::string tar = MoveFile(id, false);
       struct stat st;
       if (stat(tar.c_str(), &st) != 0) return ErrnoError("stat " + tar);
       if (static_cast<uint64_t>(st.st_size) != manifest.bytes) {
-        return Status::Error("sandbox " + id + "'s move has " + std::to_string(st.st_size) + " bytes, not " +
+        return Status::Error(id + "'s move has " + std::to_string(st.st_size) + " bytes, not " +
                                  std::to_string(manifest.bytes),
                              EBADMSG);
       }
       ASSIGN_OR_RETURN(std::string sha256, Sha256File(tar));
-      if (sha256 != manifest.sha256) {
-        return Status::Error("sandbox " + id + "'s move does not match its sha256 (" + sha256 + ")", EBADMSG);
+      if (sha256 != manifest.sha256) return Status::Error(id + "'s move does not match its sha256 (" + sha256 + ")", EBADMSG);
+      RETURN_IF_ERROR(RemoveMovingFiles(id));  // what an earlier move that failed here left
+      const WritableLayer layer = MovingLayer(id, manifest.kind);
+      if (layer.kind == LayerKind::kQuotaDir) {
+        // A sandbox's is charged to its project; a snapshot's is a plain directory (as a copy is).
+        RETURN_IF_ERROR(snapshot ? MakeDirs(layer.path, 0700)
+                                 : MakeLayer(layer, uid, static_cast<uint64_t>(disk_bytes)));
       }
-      RETURN_IF_ERROR(host_.Destroy(id));  // what an earlier move that failed here left
-      const WritableLayer layer = host_.SandboxLayer(id, manifest.kind);
-      if (layer.kind == LayerKind::kQuotaDir) RETURN_IF_ERROR(MakeLayer(layer, uid, row.limits.disk_bytes.value_or(0)));
       RETURN_IF_ERROR(UnpackLayer(tar, layer));
+      if (snapshot) return Status();
       ASSIGN_OR_RETURN(ShiftCounts shifted,
                        ShiftLayerOwners(layer, config_.run_dir + "/layers", manifest.uid_base, uid, kUidStep));
       LogInfo("fleet", "moved layer unpacked",
@@ -206,9 +274,11 @@ void SandboxManager::AdoptMove(const std::string& id, const MoveManifest& manife
 }
 
 void SandboxManager::TakeMoved(const std::string& id, const MoveManifest& manifest, int64_t uid, int attempts,
-                               Done<SandboxRow> done) {
-  StatusOr<bool> taken = store_.TakeSandbox(id, manifest.from_node, uid, Now());
-  if (!taken.ok() && taken.status().error_number() == EEXIST && attempts > 1) {
+                               Done<Moved> done) {
+  const bool snapshot = IsSnapshotId(id);
+  StatusOr<bool> taken =
+      snapshot ? store_.TakeSnapshot(id, manifest.from_node) : store_.TakeSandbox(id, manifest.from_node, uid, Now());
+  if (!taken.ok() && taken.status().error_number() == EEXIST && !snapshot && attempts > 1) {
     // The range went to a sandbox made here meanwhile: another, and the files moved to it.
     auto next = store_.FreeUidBase(kUidFirst, kUidStep, kUidSlots);
     if (!next.ok()) return FailAdopt(id, next.status(), std::move(done));
@@ -223,26 +293,27 @@ void SandboxManager::TakeMoved(const std::string& id, const MoveManifest& manife
   }
   if (!taken.ok()) return FailAdopt(id, taken.status(), std::move(done));
   if (!*taken) {
-    return FailAdopt(id,
-                     Status::Error("sandbox " + id + " is no longer stopped on node " + manifest.from_node, EBUSY),
+    return FailAdopt(id, Status::Error(id + " is no longer " + (snapshot ? "" : "stopped ") + "on node " + manifest.from_node,
+                                       EBUSY),
                      std::move(done));
   }
   busy_.erase(id);
-  (void)unlink(MoveFile(id, false).c_str());  // the sandbox is this node's: its files stay (see recovery)
-  auto row = store_.GetSandbox(id);
-  (void)store_.AppendEvent(id, "sandbox.moved",
-                           nlohmann::json{{"from", manifest.from_node}, {"to", store_.node_id()}}.dump());
-  LogInfo("fleet", "sandbox moved here", {{"sandbox", id}, {"from", manifest.from_node}, {"uid_base", std::to_string(uid)}});
-  if (!row.ok() || !row->has_value()) return done(row.ok() ? NotFound("sandbox " + id) : row.status());
-  done(**row);
+  (void)unlink(MoveFile(id, false).c_str());  // this node's now: its files stay (see recovery)
+  if (!snapshot) {
+    (void)store_.AppendEvent(id, "sandbox.moved",
+                             nlohmann::json{{"from", manifest.from_node}, {"to", store_.node_id()}}.dump());
+  }
+  LogInfo("fleet", snapshot ? "snapshot moved here" : "sandbox moved here",
+          {{"id", id}, {"from", manifest.from_node}, {"uid_base", std::to_string(uid)}});
+  done(Moved{id, store_.node_id(), uid});
 }
 
-void SandboxManager::FailAdopt(const std::string& id, const Status& why, Done<SandboxRow> done) {
-  LogWarn("fleet", "a sandbox's move here failed", {{"sandbox", id}, {"error", why.ToString()}});
+void SandboxManager::FailAdopt(const std::string& id, const Status& why, Done<Moved> done) {
+  LogWarn("fleet", "a move here failed", {{"id", id}, {"error", why.ToString()}});
   asio::post(pool_, [this, id, why, done = std::move(done)]() mutable {
     (void)unlink(MoveFile(id, false).c_str());
-    Status removed = host_.Destroy(id);
-    if (!removed.ok()) LogWarn("fleet", "cannot remove a failed move's files", {{"sandbox", id}, {"error", removed.ToString()}});
+    Status removed = RemoveMovingFiles(id);
+    if (!removed.ok()) LogWarn("fleet", "cannot remove a failed move's files", {{"id", id}, {"error", removed.ToString()}});
     asio::post(io_, [this, id, why, done = std::move(done)] {
       busy_.erase(id);
       done(why);
@@ -267,16 +338,15 @@ void SandboxManager::RemoveMoveLeftovers() {
     if (name == "." || name == "..") continue;
     const size_t dot = name.find('.');
     const std::string id = name.substr(0, dot);
-    if (IsWellFormedId(id, "sb") && (name == id + ".out.tar" || name == id + ".in.tar")) {
-      auto row = store_.GetSandbox(id);
-      if (!row.ok()) return;
-      const bool here = row->has_value() && (*row)->node_id == store_.node_id();
+    if ((IsWellFormedId(id, "sb") || IsSnapshotId(id)) && (name == id + ".out.tar" || name == id + ".in.tar")) {
+      auto node = NodeOfMoving(id);
+      if (!node.ok()) return;
+      const bool here = node->has_value() && **node == store_.node_id();
       if (!here) {
-        LogInfo("recovery", "removing the files of a sandbox that is not this node's",
-                {{"sandbox", id}, {"move", name}});
-        Status removed = host_.Destroy(id);
+        LogInfo("recovery", "removing the files of what is not this node's", {{"id", id}, {"move", name}});
+        Status removed = RemoveMovingFiles(id);
         if (!removed.ok()) {
-          LogWarn("recovery", "cannot remove", {{"sandbox", id}, {"error", removed.ToString()}});
+          LogWarn("recovery", "cannot remove", {{"id", id}, {"error", removed.ToString()}});
           continue;
         }
       }

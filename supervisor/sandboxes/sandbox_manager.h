@@ -130,21 +130,22 @@ class SandboxManager {
                                   const std::string& command_id);
   StatusOr<std::vector<CommandRow>> ListCommands(const Caller& caller, const std::string& sandbox_id);
 
-  // Moving stopped sandboxes between the nodes of a fleet (moves.cc; a drain that moves them:
-  // api/sandbox_mover.h). On the node that has one: MovableSandboxes, its stopped sandboxes no
-  // operation holds; PackForMove packs one's layer into a file (layer_move.h), the sandbox busy
-  // until EndMoveOut, which asks the catalog: moved (true), its files here go; not (false), it
-  // is this node's as before; the store unreadable, an error: ask again. On the node it moves
-  // to: ReceiveMoveData writes a part of the file at `offset` (0 begins it anew; any other must
-  // be the file's size: ERANGE), the new size; AdoptMove checks the whole against the manifest
-  // (EBADMSG), unpacks it, moves its owners to a free uid range here and takes the row (store.h
-  // TakeSandbox; EBUSY when it is no longer stopped where it was); EAGAIN when this node is
-  // drained or lacks the sandbox's image.
-  StatusOr<std::vector<SandboxRow>> MovableSandboxes();
+  // Moving stopped sandboxes, and snapshots, between the nodes of a fleet (moves.cc; a drain that
+  // moves them: api/sandbox_mover.h). On the node that has them: Movable, the ids of its stopped
+  // sandboxes no operation holds and of its snapshots no sandbox is being made of; PackForMove
+  // packs one's layer into a file (layer_move.h), the sandbox or snapshot busy (409) until
+  // EndMoveOut, which asks the catalog: moved (true), its files here go; not (false), it is this
+  // node's as before; the store unreadable, an error: ask again. On the node it moves to:
+  // ReceiveMoveData writes a part of the file at `offset` (0 begins it anew; any other must be
+  // the file's size: ERANGE), the new size; AdoptMove checks the whole against the manifest
+  // (EBADMSG), unpacks it, moves a sandbox's owners to a free uid range here and takes the row
+  // (store.h TakeSandbox, TakeSnapshot; EBUSY when it is no longer stopped where it was); EAGAIN
+  // when this node is drained or lacks the image.
+  StatusOr<std::vector<std::string>> Movable();
   void PackForMove(const std::string& id, Done<MovePack> done);
   StatusOr<bool> EndMoveOut(const MovePack& pack);
   void ReceiveMoveData(const std::string& id, uint64_t offset, std::string data, Done<uint64_t> done);
-  void AdoptMove(const std::string& id, const MoveManifest& manifest, Done<SandboxRow> done);
+  void AdoptMove(const std::string& id, const MoveManifest& manifest, Done<Moved> done);
 
   StatusOr<FileAccess> OpenFiles(const Caller& caller, const std::string& sandbox_id);
   // A request touched the sandbox: push its idle deadline back.
@@ -303,9 +304,14 @@ class SandboxManager {
   // moves.cc
   std::string MoveFile(const std::string& id, bool out) const;
   bool Busy(const std::string& id) const;
-  void TakeMoved(const std::string& id, const MoveManifest& manifest, int64_t uid, int attempts,
-                 Done<SandboxRow> done);
-  void FailAdopt(const std::string& id, const Status& why, Done<SandboxRow> done);
+  // The node the catalog puts a sandbox or snapshot on (nullopt: none such).
+  StatusOr<std::optional<std::string>> NodeOfMoving(const std::string& id);
+  WritableLayer MovingLayer(const std::string& id, std::optional<LayerKind> kind = std::nullopt) const;
+  Status RemoveMovingFiles(const std::string& id);  // on the worker pool
+  bool SnapshotInUse(const std::string& id) const;
+  Status ImageHere(const std::string& id, const std::string& image) const;
+  void TakeMoved(const std::string& id, const MoveManifest& manifest, int64_t uid, int attempts, Done<Moved> done);
+  void FailAdopt(const std::string& id, const Status& why, Done<Moved> done);
   void RemoveMoveLeftovers();
 
   // recovery.cc

@@ -55,9 +55,10 @@ struct CreateRequest {
   std::string network = "loopback";  // "loopback" | "full" (supervisor/sandboxes/full_network.h; needs caps.full_network)
 };
 
-// A stopped sandbox's layer packed to move to another node (SandboxManager::PackForMove).
+// A stopped sandbox's layer, or a snapshot's, packed to move to another node
+// (SandboxManager::PackForMove).
 struct MovePack {
-  std::string sandbox_id;
+  std::string id;          // "sb_..." or "snap_..."
   std::string path;        // the tar, in <state_dir>/moves/
   uint64_t bytes = 0;
   std::string sha256;      // hex, of the whole tar
@@ -72,6 +73,13 @@ struct MoveManifest {
   std::string sha256;
   LayerKind kind = LayerKind::kImage;
   int64_t uid_base = 0;
+};
+
+// Where it went (SandboxManager::AdoptMove).
+struct Moved {
+  std::string id;
+  std::string node_id;
+  int64_t uid_base = 0;    // of its files now
 };
 
 // A layer kind's name between nodes: "image", "quota_dir".

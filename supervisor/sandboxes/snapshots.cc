@@ -209,6 +209,7 @@ StatusOr<SnapshotRow> SandboxManager::GetSnapshot(const Caller& caller, const st
 void SandboxManager::DeleteSnapshot(const Caller& caller, const std::string& id, Done<bool> done) {
   auto snapshot = OwnedSnapshot(caller, id);
   if (!snapshot.ok()) return done(snapshot.status());
+  if (Busy(id)) return done(Status::Error("snapshot " + id + " is moving to another node", EBUSY));
   // The row goes first: a daemon that dies before the file is gone leaves an orphan file, which
   // recovery removes, never a row without its file.
   Status deleted = store_.DeleteSnapshot(id);

@@ -336,6 +336,12 @@ class Store {
   StatusOr<std::optional<SnapshotRow>> GetSnapshot(const std::string& id);
   StatusOr<std::vector<SnapshotRow>> ListSnapshots(const std::string& iss, const std::string& sub);
   Status DeleteSnapshot(const std::string& id);
+  // This node's snapshots; oldest first.
+  StatusOr<std::vector<SnapshotRow>> ListNodeSnapshots();
+  // A snapshot moving to this node (a drain, moves.cc): its row becomes this node's if it still
+  // is `from_node`'s (false otherwise: deleted or moved meanwhile). Its files keep their owners
+  // (a snapshot's uid_base says whose they are; a sandbox made of it moves them).
+  StatusOr<bool> TakeSnapshot(const std::string& id, const std::string& from_node);
   StatusOr<int64_t> CountSnapshots(const std::string& iss, const std::string& sub);
 
   // Images (store_images.cc). InsertImage adds the layers it names that have no row yet (from

@@ -156,6 +156,17 @@ StatusOr<std::vector<SnapshotRow>> Store::ListSnapshots(const std::string& iss, 
                                "list snapshots of " + iss + " " + sub);
 }
 
+StatusOr<std::vector<SnapshotRow>> Store::ListNodeSnapshots() {
+  return ListRows<SnapshotRow>(mu_, db_, kSnapshots, "node_id = ?1", {node_id_}, "list the snapshots of node " + node_id_);
+}
+
+StatusOr<bool> Store::TakeSnapshot(const std::string& id, const std::string& from_node) {
+  std::lock_guard lock(mu_);
+  ASSIGN_OR_RETURN(int64_t changed, db_->Execute("UPDATE snapshots SET node_id = ?1 WHERE id = ?2 AND node_id = ?3",
+                                                 {node_id_, id, from_node}, "take snapshot " + id, nullptr));
+  return changed == 1;
+}
+
 Status Store::DeleteSnapshot(const std::string& id) { return DeleteRow(mu_, db_, kSnapshots, id); }
 
 StatusOr<int64_t> Store::CountSnapshots(const std::string& iss, const std::string& sub) {

@@ -341,10 +341,20 @@ backend nodes
                                     "mkdir -p d/e; touch d/e/f; sha256sum blob | cut -d' ' -f1; id -u")
         blob_sha, uid = made.split()
         self.assertEqual(self.run_in(stopped, "rm /etc/debian_version && echo gone", user="root"), "gone\n")
+        status, snapshot = self.call("POST", f"/v1/sandboxes/{stopped}/snapshot")
+        self.assertEqual(status, 201, snapshot)
+        self.addCleanup(self.call, "DELETE", f"/v1/snapshots/{snapshot['id']}")
         status, body = self.call("POST", f"/v1/sandboxes/{stopped}/stop")
         self.assertEqual(status, 200, body)
         files = os.path.join(admin.state_dir, "sandboxes", stopped)
         self.assertTrue(os.path.isdir(files))
+
+        def snapshot_files():
+            """The nodes whose disk holds the snapshot."""
+            return [name for name, daemon in self.nodes.items()
+                    if any(os.path.exists(os.path.join(daemon.state_dir, "snapshots", snapshot["id"] + suffix))
+                           for suffix in (".img", ".layer"))]
+        self.assertEqual(snapshot_files(), [node])
 
         self.addCleanup(lambda: admin.admin("POST", f"/v1/admin/nodes/{node}/undrain"))
         status, body = admin.admin("POST", f"/v1/admin/nodes/{node}/drain?move=true")
@@ -374,6 +384,19 @@ backend nodes
         self.assertEqual(len(moved), 1, events)
         self.assertIn(f'"to":"{to}"', json.dumps(moved[0], separators=(",", ":")))
         self.assertIn(stopped, admin.log())
+
+        # Its snapshot moved too (after the sandboxes), and a sandbox made of it, where it is now,
+        # has the files it was taken with.
+        wait_until(lambda: snapshot_files() not in ([node], []), timeout=60, what="the snapshot moved")
+        wait_until(lambda: len(snapshot_files()) == 1, timeout=30, what="the old node's snapshot removed")
+        (holder,) = snapshot_files()
+        self.assertNotEqual(holder, node)
+        status, restored = self.call("POST", "/v1/sandboxes", {"snapshot": snapshot["id"]})
+        self.assertEqual(status, 201, restored)
+        self.addCleanup(self.destroy, restored["id"])
+        self.assertEqual(self.where()[restored["id"]], holder)
+        self.assertEqual(self.run_in(restored["id"], "cat /home/agent/keep; sha256sum /home/agent/blob | cut -d' ' -f1"),
+                         f"moved-data\n{blob_sha}\n")
 
     @unittest.skipUnless(shutil.which("claude"), "Claude Code is not installed (dist/install-deps.sh installs it)")
     def test_a_sessions_events_resume_through_another_node(self):

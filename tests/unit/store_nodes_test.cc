@@ -218,6 +218,26 @@ TEST_F(TwoNodesTest, ASandboxIsTakenByAnotherNodeOnlyWhileStoppedWhereItWas) {
   EXPECT_EQ(*b->FreeUidBase(kUidFirst, kUidStep, 4), kUidFirst + 2 * kUidStep);
 }
 
+TEST_F(TwoNodesTest, ASnapshotIsTakenByAnotherNodeWithItsOwners) {
+  std::unique_ptr<Store> a = OpenNode("a");
+  std::unique_ptr<Store> b = OpenNode("b");
+  ASSERT_TRUE(a && b);
+  SnapshotRow snap{"snap_m", "sb_1", "corp", "alice", "host", 20, 1 << 20, kUidFirst + 3 * kUidStep};
+  ASSERT_TRUE(a->InsertSnapshot(snap).ok());
+  EXPECT_EQ(a->ListNodeSnapshots()->size(), 1u);
+  EXPECT_TRUE(b->ListNodeSnapshots()->empty());
+  EXPECT_FALSE(*b->TakeSnapshot("snap_m", "c"));  // not c's
+  EXPECT_FALSE(*b->TakeSnapshot("snap_nope", "a"));
+  ASSERT_TRUE(*b->TakeSnapshot("snap_m", "a"));
+  auto row = a->GetSnapshot("snap_m");
+  ASSERT_TRUE(row.ok() && row->has_value());
+  EXPECT_EQ((*row)->node_id, "b");
+  EXPECT_EQ((*row)->uid_base, kUidFirst + 3 * kUidStep);  // whose its files are: unchanged
+  EXPECT_TRUE(a->ListNodeSnapshots()->empty());
+  EXPECT_EQ(b->ListNodeSnapshots()->size(), 1u);
+  EXPECT_FALSE(*b->TakeSnapshot("snap_m", "a"));  // once
+}
+
 CORRAL_STORE_ON_BOTH_ENGINES();
 
 }  // namespace
