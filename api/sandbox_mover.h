@@ -24,6 +24,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
 
 #include "api/peer_http.h"
 #include "api/server.h"
@@ -44,8 +45,8 @@ class SandboxMover {
   static constexpr size_t kPartBytes = size_t{8} << 20;
 
   // `peers` null (no cluster secret): nothing moves.
-  SandboxMover(boost::asio::io_context& io, supervisor::SandboxManager& manager, supervisor::NodeRegistry& nodes,
-               supervisor::FleetRouter& router, PeerHttp* peers);
+  SandboxMover(boost::asio::io_context& io, boost::asio::thread_pool& pool, supervisor::SandboxManager& manager,
+               supervisor::NodeRegistry& nodes, supervisor::FleetRouter& router, PeerHttp* peers);
 
   void Start();
   void Stop();
@@ -66,6 +67,7 @@ class SandboxMover {
   void Finish(Move move, const Status& why);
 
   boost::asio::io_context& io_;
+  boost::asio::thread_pool& pool_;
   supervisor::SandboxManager& manager_;
   supervisor::NodeRegistry& nodes_;
   supervisor::FleetRouter& router_;

@@ -151,7 +151,8 @@ StatusOr<bool> SandboxManager::EndMoveOut(const MovePack& pack) {
   return true;
 }
 
-void SandboxManager::ReceiveMoveData(const std::string& id, uint64_t offset, std::string data, Done<uint64_t> done) {
+void SandboxManager::ReceiveMoveData(const std::string& id, uint64_t offset, const std::string& sha256,
+                                     std::string data, Done<uint64_t> done) {
   if (!IsWellFormedId(id, "sb") && !IsSnapshotId(id)) return done(NotFound(id));
   auto node = NodeOfMoving(id);
   if (!node.ok()) return done(node.status());
@@ -159,8 +160,11 @@ void SandboxManager::ReceiveMoveData(const std::string& id, uint64_t offset, std
   if (**node == store_.node_id()) return done(Status::Error(id + " is on this node already", EEXIST));
   if (Status open = TakesNewSandboxes(); !open.ok()) return done(open);
   if (Busy(id) || !receiving_.insert(id).second) return done(Status::Error(id + " is moving here already", EBUSY));
-  asio::post(pool_, [this, id, offset, data = std::move(data), done = std::move(done)]() mutable {
+  asio::post(pool_, [this, id, offset, sha256, data = std::move(data), done = std::move(done)]() mutable {
     StatusOr<uint64_t> written = [&]() -> StatusOr<uint64_t> {
+      if (Sha256Hex(data) != sha256) {
+        return Status::Error(id + "'s part at " + std::to_string(offset) + " does not match its sha256", EINVAL);
+      }
       const std::string path = MoveFile(id, false);
       RETURN_IF_ERROR(MakeDirs(config_.state_dir + "/moves", 0700));
       UniqueFd fd(open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | (offset == 0 ? O_TRUNC : 0), 0600));

@@ -137,14 +137,15 @@ class SandboxManager {
   // EndMoveOut, which asks the catalog: moved (true), its files here go; not (false), it is this
   // node's as before; the store unreadable, an error: ask again. On the node it moves to:
   // ReceiveMoveData writes a part of the file at `offset` (0 begins it anew; any other must be
-  // the file's size: ERANGE), the new size; AdoptMove checks the whole against the manifest
+  // the file's size: ERANGE) if it matches its `sha256` (EINVAL), the new size; AdoptMove checks the whole against the manifest
   // (EBADMSG), unpacks it, moves a sandbox's owners to a free uid range here and takes the row
   // (store.h TakeSandbox, TakeSnapshot; EBUSY when it is no longer stopped where it was); EAGAIN
   // when this node is drained or lacks the image.
   StatusOr<std::vector<std::string>> Movable();
   void PackForMove(const std::string& id, Done<MovePack> done);
   StatusOr<bool> EndMoveOut(const MovePack& pack);
-  void ReceiveMoveData(const std::string& id, uint64_t offset, std::string data, Done<uint64_t> done);
+  void ReceiveMoveData(const std::string& id, uint64_t offset, const std::string& sha256, std::string data,
+                       Done<uint64_t> done);
   void AdoptMove(const std::string& id, const MoveManifest& manifest, Done<Moved> done);
 
   StatusOr<FileAccess> OpenFiles(const Caller& caller, const std::string& sandbox_id);

@@ -568,11 +568,11 @@ Status ChooseNewLayerKind(const supervisor::DaemonConfig& config, supervisor::Sa
 struct FleetApi {
   FleetApi(boost::asio::io_context& io, supervisor::Store& store, supervisor::NodeRegistry& nodes, api::Server& server,
            supervisor::Issuers& issuers, const supervisor::DaemonConfig& config,
-           std::optional<api::HopSigner> signer, supervisor::SandboxManager& manager)
+           std::optional<api::HopSigner> signer, boost::asio::thread_pool& pool, supervisor::SandboxManager& manager)
       : router(store, nodes),
         forwarding(router, signer ? std::make_unique<api::PeerHttp>(io, std::move(*signer)) : nullptr),
         issuer_sync(io, server, issuers, std::chrono::seconds(config.node_heartbeat_s)),
-        mover(io, manager, nodes, router, forwarding.peers()) {
+        mover(io, pool, manager, nodes, router, forwarding.peers()) {
     forwarding.Install(server);
     if (forwarding.peers() != nullptr) api::RegisterMoveRoutes(server, manager);
     if (store.backend() == supervisor::StoreBackend::kPostgresql) {
@@ -663,7 +663,7 @@ int Serve(Foundation& base) {
   supervisor::SandboxEvents sandbox_events(*store);
   supervisor::Ledger ledger(*store);
   api::Server server(io, config->server_limits, api::MakeAuthenticator(*base.issuers, *config), metrics);
-  FleetApi fleet(io, *store, nodes, server, *base.issuers, *config, std::move(base.hop_signer), manager);
+  FleetApi fleet(io, *store, nodes, server, *base.issuers, *config, std::move(base.hop_signer), pool, manager);
   api::RegisterAuthAdmin(server, *base.issuers, *config);
   auto reload_api = api::RegisterApi(server, io, pool, manager, sessions, sandbox_events, ledger, *config);
   api::RegisterExecuteRoutes(server, executions, *config);
