@@ -251,10 +251,10 @@ void SandboxManager::AdoptMove(const std::string& id, const MoveManifest& manife
       if (static_cast<uint64_t>(st.st_size) != manifest.bytes) {
         return Status::Error(id + "'s move has " + std::to_string(st.st_size) + " bytes, not " +
                                  std::to_string(manifest.bytes),
-                             EBADMSG);
+                             EINVAL);
       }
       ASSIGN_OR_RETURN(std::string sha256, Sha256File(tar));
-      if (sha256 != manifest.sha256) return Status::Error(id + "'s move does not match its sha256 (" + sha256 + ")", EBADMSG);
+      if (sha256 != manifest.sha256) return Status::Error(id + "'s move does not match its sha256 (" + sha256 + ")", EINVAL);
       RETURN_IF_ERROR(RemoveMovingFiles(id));  // what an earlier move that failed here left
       const WritableLayer layer = MovingLayer(id, manifest.kind);
       if (layer.kind == LayerKind::kQuotaDir) {

@@ -138,7 +138,7 @@ class SandboxManager {
   // node's as before; the store unreadable, an error: ask again. On the node it moves to:
   // ReceiveMoveData writes a part of the file at `offset` (0 begins it anew; any other must be
   // the file's size: ERANGE) if it matches its `sha256` (EINVAL), the new size; AdoptMove checks the whole against the manifest
-  // (EBADMSG), unpacks it, moves a sandbox's owners to a free uid range here and takes the row
+  // (EINVAL), unpacks it, moves a sandbox's owners to a free uid range here and takes the row
   // (store.h TakeSandbox, TakeSnapshot; EBUSY when it is no longer stopped where it was); EAGAIN
   // when this node is drained or lacks the image.
   StatusOr<std::vector<std::string>> Movable();

@@ -394,6 +394,61 @@ class Forwarding(unittest.TestCase):
         status, body, _ = self.call(self.b, "GET", target, headers={"X-Corral-Hop": hop_mark("node-a", "GET", target, self.auth)})
         self.assertEqual(status, 200, body)  # control
 
+    def test_the_nodes_own_routes_take_a_nodes_mark_alone(self):
+        """The routes a drain's move uses (PUT|POST /v1/internal/moves/ID) take a request another
+        node marked and nothing else: a user's token, a mark beside it, a forged mark or none are
+        refused before any byte is written; a node may hand over only what the catalog says it
+        holds."""
+        sid = self.on_b(start=False)["id"]
+        part = b"x" * 1000
+        digest = hashlib.sha256(part).hexdigest()
+        target = f"/v1/internal/moves/{sid}?offset=0&sha256={digest}"
+
+        def put(headers):
+            conn = http.client.HTTPConnection("127.0.0.1", self.a.port, timeout=60)
+            conn.request("PUT", target, body=part, headers=headers)
+            resp = conn.getresponse()
+            data = resp.read()
+            conn.close()
+            return resp.status, json.loads(data) if data else None
+        refused = {
+            "no mark": {},
+            "a user's token": {"Authorization": self.auth},
+            "a mark beside a token": {"Authorization": self.auth,
+                                      "X-Corral-Hop": hop_mark("node-b", "PUT", target, self.auth)},
+            "wrong secret": {"X-Corral-Hop": hop_mark("node-b", "PUT", target, "", secret="x" * 48)},
+            "other target": {"X-Corral-Hop": hop_mark("node-b", "PUT", target.replace("offset=0", "offset=1"), "")},
+        }
+        for what, headers in refused.items():
+            with self.subTest(what):
+                status, body = put(headers)
+                self.assertEqual((status, body["error"]["code"]), (401, "unauthorized"), body)
+        staged = os.path.join(self.a.state_dir, "moves", sid + ".in.tar")
+        self.assertFalse(os.path.exists(staged))
+        # Control: node-b's own mark is taken, and the part written.
+        status, body = put({"X-Corral-Hop": hop_mark("node-b", "PUT", target, "")})
+        self.assertEqual((status, body), (200, {"bytes": 1000}), body)
+        self.assertEqual(os.path.getsize(staged), 1000)
+        # A part that does not match its hash, or not at the end of what came: refused.
+        bad = f"/v1/internal/moves/{sid}?offset=1000&sha256={'0' * 64}"
+        conn = http.client.HTTPConnection("127.0.0.1", self.a.port, timeout=60)
+        conn.request("PUT", bad, body=part, headers={"X-Corral-Hop": hop_mark("node-b", "PUT", bad, "")})
+        self.assertEqual(conn.getresponse().status, 400)
+        conn.close()
+        self.assertEqual(os.path.getsize(staged), 1000)
+        # The whole: only from the node that holds it, and only a stopped one (this one never ran).
+        whole = f"/v1/internal/moves/{sid}?bytes=1000&sha256={digest}&kind=image&uid_base=0"
+        for signer, why in (("node-a", "on node node-b"), ("node-b", "created")):
+            conn = http.client.HTTPConnection("127.0.0.1", self.a.port, timeout=60)
+            conn.request("POST", whole, headers={"X-Corral-Hop": hop_mark(signer, "POST", whole, "")})
+            resp = conn.getresponse()
+            body = json.loads(resp.read())
+            conn.close()
+            self.assertEqual((resp.status, body["error"]["code"]), (409, "conflict"), body)
+            self.assertIn(why, body["error"]["message"])
+        status, body, headers = self.call(self.a, "GET", f"/v1/sandboxes/{sid}")
+        self.assertEqual((status, headers.get("x-corral-node")), (200, "node-b"), body)  # still node-b's
+
     def test_a_dead_nodes_sandboxes_are_unavailable_and_come_back(self):
         on_b = self.on_b()
         on_a = self.placed_on("node-a", "node-b", start=False)
