@@ -14,7 +14,7 @@ bool WaitReadable(int fd, int timeout_ms) {
 
 std::optional<InitMessage> Expect(int fd, initproto::MsgType type) {
   for (;;) {
-    if (!WaitReadable(fd)) return std::nullopt;
+    if (!WaitReadable(fd, kSilenceMs)) return std::nullopt;
     auto message = ReceiveMessage(fd, true);
     if (!message.ok() || !message->has_value()) return std::nullopt;
     if ((*message)->type == type) return std::move(**message);
@@ -25,7 +25,7 @@ std::string Drain(int fd) {
   std::string out;
   char buf[4096];
   for (;;) {
-    if (!WaitReadable(fd)) break;
+    if (!WaitReadable(fd, kSilenceMs)) break;
     ssize_t n = read(fd, buf, sizeof(buf));
     if (n < 0 && errno == EAGAIN) continue;
     if (n <= 0) break;
