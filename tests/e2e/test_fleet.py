@@ -383,7 +383,10 @@ backend nodes
         moved = [e for e in events["events"] if e["type"] == "sandbox.moved"]
         self.assertEqual(len(moved), 1, events)
         self.assertIn(f'"to":"{to}"', json.dumps(moved[0], separators=(",", ":")))
-        self.assertIn(stopped, admin.log())
+        moves = [json.loads(line) for line in admin.log().splitlines()
+                 if line.startswith("{") and '"msg":"moved"' in line and stopped in line]
+        self.assertEqual(len(moves), 1, moves)
+        sys.stderr.write(f"\n  moved {stopped} ({int(moves[0]['bytes']) >> 20} MiB of tar) in {moves[0]['ms']} ms\n")
 
         # Its snapshot moved too (after the sandboxes), and a sandbox made of it, where it is now,
         # has the files it was taken with.

@@ -435,6 +435,11 @@ class Forwarding(unittest.TestCase):
         conn.request("PUT", bad, body=part, headers={"X-Corral-Hop": hop_mark("node-b", "PUT", bad, "")})
         self.assertEqual(conn.getresponse().status, 400)
         conn.close()
+        gap = f"/v1/internal/moves/{sid}?offset=5000&sha256={digest}"
+        conn = http.client.HTTPConnection("127.0.0.1", self.a.port, timeout=60)
+        conn.request("PUT", gap, body=part, headers={"X-Corral-Hop": hop_mark("node-b", "PUT", gap, "")})
+        self.assertEqual(conn.getresponse().status, 410)  # stream_gap: not where the file ends
+        conn.close()
         self.assertEqual(os.path.getsize(staged), 1000)
         # The whole: only from the node that holds it, and only a stopped one (this one never ran).
         whole = f"/v1/internal/moves/{sid}?bytes=1000&sha256={digest}&kind=image&uid_base=0"
