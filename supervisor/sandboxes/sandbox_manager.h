@@ -205,8 +205,10 @@ class SandboxManager {
     uint64_t killed_us = 0;                                // MonotonicMicros() after the kill
   };
 
-  // How long a started or adopted sandbox's init has to answer hello.
-  static constexpr std::chrono::milliseconds kHelloTimeout{5000};
+  // How long a started or adopted sandbox's init has to answer hello: long enough for a host
+  // whose CPUs are all busy (a CI run saw a new init runnable but unscheduled for 5 s on two
+  // cores beside a QEMU guest); an init that does not answer is found out either way.
+  static constexpr std::chrono::milliseconds kHelloTimeout{15000};
 
   // sandbox_manager.cc
   static int64_t Now();  // seconds since the epoch
