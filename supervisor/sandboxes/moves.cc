@@ -1,7 +1,7 @@
 // SandboxManager: stopped sandboxes, and snapshots, moving between the nodes of a fleet
 // (sandbox_manager.h; a drain that moves them: api/sandbox_mover.h). A snapshot moves as a
-// sandbox does, but keeps its files' owners (its row says whose they are) and has no state. The files go as one tar (layer_move.h) in
-// <state_dir>/moves/: <id>.out.tar on the node it leaves, <id>.in.tar on the node it moves to,
+// sandbox does, but keeps its files' owners (its row says whose they are) and has no state.
+// The files go as one tar (layer_move.h) in <state_dir>/moves/: <id>.out.tar on the node it leaves, <id>.in.tar on the node it moves to,
 // which unpacks it into a layer of its own, moves its owners to a free uid range of its own, and
 // only then takes the row (store.h TakeSandbox): until that one transaction the sandbox is the
 // first node's, whole; after it, the second's. A crash on either side before it leaves the
@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -38,6 +39,16 @@ namespace {
 constexpr int kTakeAttempts = 5;
 
 bool IsSnapshotId(const std::string& id) { return IsWellFormedId(id, "snap"); }
+
+// The snapshots sandboxes are being made of here (their files are being copied); none begins on
+// a drained node.
+std::set<std::string> SnapshotsBeingCopied(const std::vector<SandboxRow>& sandboxes) {
+  std::set<std::string> copied;
+  for (const SandboxRow& row : sandboxes) {
+    if (row.state == "creating" && !row.source.empty()) copied.insert(row.source);
+  }
+  return copied;
+}
 
 }  // namespace
 
@@ -79,24 +90,20 @@ Status SandboxManager::RemoveMovingFiles(const std::string& id) {
 
 bool SandboxManager::SnapshotInUse(const std::string& id) const {
   if (Busy(id)) return true;  // moving
-  // A sandbox being made of it here copies its files (none begins on a drained node).
   auto rows = store_.ListNodeSandboxes();
-  if (!rows.ok()) return true;
-  for (const SandboxRow& row : *rows) {
-    if (row.state == "creating" && row.source == id) return true;
-  }
-  return false;
+  return !rows.ok() || SnapshotsBeingCopied(*rows).count(id) != 0;
 }
 
 StatusOr<std::vector<std::string>> SandboxManager::Movable() {
   ASSIGN_OR_RETURN(std::vector<SandboxRow> sandboxes, store_.ListNodeSandboxes());
   ASSIGN_OR_RETURN(std::vector<SnapshotRow> snapshots, store_.ListNodeSnapshots());
+  const std::set<std::string> copied = SnapshotsBeingCopied(sandboxes);
   std::vector<std::string> movable;
   for (const SandboxRow& row : sandboxes) {
     if (row.state == "stopped" && !Busy(row.id) && !live_.count(row.id)) movable.push_back(row.id);
   }
   for (const SnapshotRow& row : snapshots) {
-    if (!SnapshotInUse(row.id)) movable.push_back(row.id);
+    if (!Busy(row.id) && !copied.count(row.id)) movable.push_back(row.id);
   }
   return movable;
 }
