@@ -26,6 +26,7 @@ const std::set<std::string> kNotConfigKeys = {
     "sandbox.watch",    // WebSocket op
     "sandbox.unwatch",  // WebSocket op
     "sandbox.egress",   // sandbox event type
+    "sandbox.moved",    // sandbox event type (a drain moved it to another node)
 };
 
 struct Reference {
