@@ -149,6 +149,76 @@ bool BindingMatches(const SecretBinding& binding, std::string_view host, uint16_
                      [&](const std::string& prefix) { return PrefixMatches(prefix, *normalized); });
 }
 
+StatusOr<std::vector<SecretBinding>> ParseSecretBindings(const nlohmann::json& j, std::string_view where) {
+  const std::string at(where);
+  if (!j.is_array() || j.empty() || j.size() > kMaxBindings) {
+    return Status::Error(at + ": a list of 1 to " + std::to_string(kMaxBindings) + " bindings", EINVAL);
+  }
+  std::vector<SecretBinding> bindings;
+  for (const nlohmann::json& item : j) {
+    if (!item.is_object()) return Status::Error(at + ": each binding is an object", EINVAL);
+    SecretBinding b;
+    for (const auto& [key, value] : item.items()) {
+      auto strings = [&](std::vector<std::string>& out) -> Status {
+        if (!value.is_array()) return Status::Error(at + "." + key + ": a list of strings", EINVAL);
+        for (const nlohmann::json& v : value) {
+          if (!v.is_string()) return Status::Error(at + "." + key + ": a list of strings", EINVAL);
+          out.push_back(v.get<std::string>());
+        }
+        return Status();
+      };
+      if (key == "hosts") {
+        RETURN_IF_ERROR(strings(b.hosts));
+      } else if (key == "methods") {
+        RETURN_IF_ERROR(strings(b.methods));
+      } else if (key == "path_prefixes") {
+        RETURN_IF_ERROR(strings(b.path_prefixes));
+      } else if (key == "ports") {
+        if (!value.is_array()) return Status::Error(at + ".ports: a list of ports", EINVAL);
+        for (const nlohmann::json& v : value) {
+          if (!v.is_number_unsigned() || v.get<uint64_t>() == 0 || v.get<uint64_t>() > 65535) {
+            return Status::Error(at + ".ports: 1 to 65535", EINVAL);
+          }
+          b.ports.push_back(static_cast<uint16_t>(v.get<uint64_t>()));
+        }
+      } else if (key == "header" || key == "value" || key == "basic_user") {
+        if (!value.is_string()) return Status::Error(at + "." + key + ": a string", EINVAL);
+        if (key == "header") b.header = value.get<std::string>();
+        if (key == "value") b.value_template = value.get<std::string>();
+        if (key == "basic_user") {
+          b.how = SecretBinding::How::kBasic;
+          b.user = value.get<std::string>();
+        }
+      } else {
+        return Status::Error(at + ": no field " + key, EINVAL);
+      }
+    }
+    if (b.how == SecretBinding::How::kBasic && (item.contains("header") || item.contains("value"))) {
+      return Status::Error(at + ": basic_user, or header and value, not both", EINVAL);
+    }
+    Status valid = ValidateBinding(b);
+    if (!valid.ok()) return Status::Error(at + ": " + valid.message(), EINVAL);
+    bindings.push_back(std::move(b));
+  }
+  return bindings;
+}
+
+nlohmann::json SecretBindingsJson(const std::vector<SecretBinding>& bindings) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const SecretBinding& b : bindings) {
+    nlohmann::json item = {{"hosts", b.hosts}, {"ports", b.ports}, {"methods", b.methods},
+                           {"path_prefixes", b.path_prefixes}};
+    if (b.how == SecretBinding::How::kBasic) {
+      item["basic_user"] = b.user;
+    } else {
+      item["header"] = b.header;
+      item["value"] = b.value_template;
+    }
+    out.push_back(std::move(item));
+  }
+  return out;
+}
+
 Status ValidateSecretValue(std::string_view value) {
   if (value.empty() || value.size() > 8192) return Status::Error("a secret's value is 1 to 8,192 bytes", EINVAL);
   if (HasControl(value)) return Status::Error("a secret's value has no control characters (no CR, LF, NUL)", EINVAL);

@@ -23,6 +23,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "common/status.h"
 
 namespace corral::supervisor {
@@ -56,6 +58,16 @@ std::optional<std::string> NormalizedPath(std::string_view path);
 // Whether the request matches: `host` as the sandbox asked for it (any case, a trailing dot).
 bool BindingMatches(const SecretBinding& binding, std::string_view host, uint16_t port, std::string_view method,
                     std::string_view path);
+
+// The bindings as the API and the store write them: a list of
+//   {"hosts": [...], "ports": [...], "methods": [...], "path_prefixes": [...],
+//    "header": "Authorization", "value": "Bearer {secret}"}   or   {..., "basic_user": "x"}
+// (ports, methods, path_prefixes optional; header and value default as above). Parse
+// validates each (ValidateBinding); at least one binding, at most kMaxBindings. `where` names
+// the list in errors.
+inline constexpr size_t kMaxBindings = 16;
+StatusOr<std::vector<SecretBinding>> ParseSecretBindings(const nlohmann::json& j, std::string_view where);
+nlohmann::json SecretBindingsJson(const std::vector<SecretBinding>& bindings);
 
 // A secret's value: 1 to 8,192 bytes, none a control character (it goes into a header line:
 // a CR or LF would make another header). EINVAL naming the rule, never the value.

@@ -110,5 +110,29 @@ TEST(SecretBindingTest, TheHeaderItAdds) {
   EXPECT_EQ(ValidateSecretValue("a\r\nX").message().find("a\r\nX"), std::string::npos);  // never the value
 }
 
+TEST(SecretBindingTest, TheJsonFormRoundTripsAndIsChecked) {
+  const nlohmann::json j = nlohmann::json::parse(R"([
+    {"hosts": ["github.com"], "ports": [443], "methods": ["GET"], "path_prefixes": ["/repos/"],
+     "header": "Authorization", "value": "token {secret}"},
+    {"hosts": ["*.npm.acme.test"], "basic_user": "ci"}])");
+  auto parsed = ParseSecretBindings(j, "bindings");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  ASSERT_EQ(parsed->size(), 2u);
+  EXPECT_EQ((*parsed)[0].value_template, "token {secret}");
+  EXPECT_EQ((*parsed)[1].how, SecretBinding::How::kBasic);
+  EXPECT_EQ(*ParseSecretBindings(SecretBindingsJson(*parsed), "again"), *parsed);
+  for (const char* bad : {R"([])", R"({})", R"([{"hosts": []}])", R"([{"hosts": ["x.test"], "port": [1]}])",
+                          R"([{"hosts": ["x.test"], "ports": [0]}])", R"([{"hosts": ["x.test"], "ports": ["443"]}])",
+                          R"([{"hosts": ["x.test"], "basic_user": "u", "header": "X-A"}])",
+                          R"([{"hosts": ["x.test"], "value": "no placeholder"}])", R"([{"hosts": "x.test"}])"}) {
+    auto refused = ParseSecretBindings(nlohmann::json::parse(bad), "bindings");
+    EXPECT_EQ(refused.status().error_number(), EINVAL) << bad;
+    EXPECT_NE(refused.status().message().find("bindings"), std::string::npos) << refused.status().message();
+  }
+  nlohmann::json many = nlohmann::json::array();
+  for (int i = 0; i < 17; ++i) many.push_back({{"hosts", {"x.test"}}});
+  EXPECT_EQ(ParseSecretBindings(many, "bindings").status().error_number(), EINVAL);
+}
+
 }  // namespace
 }  // namespace corral::supervisor
