@@ -38,6 +38,7 @@
 #include "isolation/resource_limits.h"
 #include "rootfs/oci_archive.h"
 #include "supervisor/relay/budget.h"
+#include "supervisor/secrets/secret_binding.h"
 #include "supervisor/egress/egress_policy.h"
 
 namespace corral::supervisor {
@@ -214,6 +215,18 @@ struct NodeRow {
   int64_t sandboxes = 0;        // how many it held at its last heartbeat
   int64_t memory_total = 0;     // bytes (MemTotal)
   int64_t memory_available = 0; // bytes (MemAvailable) at its last heartbeat
+};
+
+// A secret (supervisor/secrets/): a user's (sub set), or one its issuer keeps for all its users
+// (sub empty), by name; its value sealed (secret_box.h: the store never holds it in clear).
+struct SecretRow {
+  std::string iss;
+  std::string sub;
+  std::string name;
+  std::string sealed;
+  std::vector<SecretBinding> bindings;
+  int64_t created_at = 0;
+  int64_t updated_at = 0;
 };
 
 // One debit (see budget.h for the units).
@@ -440,6 +453,13 @@ class Store {
   StatusOr<std::optional<NodeRow>> GetNode(const std::string& id);
   StatusOr<std::vector<NodeRow>> ListNodes();
   Status SetNodeDrained(const std::string& id, int64_t drained);  // kNode*; ENOENT when absent
+
+  // Secrets (store_secrets.cc), by (iss, sub, name). PutSecret inserts one, or replaces the value
+  // and bindings of the one of that name (its created_at kept). ListSecrets: by name.
+  Status PutSecret(const SecretRow& row);
+  StatusOr<std::optional<SecretRow>> GetSecret(const std::string& iss, const std::string& sub, const std::string& name);
+  StatusOr<std::vector<SecretRow>> ListSecrets(const std::string& iss, const std::string& sub);
+  Status DeleteSecret(const std::string& iss, const std::string& sub, const std::string& name);  // ENOENT when absent
 
   // Runs `body` in one serializable transaction (SQLite: BEGIN IMMEDIATE ... COMMIT; ROLLBACK
   // when it fails). The methods above may be called inside it; they join the transaction.

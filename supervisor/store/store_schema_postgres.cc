@@ -243,6 +243,19 @@ CREATE TABLE budget_users (
   PRIMARY KEY (iss, sub)
 );
 )sql",
+    // 2 -> 3: secrets, as SQLite's 13 -> 14.
+    R"sql(
+CREATE TABLE secrets (
+  iss            TEXT COLLATE "C" NOT NULL,
+  sub            TEXT COLLATE "C" NOT NULL,
+  name           TEXT COLLATE "C" NOT NULL,
+  sealed         BYTEA NOT NULL,
+  bindings_json  TEXT COLLATE "C" NOT NULL,
+  created_at     BIGINT NOT NULL,
+  updated_at     BIGINT NOT NULL,
+  PRIMARY KEY (iss, sub, name)
+);
+)sql",
 };
 constexpr int kPostgresLatest = static_cast<int>(std::size(kPostgresMigrations));
 

@@ -293,6 +293,20 @@ CREATE TABLE budget_users (
   PRIMARY KEY (iss, sub)
 ) STRICT;
 )sql",
+    // 13 -> 14: secrets (supervisor/secrets/): a user's (sub set) or an issuer's (sub ''), by
+    // name; the value sealed (secret_box.h), the bindings as JSON (secret_binding.h).
+    R"sql(
+CREATE TABLE secrets (
+  iss            TEXT NOT NULL,
+  sub            TEXT NOT NULL,
+  name           TEXT NOT NULL,
+  sealed         BLOB NOT NULL,
+  bindings_json  TEXT NOT NULL,
+  created_at     INTEGER NOT NULL,
+  updated_at     INTEGER NOT NULL,
+  PRIMARY KEY (iss, sub, name)
+) STRICT;
+)sql",
 };
 constexpr int kLatestSchemaVersion = static_cast<int>(std::size(kMigrations));
 constexpr int kMinSqliteVersion = 3037000;  // STRICT tables.
