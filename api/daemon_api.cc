@@ -23,6 +23,7 @@ std::function<void(uint64_t)> RegisterApi(Server& server, boost::asio::io_contex
     respond(JsonResponse(200, {{"status", "ok"}, {"version", kVersion}, {"protocol", kProtocolVersion}}));
   });
   RegisterSandboxRoutes(server, manager, events);
+  RegisterSecretRoutes(server, manager);
   RegisterCommandRoutes(server, manager);
   RegisterAdminRoutes(server, io, pool, manager, config);
   RegisterFileRoutes(server, io, pool, manager, config);

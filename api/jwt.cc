@@ -201,7 +201,8 @@ Status ParseTimes(const json& payload, const VerifyPolicy& policy, Claims& claim
 StatusOr<std::vector<std::string>> ParseScopes(const json& payload) {
   auto it = payload.find("scope");
   if (it == payload.end()) {
-    return std::vector<std::string>{kScopeSandboxes, kScopeExec, kScopeTerminal, kScopeFiles, kScopeSessions};
+    return std::vector<std::string>{kScopeSandboxes, kScopeExec, kScopeTerminal, kScopeFiles, kScopeSessions,
+                                    kScopeSecrets};
   }
   std::vector<std::string> scopes;
   if (it->is_string()) {

@@ -44,6 +44,7 @@ inline constexpr char kScopeExec[] = "exec";            // commands (no PTY)
 inline constexpr char kScopeTerminal[] = "terminal";    // PTY commands
 inline constexpr char kScopeFiles[] = "files";          // the file API, cp, tar
 inline constexpr char kScopeSessions[] = "sessions";    // agent sessions (Claude Code) and their model calls
+inline constexpr char kScopeSecrets[] = "secrets";      // the user's secrets, and naming them for a sandbox
 // Never implied: sandboxes with a real network interface ("network": "full", full_network.h).
 inline constexpr char kScopeUnsafeFullNetwork[] = "unsafe:full_network";
 

@@ -281,10 +281,23 @@ StatusOr<std::string> QueryPath(const HttpRequest& request, const char* key) {
 
 // ---- Requests ----
 
+StatusOr<std::vector<std::string>> ParseSecretNames(const json& names) {
+  if (!names.is_array()) return Status::Error("secrets: expected a list of secret names, like [\"GITHUB_TOKEN\"]", EINVAL);
+  std::vector<std::string> out;
+  for (const json& name : names) {
+    if (!name.is_string()) return Status::Error("secrets: expected a list of secret names, like [\"GITHUB_TOKEN\"]", EINVAL);
+    out.push_back(name.get<std::string>());
+  }
+  return out;
+}
+
 StatusOr<supervisor::CreateRequest> ParseCreate(const json& body) {
   supervisor::CreateRequest request;
   RETURN_IF_ERROR(RefuseUnknownFields(
-      body, {"name", "image", "start", "snapshot", "idle_timeout_s", "limits", "egress", "network", "unsafe"}));
+      body, {"name", "image", "start", "snapshot", "idle_timeout_s", "limits", "egress", "network", "unsafe", "secrets"}));
+  if (body.contains("secrets")) {
+    ASSIGN_OR_RETURN(request.secrets, ParseSecretNames(body["secrets"]));
+  }
   RETURN_IF_ERROR(ParseNetwork(body, request));
   if (body.contains("egress")) {
     if (!body["egress"].is_object()) return Status::Error("egress: expected an object {\"domains\", \"ports\", \"cidrs\"}", EINVAL);
@@ -495,7 +508,8 @@ json SandboxJson(const supervisor::SandboxRow& row, bool with_owner) {
             {"last_active_at", row.last_active_at},
             {"source", row.source},
             {"egress", EgressJson(row)},
-            {"network", row.network}};
+            {"network", row.network},
+            {"secrets", row.secrets}};
   SetImage(j, row.image, row.image_name);
   if (with_owner) {
     j["iss"] = row.iss;

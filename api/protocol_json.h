@@ -92,6 +92,8 @@ StatusOr<std::string> QueryPath(const HttpRequest& request, const char* key = "p
 // POST /v1/sandboxes: {"name"?, "image"?, "start"?, "snapshot"?, "idle_timeout_s"?, "limits"?:
 // {"memory_bytes", "cpus", "pids", "disk_bytes"}, "egress"? (checked here; the caps, by the
 // manager), "network"?, "unsafe"?}. Network "full" needs "unsafe": ["full_network"] beside it.
+// "secrets": a list of names (strings); the supervisor checks the names themselves.
+StatusOr<std::vector<std::string>> ParseSecretNames(const nlohmann::json& names);
 StatusOr<supervisor::CreateRequest> ParseCreate(const nlohmann::json& body);
 // POST /v1/sandboxes/{id}/fork: {"name"?, "start"?}.
 StatusOr<supervisor::ForkRequest> ParseFork(const nlohmann::json& body);

@@ -33,6 +33,16 @@ namespace corral::api {
 //   GET    /v1/snapshots, /v1/snapshots/{id}; DELETE /v1/snapshots/{id} (scope sandboxes)
 void RegisterSandboxRoutes(Server& server, supervisor::SandboxManager& manager, supervisor::SandboxEvents& events);
 
+// secret_routes.cc (supervisor/secrets/secret_vault.h; 501 unsupported without secrets.key_file):
+//   GET    /v1/secrets                      scope secrets: {"secrets": [the user's], "issuer_secrets": [...]}
+//   PUT    /v1/secrets/{name}               scope secrets: {"value", "bindings"}: the secret (never its value)
+//   DELETE /v1/secrets/{name}               scope secrets
+//   GET    /v1/sandboxes/{id}/secrets       {"id", "secrets": [names]}
+//   PUT    /v1/sandboxes/{id}/secrets       scopes sandboxes and secrets: {"secrets": [names]}
+//                                           -> {"id", "secrets", "ca_trusted"}
+//   GET    /v1/admin/issuers/{iss}/secrets, PUT and DELETE .../secrets/{name}: an issuer's (admin socket)
+void RegisterSecretRoutes(Server& server, supervisor::SandboxManager& manager);
+
 // command_routes.cc (read-only; commands run over the WebSocket):
 //   GET /v1/sandboxes/{id}/commands, /v1/sandboxes/{id}/commands/{cid}
 void RegisterCommandRoutes(Server& server, supervisor::SandboxManager& manager);

@@ -58,6 +58,7 @@ void CreateSandbox(SandboxManager& manager, HttpRequest request, Responder respo
   if (!RequireScope(request, kScopeSandboxes, respond)) return;
   auto create = ParsedBody(request, respond, ParseCreate);
   if (!create) return;
+  if (!create->secrets.empty() && !RequireScope(request, kScopeSecrets, respond)) return;
   manager.Create(CallerOfToken(request.auth), CapsOfToken(request.auth), std::move(*create),
                  ReplySandbox(std::move(respond), 201, request.auth.admin));
 }

@@ -44,7 +44,7 @@ StatusOr<rootfs::MountPlan> PlanMounts(const SandboxSpec& spec, const LaunchSite
   for (const auto& bind : spec.binds()) {
     struct stat st;
     if (stat(bind.source.c_str(), &st) != 0) return ErrnoError("bind " + bind.source);
-    input.binds.push_back({bind.source, bind.target, bind.read_only, S_ISDIR(st.st_mode)});
+    input.binds.push_back({bind.source, bind.target, bind.read_only, S_ISDIR(st.st_mode), bind.if_exists});
   }
   return rootfs::BuildMountPlan(input);
 }

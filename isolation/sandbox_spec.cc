@@ -199,7 +199,7 @@ SandboxSpecBuilder& SandboxSpecBuilder::AddBind(BindMount bind) {
   } else if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
     Fail("bind: source '" + *source + "' must be a directory or a regular file");
   } else {
-    spec_.binds_.push_back({*real, *target, bind.read_only});
+    spec_.binds_.push_back({*real, *target, bind.read_only, bind.if_exists});
   }
   return *this;
 }

@@ -53,6 +53,7 @@ struct BindMount {
   std::string source;  // absolute host path, no symlink components
   std::string target;  // absolute path inside the sandbox, normalized
   bool read_only = false;
+  bool if_exists = false;  // only over a target the root has (never made); skipped otherwise
 };
 
 class SandboxSpec {

@@ -128,8 +128,8 @@ int SetAttr(int root_fd, const MountOp& op, uint64_t attr_set) {
 }
 
 int ApplyMount(int root_fd, const MountOp& op) {
-  const bool optional = op.kind == MountOp::Kind::kMaskFile ||
-                        op.kind == MountOp::Kind::kMaskDir || op.kind == MountOp::Kind::kReadOnly;
+  const bool optional = op.kind == MountOp::Kind::kMaskFile || op.kind == MountOp::Kind::kMaskDir ||
+                        op.kind == MountOp::Kind::kReadOnly || op.if_exists;
   if (op.kind == MountOp::Kind::kSymlink || op.kind == MountOp::Kind::kDevice) {
     char parent[PATH_MAX];
     const char* name = SplitParent(op.target.c_str(), parent);

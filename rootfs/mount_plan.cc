@@ -296,8 +296,12 @@ class Planner {
       if (bind.target.size() < 2 || bind.target[0] != '/') {
         return Status::Error("mount plan: bind target must be absolute: " + bind.target);
       }
-      plan_.mounts.push_back(Bind(bind.source, bind.target.substr(1), bind.read_only,
-                                  bind.is_dir ? MountOp::Create::kDir : MountOp::Create::kFile));
+      MountOp op = Bind(bind.source, bind.target.substr(1), bind.read_only,
+                        bind.if_exists      ? MountOp::Create::kNone
+                        : bind.is_dir       ? MountOp::Create::kDir
+                                            : MountOp::Create::kFile);
+      op.if_exists = bind.if_exists;
+      plan_.mounts.push_back(std::move(op));
     }
     return Status();
   }

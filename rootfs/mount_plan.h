@@ -61,6 +61,7 @@ struct MountOp {
   uint64_t attr_set = 0;       // MOUNT_ATTR_* applied afterwards with mount_setattr
   bool recursive = false;      // apply attr_set to submounts too
   Create create = Create::kNone;  // create a missing mountpoint first
+  bool if_exists = false;      // kBind with kNone: skipped when the target is missing
   dev_t device = 0;            // kDevice only
   std::string description;     // "mount /proc": names the step in errors
 };
@@ -106,6 +107,7 @@ struct MountPlanBind {
   std::string target;  // absolute path inside
   bool read_only = false;
   bool is_dir = true;
+  bool if_exists = false;  // only over a target the root has (never made); skipped otherwise
 };
 
 // A host directory of the sandbox's own cgroup, shown read-only at /sys/fs/cgroup/<name>

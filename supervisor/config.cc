@@ -543,6 +543,8 @@ const std::vector<KeySpec>& Keys() {
       {"egress", "bandwidth", SizeKey(&DaemonConfig::egress_bandwidth)},
       {"egress", "connect_timeout", SecondsKey(&DaemonConfig::egress_connect_timeout_s)},
       {"egress", "idle_timeout", SecondsKey(&DaemonConfig::egress_idle_timeout_s)},
+      {"secrets", "key_file", AbsolutePathKey(&DaemonConfig::secrets_key_file, /*empty_ok=*/true)},
+      {"secrets", "ca_file", AbsolutePathKey(&DaemonConfig::secrets_ca_file, /*empty_ok=*/true)},
       {"network", "netns", NetnsKey(&DaemonConfig::network_netns)},
       {"network", "full_subnet", ApplyFullSubnet},
       {"network", "dns", ApplyNetworkDns},

@@ -125,6 +125,11 @@ struct DaemonConfig {
   uint64_t egress_connect_timeout_s = 10;
   uint64_t egress_idle_timeout_s = 300;           // a connection with no bytes either way this long is closed
 
+  // [secrets]: values the egress proxy adds to a sandbox's requests to the hosts they are bound to
+  // (supervisor/secrets/); the sandbox holds only a placeholder
+  std::string secrets_key_file;                   // base64 of 32 random bytes, root's alone; "" = no secrets
+  std::string secrets_ca_file;                    // extra CAs (PEM) trusted for the bound hosts; "" = the system's only
+
   // [images]: imports and pulls (supervisor/images/image_service.h); images live in
   // <state_dir>/images
   ImagesConfig images;

@@ -71,6 +71,7 @@ std::vector<std::string> ApplyReload(DaemonConfig& live, const DaemonConfig& fre
                          live.execute_timeout_s != fresh.execute_timeout_s ||
                          live.execute_max_diff_bytes != fresh.execute_max_diff_bytes ||
                          live.execute_max_bundle_bytes != fresh.execute_max_bundle_bytes);
+  differs("secrets", live.secrets_key_file != fresh.secrets_key_file || live.secrets_ca_file != fresh.secrets_ca_file);
   differs("egress (enabled, port, netns, resolver, limits)",
           live.egress_enabled != fresh.egress_enabled || live.egress_port != fresh.egress_port ||
               live.egress_netns != fresh.egress_netns || live.egress_resolver != fresh.egress_resolver ||

@@ -45,6 +45,7 @@ StatusOr<ExecRequest> SandboxManager::ExecRequestFor(const SandboxRow& row, cons
       request.env.push_back(std::move(var));
     }
   }
+  for (std::string& var : SecretEnvironment(row)) request.env.push_back(std::move(var));
   for (const auto& var : spec.env) {
     size_t eq = var.find('=');
     if (eq == 0 || eq == std::string::npos) return Status::Error("env: bad entry " + var, EINVAL);

@@ -2,8 +2,6 @@
 
 #include <ares.h>
 #include <fcntl.h>
-#include <netdb.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -19,6 +17,9 @@
 
 #include "common/log.h"
 #include "isolation/netns.h"
+#include "supervisor/egress/egress_resolver.h"
+#include "supervisor/egress/intercept_ca.h"
+#include "supervisor/egress/secret_tls.h"
 #include "supervisor/loopback_acceptor.h"
 #include "supervisor/proxy_names.h"
 
@@ -66,113 +67,6 @@ bool SplitHostPort(std::string_view authority, uint16_t default_port, std::strin
   if (value < 1 || value > 65535) return false;
   port = static_cast<uint16_t>(value);
   return true;
-}
-
-// A resolution's addresses, or why there are none.
-struct Resolved {
-  std::vector<IpAddress> addresses;
-  std::string error;
-};
-
-Resolved SystemResolve(const std::string& host) {
-  Resolved out;
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* list = nullptr;
-  const int rc = getaddrinfo(host.c_str(), nullptr, &hints, &list);
-  if (rc != 0) {
-    out.error = gai_strerror(rc);
-    return out;
-  }
-  for (addrinfo* ai = list; ai != nullptr; ai = ai->ai_next) {
-    if (ai->ai_family != AF_INET && ai->ai_family != AF_INET6) continue;
-    IpAddress address = IpAddress::FromSockaddr(ai->ai_addr);
-    if (std::find(out.addresses.begin(), out.addresses.end(), address) == out.addresses.end()) {
-      out.addresses.push_back(address);
-    }
-  }
-  freeaddrinfo(list);
-  if (out.addresses.empty()) out.error = "no address";
-  return out;
-}
-
-// One lookup with c-ares against one DNS server, run to its end on the calling thread.
-Resolved AresResolve(const std::string& host, const ServerAddress& server, uint64_t timeout_s) {
-  Resolved out;
-  ares_options options{};
-  options.timeout = static_cast<int>(std::min<uint64_t>(timeout_s, 30) * 1000 / 2);
-  options.tries = 2;
-  options.flags = ARES_FLAG_NOSEARCH | ARES_FLAG_NOALIASES;
-  char lookups[] = "b";  // DNS only: not the daemon's /etc/hosts
-  options.lookups = lookups;
-  ares_channel channel = nullptr;
-  if (int rc = ares_init_options(&channel, &options, ARES_OPT_TIMEOUTMS | ARES_OPT_TRIES | ARES_OPT_FLAGS | ARES_OPT_LOOKUPS);
-      rc != ARES_SUCCESS) {
-    out.error = std::string("resolver: ") + ares_strerror(rc);
-    return out;
-  }
-  const std::string csv = server.address.v4 ? server.address.ToString() + ":" + std::to_string(server.port)
-                                            : "[" + server.address.ToString() + "]:" + std::to_string(server.port);
-  if (int rc = ares_set_servers_ports_csv(channel, csv.c_str()); rc != ARES_SUCCESS) {
-    ares_destroy(channel);
-    out.error = std::string("resolver: ") + ares_strerror(rc);
-    return out;
-  }
-  ares_addrinfo_hints hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  bool done = false;
-  struct Context {
-    Resolved* out;
-    bool* done;
-  } context{&out, &done};
-  ares_getaddrinfo(
-      channel, host.c_str(), nullptr, &hints,
-      [](void* arg, int status, int /*timeouts*/, ares_addrinfo* result) {
-        auto* ctx = static_cast<Context*>(arg);
-        *ctx->done = true;
-        if (status != ARES_SUCCESS) {
-          ctx->out->error = ares_strerror(status);
-          return;
-        }
-        for (ares_addrinfo_node* node = result->nodes; node != nullptr; node = node->ai_next) {
-          if (node->ai_family != AF_INET && node->ai_family != AF_INET6) continue;
-          IpAddress address = IpAddress::FromSockaddr(node->ai_addr);
-          auto& list = ctx->out->addresses;
-          if (std::find(list.begin(), list.end(), address) == list.end()) list.push_back(address);
-        }
-        ares_freeaddrinfo(result);
-        if (ctx->out->addresses.empty()) ctx->out->error = "no address";
-      },
-      &context);
-  while (!done) {
-    ares_socket_t sockets[ARES_GETSOCK_MAXNUM];
-    const int bits = ares_getsock(channel, sockets, ARES_GETSOCK_MAXNUM);
-    pollfd fds[ARES_GETSOCK_MAXNUM];
-    nfds_t count = 0;
-    for (int i = 0; i < ARES_GETSOCK_MAXNUM; ++i) {
-      const short events = static_cast<short>((ARES_GETSOCK_READABLE(bits, i) ? POLLIN : 0) |
-                                              (ARES_GETSOCK_WRITABLE(bits, i) ? POLLOUT : 0));
-      if (events != 0) fds[count++] = pollfd{sockets[i], events, 0};
-    }
-    if (count == 0) break;
-    timeval wait{};
-    timeval* tv = ares_timeout(channel, nullptr, &wait);
-    const int ms = tv == nullptr ? 1000 : static_cast<int>(tv->tv_sec * 1000 + tv->tv_usec / 1000);
-    const int ready = poll(fds, count, ms);
-    if (ready <= 0) {
-      ares_process_fd(channel, ARES_SOCKET_BAD, ARES_SOCKET_BAD);
-      continue;
-    }
-    for (nfds_t i = 0; i < count; ++i) {
-      ares_process_fd(channel, (fds[i].revents & (POLLIN | POLLERR | POLLHUP)) ? fds[i].fd : ARES_SOCKET_BAD,
-                      (fds[i].revents & POLLOUT) ? fds[i].fd : ARES_SOCKET_BAD);
-    }
-  }
-  ares_destroy(channel);
-  if (!done) out.error = "resolver gave no answer";
-  return out;
 }
 
 // Runs on the resolver pool: blocking lookups never hold up the event loop.
@@ -248,6 +142,15 @@ struct EgressProxy::Impl : std::enable_shared_from_this<Impl> {
     uint64_t bytes_up = 0;    // from the sandbox
     uint64_t bytes_down = 0;  // to the sandbox
     Clock::time_point started = Clock::now();
+    bool intercepted = false;          // a secret's host: TLS ended here (secret_tls.h)
+    std::vector<std::string> secrets;  // the secrets added to its request
+  };
+
+  // Whose secrets a running sandbox may use, as SetSecrets handed them.
+  struct SecretNames {
+    std::string iss;
+    std::string sub;
+    std::vector<std::string> names;
   };
 
   asio::io_context& io;
@@ -258,6 +161,10 @@ struct EgressProxy::Impl : std::enable_shared_from_this<Impl> {
   asio::thread_pool resolvers{2};
   std::map<std::string, Sandbox> sandboxes;
   std::map<std::string, EgressRules> handed_rules;  // by sandbox, as SetRules handed them
+  std::map<std::string, SecretNames> handed_secrets;  // by sandbox, as SetSecrets handed them
+  SecretVault* vault = nullptr;
+  InterceptCa* ca = nullptr;
+  std::unique_ptr<asio::ssl::context> upstream_tls;
   LoopbackAcceptor acceptor{io, "egress",
                             [this](const std::string& id, tcp::socket socket) { OnAccept(id, std::move(socket)); }};
   bool stopped = false;
@@ -302,6 +209,8 @@ struct EgressProxy::Impl : std::enable_shared_from_this<Impl> {
     if (!record.message.empty()) data["message"] = record.message;
     if (!record.address.empty()) data["address"] = record.address;
     if (!record.rule.empty()) data["rule"] = record.rule;
+    if (record.intercepted) data["tls"] = "intercepted";
+    if (!record.secrets.empty()) data["secrets"] = record.secrets;
     data["bytes_up"] = record.bytes_up;
     data["bytes_down"] = record.bytes_down;
     data["duration_ms"] = Millis(Clock::now() - record.started);
@@ -415,6 +324,18 @@ struct EgressProxy::Impl : std::enable_shared_from_this<Impl> {
       co_return co_await Refuse(sandbox_id, client, record, 403, "Forbidden", "denied");
     }
     record.rule = host.rule;
+    // A CONNECT to a host the sandbox's secrets are bound to is intercepted (secret_tls.h).
+    std::vector<SandboxSecret> secrets;
+    if (tunnel) {
+      Opened opened = co_await OpenSecrets(sandbox_id);
+      if (stopped || sandboxes.find(sandbox_id) == sandboxes.end()) co_return;
+      if (!opened.status.ok()) {
+        record.reason = "tls";
+        record.message = "this sandbox's secrets cannot be read: " + opened.status.ToString();
+        co_return co_await Refuse(sandbox_id, client, record, 502, "Bad Gateway", "failed");
+      }
+      if (SecretsBoundTo(opened.secrets, record.host, record.port)) secrets = std::move(opened.secrets);
+    }
     // The addresses to try: the literal, or what the name resolves to, each checked.
     std::vector<IpAddress> candidates;
     if (host.literal) {
@@ -452,11 +373,102 @@ struct EgressProxy::Impl : std::enable_shared_from_this<Impl> {
       record.message = "cannot connect to " + record.host + " port " + std::to_string(record.port) + ": " + *connect_error;
       co_return co_await Refuse(sandbox_id, client, record, 502, "Bad Gateway", "failed");
     }
+    if (!secrets.empty()) {
+      co_await Intercept(sandbox_id, client, buffer, record, upstream, std::move(secrets), host.literal ? "cidr" : "domain");
+      co_return;
+    }
     record.decision = "allowed";
     Decided(record, host.literal ? "cidr" : "domain");
     // Named arguments only: with GCC 12, a temporary among them aborted the daemon in the pumps.
     co_await Splice(sandbox_id, client, buffer, request, path, record, upstream);  // path "": a tunnel
     Write(sandbox_id, record);
+  }
+
+  // The secrets of the sandbox, opened on the pool (a store read and AES-GCM each); none when it
+  // names none or secrets are not enabled.
+  struct Opened {
+    Status status;
+    std::vector<SandboxSecret> secrets;
+  };
+  awaitable<Opened> OpenSecrets(std::string sandbox_id) {
+    auto self = shared_from_this();
+    auto handed = handed_secrets.find(sandbox_id);
+    if (vault == nullptr || ca == nullptr || handed == handed_secrets.end() || handed->second.names.empty()) {
+      co_return Opened{};
+    }
+    co_return co_await asio::co_spawn(resolvers, OpenOnPool(vault, handed->second, std::move(sandbox_id)), use_awaitable);
+  }
+
+  static awaitable<Opened> OpenOnPool(SecretVault* vault, SecretNames owner, std::string sandbox_id) {
+    auto opened = vault->Open(owner.iss, owner.sub, sandbox_id, owner.names);
+    if (!opened.ok()) co_return Opened{opened.status(), {}};
+    co_return Opened{Status(), std::move(*opened)};
+  }
+
+  // A connected CONNECT whose host the secrets are bound to: intercepted, decided and recorded.
+  awaitable<void> Intercept(const std::string& sandbox_id, beast::tcp_stream& client, beast::flat_buffer& buffer,
+                            Record& record, std::shared_ptr<beast::tcp_stream> upstream,
+                            std::vector<SandboxSecret> secrets, std::string rule_kind) {
+    auto self = shared_from_this();
+    const std::string name = NormalizeHostName(record.host);
+    auto server_tls = ca->ServerContext(name);
+    if (!server_tls.ok()) {
+      record.reason = "tls";
+      record.message = server_tls.status().ToString();
+      co_return co_await Refuse(sandbox_id, client, record, 502, "Bad Gateway", "failed");
+    }
+    record.intercepted = true;
+    SecretTlsHooks hooks;
+    Record* recorded = &record;
+    hooks.relayed = [self, sandbox_id, recorded](bool up, size_t bytes) {
+      return self->Relayed(sandbox_id, recorded, up, bytes);
+    };
+    hooks.injected = [this, sandbox_id, recorded](const std::vector<std::string>& names, const std::string& method) {
+      Injected(sandbox_id, *recorded, names, method);
+    };
+    SecretTlsResult result = co_await InterceptWithSecrets(client, buffer, *upstream, name, record.port, *server_tls,
+                                                           *upstream_tls, std::move(secrets), config.idle_timeout_s,
+                                                           std::move(hooks));
+    if (!result.upstream_error.empty()) {
+      record.reason = "tls";
+      record.message = result.upstream_error;
+      co_return co_await Refuse(sandbox_id, client, record, 502, "Bad Gateway", "failed");
+    }
+    record.decision = "allowed";
+    record.message = result.client_error;
+    Decided(record, rule_kind);
+    Write(sandbox_id, record);
+  }
+
+  // Counts a chunk relayed by an intercepted connection and waits for the sandbox's bandwidth;
+  // false once the sandbox is gone.
+  awaitable<bool> Relayed(std::string sandbox_id, Record* record, bool up, size_t bytes) {
+    auto self = shared_from_this();
+    AddBytes(*record, up, bytes);
+    auto it = sandboxes.find(sandbox_id);
+    if (stopped || it == sandboxes.end()) co_return false;
+    const Clock::duration wait = it->second.bucket.Take(bytes);
+    if (wait > Clock::duration::zero()) {
+      asio::steady_timer pause(io, wait);
+      boost::system::error_code ec;
+      co_await pause.async_wait(asio::redirect_error(use_awaitable, ec));
+    }
+    co_return !stopped && sandboxes.find(sandbox_id) != sandboxes.end();
+  }
+
+  // A secret added to a request: one event each (never the value).
+  void Injected(const std::string& sandbox_id, Record& record, const std::vector<std::string>& names,
+                const std::string& method) {
+    for (const std::string& name : names) {
+      if (std::find(record.secrets.begin(), record.secrets.end(), name) == record.secrets.end()) {
+        record.secrets.push_back(name);
+      }
+      const nlohmann::json data = {{"name", name}, {"host", record.host}, {"port", record.port}, {"method", method}};
+      auto appended = store.AppendEvent(sandbox_id, "secret", data.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+      if (!appended.ok()) {
+        LogError("egress", "cannot record a secret's use", {{"sandbox", sandbox_id}, {"error", appended.status().ToString()}});
+      }
+    }
   }
 
   // "CONNECT host:port" (`path` stays ""), or an absolute http:// URL (its path, "/" at least,
@@ -663,10 +675,26 @@ void EgressProxy::Serve(const std::string& sandbox_id, std::vector<UniqueFd> lis
 void EgressProxy::Forget(const std::string& sandbox_id) {
   impl_->Close(sandbox_id);
   impl_->handed_rules.erase(sandbox_id);
+  impl_->handed_secrets.erase(sandbox_id);
 }
 
 void EgressProxy::SetRules(const std::string& sandbox_id, EgressRules rules) {
   impl_->handed_rules[sandbox_id] = std::move(rules);
+}
+
+void EgressProxy::EnableSecrets(SecretVault& vault, InterceptCa& ca, std::unique_ptr<asio::ssl::context> upstream_tls) {
+  impl_->vault = &vault;
+  impl_->ca = &ca;
+  impl_->upstream_tls = std::move(upstream_tls);
+}
+
+void EgressProxy::SetSecrets(const std::string& sandbox_id, const std::string& iss, const std::string& sub,
+                             std::vector<std::string> names) {
+  if (names.empty()) {
+    impl_->handed_secrets.erase(sandbox_id);
+    return;
+  }
+  impl_->handed_secrets[sandbox_id] = Impl::SecretNames{iss, sub, std::move(names)};
 }
 
 size_t EgressProxy::open_connections() const {

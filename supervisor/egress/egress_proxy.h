@@ -16,6 +16,9 @@
 //      a rebinding DNS server to answer differently;
 //   4. relays bytes both ways, within the sandbox's bandwidth (egress.bandwidth) and connection
 //      (egress.max_connections) limits, closing a connection idle for egress.idle_timeout.
+// A CONNECT to a host one of the sandbox's secrets is bound to is intercepted instead of
+// tunnelled (secret_tls.h), and each secret added is an event of its own (type "secret": name,
+// host, port, method; never the value).
 // A refusal is an HTTP error whose text names the rule ("corral egress: denied: evil.test is not
 // in this sandbox's egress domains [...]"), so the agent can tell why. Every decision (allowed
 // with bytes each way and duration when the connection ends, denied or failed at once) is a row
@@ -35,15 +38,19 @@
 #include <vector>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ssl/context.hpp>
 
 #include "common/status.h"
 #include "common/unique_fd.h"
 #include "supervisor/egress/egress_policy.h"
 #include "supervisor/loopback_ports.h"
 #include "supervisor/loopback_services.h"
+#include "supervisor/secrets/secret_vault.h"
 #include "supervisor/store/store.h"
 
 namespace corral::supervisor {
+
+class InterceptCa;
 
 struct EgressProxyConfig {
   uint16_t port = kEgressProxyPort;
@@ -64,7 +71,7 @@ class EgressObserver {
   virtual ~EgressObserver() = default;
   // One per connection, when it is decided: `decision` is allowed, denied or failed (as in the
   // egress event). `reason` for a refusal is the event's: bad_request, connections, port,
-  // address, domain, private_address, resolve or connect; for an allowed connection, the kind
+  // address, domain, private_address, resolve, connect or tls; for an allowed connection, the kind
   // of rule that allowed it: domain or cidr.
   virtual void OnEgressDecision(std::string_view decision, std::string_view reason) = 0;
   // Bytes relayed, as they go: `up` from the sandbox, else to it (the event's bytes_up and
@@ -90,6 +97,16 @@ class EgressProxy : public LoopbackServices {
   // or is adopted), and again each time they change; its next connection is decided by these.
   // The proxy never reads them from the store.
   void SetRules(const std::string& sandbox_id, EgressRules rules);
+
+  // Secrets (secret_tls.h): CONNECTs to the hosts a sandbox's secrets are bound to are
+  // intercepted with `ca`'s certificates and their requests given the secrets; the servers are
+  // verified with `upstream_tls`. Set at start; without it, every CONNECT is a tunnel.
+  void EnableSecrets(SecretVault& vault, InterceptCa& ca, std::unique_ptr<boost::asio::ssl::context> upstream_tls);
+  // The secrets a running sandbox of (iss, sub) may use, by name: handed like its rules (none:
+  // nothing intercepted). The proxy opens them from the vault at each CONNECT, so a secret
+  // changed or deleted applies from the next connection.
+  void SetSecrets(const std::string& sandbox_id, const std::string& iss, const std::string& sub,
+                  std::vector<std::string> names);
 
   // Where decisions and bytes are reported (nullptr: nowhere). Set at start.
   void SetObserver(EgressObserver* observer);

@@ -17,6 +17,7 @@
 #include "common/log.h"
 #include "isolation/sandbox_spec.h"
 #include "supervisor/egress/egress_proxy.h"
+#include "supervisor/sandboxes/trust_bundle.h"
 #include "supervisor/sandboxes/full_network.h"
 #include "supervisor/sandboxes/launched.h"
 #include "supervisor/ids.h"
@@ -63,6 +64,8 @@ void SandboxManager::Create(const Caller& caller, const UserCaps& caps, CreateRe
   if (!egress.ok()) return done(egress.status());
   Status allowed = Admission::CheckNetwork(caller, caps, request.network, network_ != nullptr);
   if (!allowed.ok()) return done(allowed);
+  auto secrets = CheckSecretNames(caller.iss, caller.sub, std::move(request.secrets));
+  if (!secrets.ok()) return done(secrets.status());
 
   SandboxRow row;
   row.id = NewId("sb");
@@ -78,6 +81,7 @@ void SandboxManager::Create(const Caller& caller, const UserCaps& caps, CreateRe
   row.budget = caller.budget;
   row.egress = *egress;
   row.network = request.network;
+  row.secrets = std::move(*secrets);
   if (request.start && !caller.admin) {
     Status compute = meter_.CheckStart(caller.iss, caller.sub, caller.budget);
     if (!compute.ok()) return done(compute);
@@ -93,7 +97,8 @@ void SandboxManager::Create(const Caller& caller, const UserCaps& caps, CreateRe
     return FillLayer(*created, std::move(source), request.start, std::move(done));
   }
   // A started sandbox of a shape the warm pool holds is one of those, claimed.
-  if (request.start && row.network == kNetworkLoopback) {
+  // (Not one that names secrets: a pooled sandbox started without their trust store.)
+  if (request.start && row.network == kNetworkLoopback && row.secrets.empty()) {
     auto pooled = warm_pool_.Take(ShapeOf(row.image, *limits->disk_bytes, *limits->cpu_millicores));
     if (pooled) return ClaimPooled(caller, caps, std::move(row), std::move(*pooled), std::move(done));
   }
@@ -185,7 +190,7 @@ SandboxManager::Launched SandboxManager::Launch(const SandboxRow& row, const iso
 
 void SandboxManager::DoStart(SandboxRow row, Done<SandboxRow> done) {
   SetState(row, "starting");
-  StatusOr<isolation::SandboxSpec> spec = SpecOf(row);
+  StatusOr<isolation::SandboxSpec> spec = SpecOf(row, /*starting=*/true);
   asio::post(pool_, [this, row, spec, done = std::move(done)]() mutable {
     auto launched = std::make_shared<Launched>();
     if (spec.ok()) *launched = Launch(row, *spec);
@@ -229,7 +234,10 @@ void SandboxManager::DoStart(SandboxRow row, Done<SandboxRow> done) {
 
 void SandboxManager::OnStarted(SandboxRow row, SandboxProcess process, std::vector<UniqueFd> listeners) {
   // The egress proxy has the sandbox's rules before it serves the sandbox.
-  if (egress_ != nullptr) egress_->SetRules(row.id, row.egress.value_or(EgressRules{}));
+  if (egress_ != nullptr) {
+    egress_->SetRules(row.id, row.egress.value_or(EgressRules{}));
+    egress_->SetSecrets(row.id, row.iss, row.sub, row.secrets);
+  }
   if (loopback_ && !listeners.empty()) loopback_->Serve(row.id, std::move(listeners));
   auto live = std::make_shared<Live>();
   live->id = row.id;
@@ -397,6 +405,7 @@ void SandboxManager::FinishStop(const std::string& id, bool by_request, bool ful
     live->init_exit.reset();
     live_.erase(id);
     if (loopback_) loopback_->Forget(id);
+    if (trust_ != nullptr) trust_->Remove(id);
   }
   auto process = std::make_shared<SandboxProcess>(live ? std::move(live->process) : SandboxProcess());
   if (live) {

@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "isolation/sandbox_spec.h"
 #include "supervisor/egress/egress_proxy.h"
+#include "supervisor/sandboxes/trust_bundle.h"
 #include "supervisor/sandboxes/full_network.h"
 #include "supervisor/ids.h"
 
@@ -91,7 +92,7 @@ void SandboxManager::Fresh(SandboxRow& row) const {
   if (it != live_.end()) row.last_active_at = std::max(row.last_active_at, it->second->active_at);
 }
 
-StatusOr<isolation::SandboxSpec> SandboxManager::SpecOf(const SandboxRow& row) const {
+StatusOr<isolation::SandboxSpec> SandboxManager::SpecOf(const SandboxRow& row, bool starting) const {
   isolation::SandboxSpecBuilder spec;
   spec.SetInitMode(isolation::InitMode::kControl)
       .SetHostUidBase(static_cast<uid_t>(row.uid_base))
@@ -102,6 +103,11 @@ StatusOr<isolation::SandboxSpec> SandboxManager::SpecOf(const SandboxRow& row) c
   if (layer.kind == LayerKind::kImage) spec.SetLayerImage(layer.path);
   else spec.SetWorkspace(layer.path);
   ASSIGN_OR_RETURN(std::vector<std::string> layers, ImageLayersOf(row));
+  // A sandbox that names secrets trusts the egress proxy's CA (trust_bundle.h).
+  if (starting && !row.secrets.empty() && trust_ != nullptr) {
+    ASSIGN_OR_RETURN(std::vector<isolation::BindMount> binds, trust_->Prepare(row.id, layers));
+    for (const isolation::BindMount& bind : binds) spec.AddBind(bind);
+  }
   if (!layers.empty()) spec.SetImageLayers(std::move(layers));
   const isolation::ResourceLimits& limits = row.limits;
   if (limits.memory_bytes.value_or(0) > 0) spec.SetMemoryLimit(*limits.memory_bytes);

@@ -62,6 +62,8 @@ struct FileAccess {
 };
 
 class EgressProxy;
+class SecretVault;
+class TrustBundles;
 class FullNetwork;
 class ImageService;
 
@@ -83,6 +85,14 @@ class SandboxManager {
   // The egress proxy (one of those services): handed a sandbox's rules when it starts or is
   // adopted, and again when they change; null when egress.enabled is false.
   void SetEgressProxy(EgressProxy* proxy) { egress_ = proxy; }
+  // Before Recover: secrets (issue 21; sandbox_secrets.cc): the vault that knows them and the
+  // trust bundles of the sandboxes that name some (both null when secrets.key_file is unset: a
+  // sandbox naming secrets is then refused).
+  void SetSecrets(SecretVault* vault, const TrustBundles* trust) {
+    vault_ = vault;
+    trust_ = trust;
+  }
+  SecretVault* secret_vault() const { return vault_; }
   // Before Recover: full network mode (null: "network": "full" is refused as unavailable).
   void SetFullNetwork(FullNetwork* network) { network_ = network; }
   // Before Recover: the images sandboxes may be made of (null: only "host").
@@ -107,6 +117,12 @@ class SandboxManager {
   // running sandbox's next proxy connection is decided by them.
   StatusOr<SandboxRow> SetEgress(const Caller& caller, const UserCaps& caps, const std::string& id,
                                  const EgressRulesChange& change);
+  // Sets the secrets a sandbox may use, by name (none: []); a running sandbox's next proxy
+  // connection and next command see them. Its trust store holds corral's CA only if it named
+  // secrets when it started: `ca_trusted` says whether TLS to the bound hosts verifies now
+  // (true for a stopped sandbox, whose next start sees to it).
+  StatusOr<SandboxRow> SetSecretNames(const Caller& caller, const std::string& id, std::vector<std::string> names,
+                                      bool& ca_trusted);
   StatusOr<std::vector<SandboxRow>> List(const Caller& caller);
   StatusOr<SandboxRow> Get(const Caller& caller, const std::string& id);
   void Start(const Caller& caller, const std::string& id, Done<SandboxRow> done);
@@ -221,7 +237,15 @@ class SandboxManager {
   void StoreActivity(const Live& live);
   void SetState(SandboxRow& row, const std::string& state);
   // What the host starts for a stored sandbox: the one place a row becomes a SandboxSpec.
-  StatusOr<isolation::SandboxSpec> SpecOf(const SandboxRow& row) const;
+  // `starting`: for a start now (its trust bundle, if it names secrets, is written for it).
+  StatusOr<isolation::SandboxSpec> SpecOf(const SandboxRow& row, bool starting = false) const;
+  // sandbox_secrets.cc: `names` for a sandbox of (iss, sub), checked and sorted (none is fine);
+  // ENOTSUP without a vault, EINVAL without the egress proxy, ENOENT for an unknown name.
+  StatusOr<std::vector<std::string>> CheckSecretNames(const std::string& iss, const std::string& sub,
+                                                      std::vector<std::string> names) const;
+  // A command's variables for the sandbox's secrets: each one's placeholder, and the trust
+  // store's when its bundle is bound.
+  std::vector<std::string> SecretEnvironment(const SandboxRow& row) const;
   // The image a new sandbox gets (sandbox_images.cc): "host", or an image by name or digest
   // that the caller's limits.images allow (EPERM otherwise; ENOENT: no such image).
   struct ChosenImage {
@@ -334,6 +358,8 @@ class SandboxManager {
   ComputeMeter meter_;
   LoopbackServices* loopback_ = nullptr;
   EgressProxy* egress_ = nullptr;
+  SecretVault* vault_ = nullptr;
+  const TrustBundles* trust_ = nullptr;
   FullNetwork* network_ = nullptr;
   ImageService* images_ = nullptr;
   std::function<bool()> drained_;

@@ -53,6 +53,7 @@ struct CreateRequest {
   std::string snapshot;  // "snap_...": start from a copy of it
   std::optional<EgressRulesChange> egress;  // laid over the config's defaults; unset: those (within the caps)
   std::string network = "loopback";  // "loopback" | "full" (supervisor/sandboxes/full_network.h; needs caps.full_network)
+  std::vector<std::string> secrets;  // the secrets it may use, by name (sandbox_secrets.cc)
 };
 
 // A stopped sandbox's layer, or a snapshot's, packed to move to another node

@@ -184,6 +184,7 @@ void SandboxManager::Fork(const Caller& caller, const UserCaps& caps, const std:
   row.idle_timeout_s = static_cast<int64_t>(*idle);
   row.egress = *egress;
   row.network = source->network;
+  row.secrets = source->secrets;  // the same user's: the names go with the copy
   row.created_at = row.updated_at = row.last_active_at = Now();
   auto created = admission_.Insert(caller, caps, row);
   if (!created.ok()) return done(created.status());

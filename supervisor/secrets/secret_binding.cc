@@ -125,8 +125,7 @@ std::optional<std::string> NormalizedPath(std::string_view path) {
   return out;
 }
 
-bool BindingMatches(const SecretBinding& binding, std::string_view host, uint16_t port, std::string_view method,
-                    std::string_view path) {
+bool BindingCovers(const SecretBinding& binding, std::string_view host, uint16_t port) {
   std::string name = Lower(host);
   if (!name.empty() && name.back() == '.') name.pop_back();
   const bool host_ok = std::any_of(binding.hosts.begin(), binding.hosts.end(), [&](const std::string& pattern) {
@@ -135,9 +134,13 @@ bool BindingMatches(const SecretBinding& binding, std::string_view host, uint16_
     return name.size() > suffix.size() && std::string_view(name).substr(name.size() - suffix.size()) == suffix;
   });
   if (!host_ok) return false;
-  const bool port_ok = binding.ports.empty() ? port == 443
-                                             : std::find(binding.ports.begin(), binding.ports.end(), port) != binding.ports.end();
-  if (!port_ok) return false;
+  return binding.ports.empty() ? port == 443
+                               : std::find(binding.ports.begin(), binding.ports.end(), port) != binding.ports.end();
+}
+
+bool BindingMatches(const SecretBinding& binding, std::string_view host, uint16_t port, std::string_view method,
+                    std::string_view path) {
+  if (!BindingCovers(binding, host, port)) return false;
   if (!binding.methods.empty() &&
       std::find(binding.methods.begin(), binding.methods.end(), method) == binding.methods.end()) {
     return false;

@@ -55,6 +55,10 @@ Status ValidateBinding(const SecretBinding& binding);
 // percent-encoded '.', '/' or '\', or a backslash.
 std::optional<std::string> NormalizedPath(std::string_view path);
 
+// Whether the binding's hosts and ports cover host:port (`host` as the sandbox asked for it: any
+// case, a trailing dot), whatever the request.
+bool BindingCovers(const SecretBinding& binding, std::string_view host, uint16_t port);
+
 // Whether the request matches: `host` as the sandbox asked for it (any case, a trailing dot).
 bool BindingMatches(const SecretBinding& binding, std::string_view host, uint16_t port, std::string_view method,
                     std::string_view path);

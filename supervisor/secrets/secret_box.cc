@@ -1,6 +1,7 @@
 #include "supervisor/secrets/secret_box.h"
 
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <openssl/rand.h>
 
 #include <cerrno>
@@ -82,6 +83,18 @@ StatusOr<std::string> SecretBox::Open(std::string_view sealed, std::string_view 
     return Failed();
   }
   return plaintext;
+}
+
+std::string SecretBox::Tag(std::string_view purpose, std::string_view data) const {
+  unsigned char derived[EVP_MAX_MD_SIZE];
+  unsigned int derived_length = 0;
+  const std::string label = "corral secret box: " + std::string(purpose);
+  HMAC(EVP_sha256(), key_.data(), static_cast<int>(key_.size()), Bytes(label), label.size(), derived, &derived_length);
+  unsigned char tag[EVP_MAX_MD_SIZE];
+  unsigned int tag_length = 0;
+  HMAC(EVP_sha256(), derived, static_cast<int>(derived_length), Bytes(data), data.size(), tag, &tag_length);
+  OPENSSL_cleanse(derived, sizeof(derived));
+  return std::string(reinterpret_cast<const char*>(tag), tag_length);
 }
 
 }  // namespace corral::supervisor

@@ -29,6 +29,9 @@ class SecretBox {
 
   StatusOr<std::string> Seal(std::string_view plaintext, std::string_view context) const;
   StatusOr<std::string> Open(std::string_view sealed, std::string_view context) const;
+  // HMAC-SHA256 of `data` under a key derived from this one for `purpose` (never the sealing
+  // key itself): 32 bytes, the same for the same key, purpose and data.
+  std::string Tag(std::string_view purpose, std::string_view data) const;
 
  private:
   explicit SecretBox(std::string key) : key_(std::move(key)) {}

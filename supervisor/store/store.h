@@ -85,6 +85,8 @@ struct SandboxRow {
   std::optional<EgressRules> egress;  // its egress rules; unset (rows from before they were kept): none
   std::string network = "loopback";   // "loopback" | "full" (supervisor/sandboxes/full_network.h)
   std::string node_id;                // the node that holds it (its files, cgroups, processes)
+  // The secrets it may use (supervisor/secrets/), by name, sorted: its user's, else its issuer's.
+  std::vector<std::string> secrets;
 };
 
 struct SnapshotRow {
@@ -307,7 +309,7 @@ class Store {
   int schema_version() const;  // -1 when it cannot be read
   static int latest_schema_version(StoreBackend backend = StoreBackend::kSqlite);
 
-  // Issuers. AddIssuer: EEXIST when the name is taken. RemoveIssuer: ENOENT when absent.
+  // Issuers. AddIssuer: EEXIST when the name is taken. RemoveIssuer: ENOENT when absent; its secrets go too.
   Status AddIssuer(const IssuerRow& issuer);
   StatusOr<std::optional<IssuerRow>> GetIssuer(const std::string& name);
   StatusOr<std::vector<IssuerRow>> ListIssuers();  // by name
@@ -321,8 +323,9 @@ class Store {
   // {uid_first + k * uid_step : 0 <= k < slots} and inserts the row, of this node, in one
   // transaction (ENOSPC when every slot is taken), returning the row as stored.
   StatusOr<SandboxRow> CreateSandbox(SandboxRow row, int64_t uid_first, int64_t uid_step, int64_t slots);
-  Status UpdateSandbox(const SandboxRow& row);   // every column but egress and network, by id; ENOENT when absent
+  Status UpdateSandbox(const SandboxRow& row);   // every column but egress, network and secrets, by id; ENOENT when absent
   Status SetSandboxEgress(const std::string& id, const EgressRules& rules);  // ENOENT when absent
+  Status SetSandboxSecrets(const std::string& id, const std::vector<std::string>& names);  // ENOENT when absent
   StatusOr<std::optional<SandboxRow>> GetSandbox(const std::string& id);
   // All sandboxes of one user, or every sandbox of every node when iss is empty; oldest first.
   StatusOr<std::vector<SandboxRow>> ListSandboxes(const std::string& iss = "", const std::string& sub = "");

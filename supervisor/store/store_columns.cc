@@ -59,6 +59,21 @@ std::optional<EgressRules> EgressOfColumn(std::string_view text) {
   return *rules;
 }
 
+std::string NamesColumn(const std::vector<std::string>& names) { return nlohmann::json(names).dump(); }
+
+std::vector<std::string> NamesOfColumn(std::string_view text) {
+  if (text.empty()) return {};
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  std::vector<std::string> names;
+  if (j.is_array()) {
+    for (const auto& name : j) {
+      if (name.is_string()) names.push_back(name.get<std::string>());
+    }
+  }
+  if (!j.is_array() || names.size() != j.size()) LogError("store", "a stored list of names does not parse; read as far as it does");
+  return names;
+}
+
 std::string ImageConfigColumn(const rootfs::ImageConfig& config) {
   return nlohmann::json{{"env", config.env},
                         {"working_dir", config.working_dir},

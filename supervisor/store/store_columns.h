@@ -5,6 +5,7 @@
 //                ("{}": none). Only these four are kept (a sandbox's limits are no others).
 //   egress_json  {"domains", "ports", "cidrs"} (egress_policy.h's EgressRulesJson); "": none kept.
 //   budget_json  budget.h's BudgetToJson / BudgetFromJson.
+//   secrets_json a sandbox's secrets' names: ["GITHUB_TOKEN", ...].
 //   config_json  an image's config: {"env": [...], "working_dir", "user", "architecture", "os"}.
 // Text that does not decode (written by hand, or by a bug) reads as nothing set, and is logged.
 #pragma once
@@ -12,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "isolation/resource_limits.h"
 #include "rootfs/oci_archive.h"
@@ -25,6 +27,10 @@ isolation::ResourceLimits LimitsOfColumn(std::string_view text);
 
 std::string EgressColumn(const std::optional<EgressRules>& rules);
 std::optional<EgressRules> EgressOfColumn(std::string_view text);
+
+// A list of names (a sandbox's secrets_json): a JSON array of strings; "" and "[]" are none.
+std::string NamesColumn(const std::vector<std::string>& names);
+std::vector<std::string> NamesOfColumn(std::string_view text);
 
 std::string ImageConfigColumn(const rootfs::ImageConfig& config);
 rootfs::ImageConfig ImageConfigOfColumn(std::string_view text);

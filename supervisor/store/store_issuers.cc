@@ -29,8 +29,9 @@ StatusOr<std::vector<IssuerRow>> Store::ListIssuers() {
 
 Status Store::RemoveIssuer(const std::string& name) {
   std::lock_guard lock(mu_);
-  return RunOnExistingRow(db_, "DELETE FROM issuers WHERE name = ?1", {name},
-                          "remove issuer " + name);
+  RETURN_IF_ERROR(RunOnExistingRow(db_, "DELETE FROM issuers WHERE name = ?1", {name}, "remove issuer " + name));
+  // Its users' secrets and its own go with it: an issuer added later under the name gets none.
+  return Run(db_, "DELETE FROM secrets WHERE iss = ?1", {name}, "remove the secrets of issuer " + name);
 }
 
 Status Store::SetIssuerSecret(const std::string& name, const std::string& secret) {

@@ -20,7 +20,7 @@ constexpr std::string_view kRevocationColumns = "iss, jti, revoked_at";
 constexpr std::string_view kSandboxColumns =
     "id, iss, sub, name, image, state, limits_json, idle_timeout_s, uid_base, created_at, "
     "updated_at, last_active_at, init_pid, init_start_time, source, budget_json, cpu_billed_usec, egress_json, network, image_name, "
-    "node_id";
+    "node_id, secrets_json";
 constexpr std::string_view kSnapshotColumns =
     "id, sandbox_id, iss, sub, image, created_at, bytes, uid_base, limits_json, image_name, node_id";
 constexpr std::string_view kLayerColumns = "diff_id, bytes, created_at";
@@ -68,7 +68,7 @@ inline auto Fields(RowOf<SandboxRow> auto& r) {
   return std::tie(r.id, r.iss, r.sub, r.name, r.image, r.state, r.limits, r.idle_timeout_s,
                   r.uid_base, r.created_at, r.updated_at, r.last_active_at, r.init_pid,
                   r.init_start_time, r.source, r.budget, r.cpu_billed_usec, r.egress, r.network, r.image_name,
-                  r.node_id);
+                  r.node_id, r.secrets);
 }
 
 inline auto Fields(RowOf<SnapshotRow> auto& r) {

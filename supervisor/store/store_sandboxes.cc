@@ -108,6 +108,12 @@ Status Store::SetSandboxEgress(const std::string& id, const EgressRules& rules) 
                           "set the egress rules of sandbox " + id);
 }
 
+Status Store::SetSandboxSecrets(const std::string& id, const std::vector<std::string>& names) {
+  std::lock_guard lock(mu_);
+  return RunOnExistingRow(db_, "UPDATE sandboxes SET secrets_json = ?2 WHERE id = ?1", {id, ToValue(names)},
+                          "set the secrets of sandbox " + id);
+}
+
 StatusOr<std::optional<SandboxRow>> Store::GetSandbox(const std::string& id) {
   return GetRow<SandboxRow>(mu_, db_, kSandboxes, id);
 }

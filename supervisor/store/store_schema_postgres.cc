@@ -256,6 +256,10 @@ CREATE TABLE secrets (
   PRIMARY KEY (iss, sub, name)
 );
 )sql",
+    // 3 -> 4: sandboxes' secrets, as SQLite's 14 -> 15.
+    R"sql(
+ALTER TABLE sandboxes ADD COLUMN secrets_json TEXT COLLATE "C" NOT NULL DEFAULT '';
+)sql",
 };
 constexpr int kPostgresLatest = static_cast<int>(std::size(kPostgresMigrations));
 

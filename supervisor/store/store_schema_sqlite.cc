@@ -307,6 +307,10 @@ CREATE TABLE secrets (
   PRIMARY KEY (iss, sub, name)
 ) STRICT;
 )sql",
+    // 14 -> 15: the secrets a sandbox may use, by name (a JSON array; '' for none).
+    R"sql(
+ALTER TABLE sandboxes ADD COLUMN secrets_json TEXT NOT NULL DEFAULT '';
+)sql",
 };
 constexpr int kLatestSchemaVersion = static_cast<int>(std::size(kMigrations));
 constexpr int kMinSqliteVersion = 3037000;  // STRICT tables.

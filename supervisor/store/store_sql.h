@@ -59,6 +59,7 @@ inline Value ToValue(const isolation::ResourceLimits& limits) { return LimitsCol
 inline Value ToValue(const std::optional<EgressRules>& rules) { return EgressColumn(rules); }
 inline Value ToValue(const Budget& budget) { return BudgetToJson(budget); }
 inline Value ToValue(const rootfs::ImageConfig& config) { return ImageConfigColumn(config); }
+inline Value ToValue(const std::vector<std::string>& names) { return NamesColumn(names); }
 template <typename S>
 Value ToValue(const BytesField<S>& field) {
   return Bytes{field.text};
@@ -84,6 +85,7 @@ class Columns {
   void Into(std::optional<EgressRules>& rules) { rules = EgressOfColumn(row_.Text(next_++)); }
   void Into(Budget& budget) { budget = BudgetFromJson(row_.Text(next_++)); }
   void Into(rootfs::ImageConfig& config) { config = ImageConfigOfColumn(row_.Text(next_++)); }
+  void Into(std::vector<std::string>& names) { names = NamesOfColumn(row_.Text(next_++)); }
   void Into(BytesField<std::string> field) { field.text = row_.Text(next_++); }
 
  private:

@@ -67,6 +67,41 @@ TEST_P(StoreEngineTest, SecretsAreKeptByOwnerAndName) {
   EXPECT_TRUE(store_->GetSecret("corp", "bob", "GITHUB_TOKEN")->has_value());  // not bob's
 }
 
+TEST_P(StoreEngineTest, ASandboxKeepsTheNamesOfItsSecrets) {
+  SandboxRow row = NewSandbox("sb_sec", "alice");
+  row.secrets = {"GITHUB_TOKEN", "NPM_TOKEN"};
+  ASSERT_TRUE(store_->CreateSandbox(row, kUidFirst, kUidStep, 8).ok());
+  EXPECT_EQ(store_->GetSandbox("sb_sec")->value().secrets, row.secrets);
+  ASSERT_TRUE(store_->SetSandboxSecrets("sb_sec", {"NPM_TOKEN"}).ok());
+  SandboxRow read = store_->GetSandbox("sb_sec")->value();
+  EXPECT_EQ(read.secrets, std::vector<std::string>{"NPM_TOKEN"});
+  // An update of the rest of the row (read before the change) does not undo it.
+  row.state = "running";
+  ASSERT_TRUE(store_->UpdateSandbox(row).ok());
+  EXPECT_EQ(store_->GetSandbox("sb_sec")->value().secrets, std::vector<std::string>{"NPM_TOKEN"});
+  EXPECT_EQ(store_->GetSandbox("sb_sec")->value().state, "running");
+  ASSERT_TRUE(store_->SetSandboxSecrets("sb_sec", {}).ok());
+  EXPECT_TRUE(store_->GetSandbox("sb_sec")->value().secrets.empty());
+  EXPECT_EQ(store_->SetSandboxSecrets("sb_none", {"X"}).error_number(), ENOENT);
+  // A row from before the column (''): none.
+  RawExec("UPDATE sandboxes SET secrets_json = '' WHERE id = 'sb_sec'");
+  EXPECT_TRUE(store_->GetSandbox("sb_sec")->value().secrets.empty());
+}
+
+TEST_P(StoreEngineTest, RemovingAnIssuerRemovesItsSecrets) {
+  ASSERT_TRUE(store_->AddIssuer(IssuerRow{"corp", std::string(32, 'k'), 1}).ok());
+  ASSERT_TRUE(store_->AddIssuer(IssuerRow{"other", std::string(32, 'o'), 1}).ok());
+  ASSERT_TRUE(store_->PutSecret(Secret("alice", "GITHUB_TOKEN", "a", 10)).ok());
+  ASSERT_TRUE(store_->PutSecret(Secret("", "GITHUB_TOKEN", "i", 10)).ok());
+  SecretRow others = Secret("alice", "GITHUB_TOKEN", "o", 10);
+  others.iss = "other";
+  ASSERT_TRUE(store_->PutSecret(others).ok());
+  ASSERT_TRUE(store_->RemoveIssuer("corp").ok());
+  EXPECT_FALSE(store_->GetSecret("corp", "alice", "GITHUB_TOKEN")->has_value());
+  EXPECT_FALSE(store_->GetSecret("corp", "", "GITHUB_TOKEN")->has_value());
+  EXPECT_TRUE(store_->GetSecret("other", "alice", "GITHUB_TOKEN")->has_value());  // the control
+}
+
 CORRAL_STORE_ON_BOTH_ENGINES();
 
 }  // namespace

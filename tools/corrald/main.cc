@@ -54,6 +54,7 @@
 #include "supervisor/loopback_group.h"
 #include "supervisor/sessions/tool_bridge.h"
 #include "supervisor/egress/egress_proxy.h"
+#include "tools/corrald/secrets_setup.h"
 #include "supervisor/fleet/fleet_router.h"
 #include "supervisor/fleet/node_registry.h"
 #include "supervisor/sandboxes/full_network.h"
@@ -640,6 +641,8 @@ int Serve(Foundation& base) {
   auto egress = EgressIfEnabled(io, *config, *store, supervisor_metrics, manager);
   if (!egress.ok()) return Fail(egress.status().ToString());
   if (*egress) loopback_members.push_back(egress->get());
+  auto secrets = SetUpSecrets(*config, *store, NodeIdOf(*config), egress->get(), manager, ReadRootSecretFile);
+  if (!secrets.ok()) return Fail(secrets.status().ToString());
   supervisor::LoopbackGroup loopback(loopback_members);
   manager.SetLoopbackServices(&loopback);
   // Full network mode ([network]): nothing is made until a "network": "full" sandbox starts, but
