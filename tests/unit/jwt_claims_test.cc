@@ -24,7 +24,8 @@ TEST(JwtTest, AbsentScopeMeansTheUserScopesButNeverAdmin) {
   StatusOr<Claims> claims = VerifyToken(Mint(ValidPayload()), Lookup, Policy());
   ASSERT_TRUE(claims.ok());
   EXPECT_EQ(claims->scopes,
-            (std::vector<std::string>{kScopeSandboxes, kScopeExec, kScopeTerminal, kScopeFiles, kScopeSessions}));
+            (std::vector<std::string>{kScopeSandboxes, kScopeExec, kScopeTerminal, kScopeFiles, kScopeSessions,
+                                      kScopeSecrets}));
   EXPECT_FALSE(claims->HasScope("admin"));
 }
 
