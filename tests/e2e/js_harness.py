@@ -10,6 +10,7 @@ through its control endpoint (PUT /_scripted/scenario), adds an issuer, and runs
   CORRAL_REAL_KEY                            the operator's key (must reach the upstream only)
   CORRAL_PRICE                               the relay's price table (JSON, USD per million tokens)
 """
+import base64
 import json
 import os
 import shutil
@@ -33,6 +34,10 @@ def run_node_tests(cwd, tests, extra_env=None, issuer="js-tests", api_config="")
     key_file = os.path.join(key_dir, "api-key")
     with open(os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
         f.write(REAL_KEY + "\n")
+    # Secrets (their routes and placeholders; the SDK's tests reach no host through the proxy).
+    secrets_key_file = os.path.join(key_dir, "secrets.key")
+    with open(os.open(secrets_key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+        f.write(base64.b64encode(os.urandom(32)).decode() + "\n")
     daemon = Daemon()
     daemon.extra_api_config = api_config
     daemon.extra_config = relay_config(upstream.port, key_file, PRICE) + """
@@ -42,7 +47,13 @@ tool_call_timeout = 20
 [auth]
 # A token ends within a second of its exp: the SDK's and the page's renewal tests wait for it.
 max_clock_skew = 1
-"""
+
+[egress]
+enabled = true
+
+[secrets]
+key_file = "%s"
+""" % secrets_key_file
     try:
         daemon.start()
         secret = daemon.add_issuer(issuer)

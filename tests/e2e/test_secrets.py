@@ -27,7 +27,7 @@ import tempfile
 import time
 import unittest
 
-from corral_e2e import SECRETS, DaemonTestCase, WsClient, mint
+from corral_e2e import SECRETS, Daemon, DaemonTestCase, WsClient, mint
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures"))
 from fake_internet import NPM_GREETING, OTHER_PUBLIC_ADDRESS, PUBLIC_ADDRESS, FakeInternet  # noqa: E402
@@ -438,6 +438,27 @@ node -e 'console.log(require("corral-hello"))'
         token = mint("acme", self.secret, "restarts")
         status, body = self.curl(token, sid, "https://registry.test/private/npm/corral-hello")
         self.assertEqual(status, 200, body)
+
+    def test_a_key_file_others_can_read_or_that_is_no_key_stops_the_daemon(self):
+        bad = tempfile.mkdtemp(prefix="corral-secrets-bad-")
+        self.addCleanup(subprocess.run, ["rm", "-rf", bad], check=False)
+        cases = [("readable.key", base64.b64encode(os.urandom(32)).decode(), 0o644, "chmod 600"),
+                 ("short.key", base64.b64encode(os.urandom(16)).decode(), 0o600, "32 bytes"),
+                 ("text.key", "not base64 at all!", 0o600, "base64")]
+        for name, text, mode, expected in cases:
+            path = os.path.join(bad, name)
+            with open(path, "w") as f:
+                f.write(text + "\n")
+            os.chmod(path, mode)
+            daemon = Daemon()
+            daemon.extra_config = f'[secrets]\nkey_file = "{path}"\n'
+            try:
+                with self.assertRaises(RuntimeError) as refused:
+                    daemon.start()
+                self.assertIn("secrets.key_file", str(refused.exception))
+                self.assertIn(expected, str(refused.exception))
+            finally:
+                daemon.cleanup()
 
 
 if __name__ == "__main__":

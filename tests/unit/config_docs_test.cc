@@ -27,6 +27,7 @@ const std::set<std::string> kNotConfigKeys = {
     "sandbox.unwatch",  // WebSocket op
     "sandbox.egress",   // sandbox event type
     "sandbox.moved",    // sandbox event type (a drain moved it to another node)
+    "sandbox.secrets",  // sandbox event type (its secrets changed)
 };
 
 struct Reference {

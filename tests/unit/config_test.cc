@@ -64,7 +64,8 @@ std::string Dump(const DaemonConfig& c) {
       << "\negress_allowed=" << EgressRulesJson(c.egress_allowed).dump() << "\negress_netns=" << c.egress_netns
       << "\negress_resolver=" << c.egress_resolver << "\negress_max_connections=" << c.egress_max_connections
       << "\negress_bandwidth=" << c.egress_bandwidth << "\negress_connect_timeout_s=" << c.egress_connect_timeout_s
-      << "\negress_idle_timeout_s=" << c.egress_idle_timeout_s << "\nnetwork_netns=" << c.network_netns
+      << "\negress_idle_timeout_s=" << c.egress_idle_timeout_s << "\nsecrets_key_file=" << c.secrets_key_file
+      << "\nsecrets_ca_file=" << c.secrets_ca_file << "\nnetwork_netns=" << c.network_netns
       << "\nnetwork_full_subnet=" << c.network_full_subnet.ToString() << "\nnetwork_dns=";
   for (const auto& a : c.network_dns) out << a.ToString() << ",";
   out << "\nimages_max_size=" << c.images.max_size << "\nimages_max_layers=" << c.images.max_layers
@@ -414,7 +415,7 @@ TEST(ConfigTest, DistConfigDocumentsEveryKeyWithItsDefault) {
       uncommented += line + "\n";
     }
   }
-  EXPECT_EQ(keys, 82);  // every field of DaemonConfig but the prices, store.url(_file), node.id/address and
+  EXPECT_EQ(keys, 84);  // every field of DaemonConfig but the prices, store.url(_file), node.id/address and
                         // node.cluster_secret_file; listen sets two
   auto parsed = ParseConfig(uncommented, "uncommented");
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
@@ -526,6 +527,19 @@ max_bundle = "1M"
   EXPECT_EQ(ErrorOf("[execute]\ntimeout = 0\n"), "corrald.toml:2: execute.timeout: must be positive");
   EXPECT_EQ(ErrorOf("[execute]\nmax_bundle = 0\n"), "corrald.toml:2: execute.max_bundle: must be positive");
   EXPECT_EQ(ErrorOf("[execute]\nbogus = 1\n"), "corrald.toml:2: execute.bogus: unknown key");
+}
+
+TEST(ConfigTest, SecretsKeys) {
+  auto defaults = ParseConfig("");
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_EQ(defaults->secrets_key_file, "");  // no secrets unless the operator gives a key
+  EXPECT_EQ(defaults->secrets_ca_file, "");
+  auto parsed = ParseConfig("[secrets]\nkey_file = \"/etc/corral/secrets.key\"\nca_file = \"/etc/corral/ca.pem\"\n");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->secrets_key_file, "/etc/corral/secrets.key");
+  EXPECT_EQ(parsed->secrets_ca_file, "/etc/corral/ca.pem");
+  EXPECT_NE(ErrorOf("[secrets]\nkey_file = \"relative.key\"\n").find("secrets.key_file"), std::string::npos);
+  EXPECT_NE(ErrorOf("[secrets]\nkey = \"x\"\n").find("secrets.key"), std::string::npos);
 }
 
 TEST(ConfigTest, EgressKeys) {

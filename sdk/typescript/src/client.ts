@@ -35,6 +35,28 @@ export interface Sandbox {
   source: string;
   egress: EgressRules;
   network: "loopback" | "full";
+  secrets: string[];  // the secrets it may use, by name (docs/PROTOCOL.md, "Secrets")
+}
+
+// Where a secret may go and how (docs/PROTOCOL.md, "Secrets"): a header from a template
+// (default "Authorization": "Bearer {secret}"), or basic auth as `basic_user`.
+export interface SecretBinding {
+  hosts: string[];            // exact names or "*.suffix"
+  ports?: number[];           // default [443]
+  methods?: string[];         // default any
+  path_prefixes?: string[];   // default any
+  header?: string;
+  value?: string;             // a template holding {secret} once
+  basic_user?: string;
+}
+
+// A secret as the API shows it: never its value.
+export interface Secret {
+  name: string;
+  owner: "user" | "issuer";
+  bindings: SecretBinding[];
+  created_at: number;
+  updated_at: number;
 }
 
 export interface CreateSandboxOptions {
@@ -47,6 +69,7 @@ export interface CreateSandboxOptions {
   egress?: Partial<EgressRules>;
   network?: "loopback" | "full";
   unsafe?: string[];
+  secrets?: string[];     // names of the user's (or its issuer's) secrets it may use
 }
 
 export interface Outcome {
@@ -309,6 +332,30 @@ export class CorralClient {
   // createSandbox({snapshot})).
   forkSandbox(id: string, options: { name?: string; start?: boolean } = {}): Promise<Sandbox> {
     return this.request("POST", `/v1/sandboxes/${enc(id)}/fork`, options);
+  }
+
+  // Secrets (scope "secrets"): kept by the daemon, added by the egress proxy to the requests
+  // their bindings match; a sandbox sees only a placeholder in the variable of the same name.
+  putSecret(name: string, value: string, bindings: SecretBinding[]): Promise<Secret> {
+    return this.request("PUT", `/v1/secrets/${enc(name)}`, { value, bindings });
+  }
+
+  listSecrets(): Promise<{ secrets: Secret[]; issuer_secrets: Secret[] }> {
+    return this.request("GET", "/v1/secrets");
+  }
+
+  async deleteSecret(name: string): Promise<void> {
+    await this.request("DELETE", `/v1/secrets/${enc(name)}`);
+  }
+
+  async getSandboxSecrets(id: string): Promise<string[]> {
+    return (await this.request<{ secrets: string[] }>("GET", `/v1/sandboxes/${enc(id)}/secrets`)).secrets;
+  }
+
+  // `ca_trusted`: whether the sandbox's trust store holds corral's CA now (a running sandbox
+  // started without secrets gets it at its next start).
+  setSandboxSecrets(id: string, names: string[]): Promise<{ id: string; secrets: string[]; ca_trusted: boolean }> {
+    return this.request("PUT", `/v1/sandboxes/${enc(id)}/secrets`, { secrets: names });
   }
 
   getEgress(id: string): Promise<EgressRules> {
