@@ -27,7 +27,7 @@ import tempfile
 import time
 import unittest
 
-from corral_e2e import SECRETS, Daemon, DaemonTestCase, WsClient, mint
+from corral_e2e import CORRAL, SECRETS, Daemon, DaemonTestCase, WsClient, mint
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures"))
 from fake_internet import NPM_GREETING, OTHER_PUBLIC_ADDRESS, PUBLIC_ADDRESS, FakeInternet  # noqa: E402
@@ -438,6 +438,40 @@ node -e 'console.log(require("corral-hello"))'
         token = mint("acme", self.secret, "restarts")
         status, body = self.curl(token, sid, "https://registry.test/private/npm/corral-hello")
         self.assertEqual(status, 200, body)
+
+    def test_the_cli_keeps_secrets_without_showing_them(self):
+        token = self.token("cli")
+        env = dict(os.environ, CORRAL_URL=f"http://127.0.0.1:{self.daemon.port}", CORRAL_TOKEN=token,
+                   CORRAL_ADMIN_SOCKET=self.daemon.admin_socket)
+
+        def corral(*args, stdin=None):
+            return subprocess.run([CORRAL, *args], input=stdin, capture_output=True, text=True, env=env, timeout=60)
+
+        put = corral("secret", "put", "NPM_TOKEN", "--bind", '{"hosts": ["registry.test"], "path_prefixes": ["/private/npm/"]}',
+                     stdin=self.inet.private_token + "\n")
+        self.assertEqual(put.returncode, 0, put.stderr)
+        shared = corral("secret", "put", "SHARED_CLI", "--issuer", "acme", "--bind", '{"hosts": ["x.test"]}',
+                        stdin="shared-cli-value")
+        self.assertEqual(shared.returncode, 0, shared.stderr)
+        self.addCleanup(self.daemon.admin, "DELETE", "/v1/admin/issuers/acme/secrets/SHARED_CLI")
+        listed = corral("secret", "ls")
+        self.assertEqual(listed.returncode, 0, listed.stderr)
+        self.assertIn("NPM_TOKEN", listed.stdout)
+        self.assertIn("registry.test", listed.stdout)
+        self.assertIn("SHARED_CLI", listed.stdout)
+        self.assertNotIn(self.inet.private_token, listed.stdout + put.stdout + put.stderr)
+        created = corral("sandbox", "create", "--secret", "NPM_TOKEN", "--allow-domain", "registry.test")
+        self.assertEqual(created.returncode, 0, created.stderr)
+        sid = created.stdout.strip()
+        self.addCleanup(self.daemon.http, "DELETE", f"/v1/sandboxes/{sid}", token)
+        status, body = self.curl(token, sid, "https://registry.test/private/npm/corral-hello")
+        self.assertEqual(status, 200, body)
+        bad = corral("secret", "put", "bad-name", "--bind", '{"hosts": ["a.test"]}', stdin="v")
+        self.assertEqual(bad.returncode, 2)
+        self.assertIn("name", bad.stderr)
+        removed = corral("secret", "rm", "NPM_TOKEN")
+        self.assertEqual(removed.returncode, 0, removed.stderr)
+        self.assertNotIn("NPM_TOKEN", corral("secret", "ls").stdout)
 
     def test_a_key_file_others_can_read_or_that_is_no_key_stops_the_daemon(self):
         bad = tempfile.mkdtemp(prefix="corral-secrets-bad-")

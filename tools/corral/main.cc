@@ -19,6 +19,7 @@
 #include "tools/corral/remote_usage.h"
 #include "tools/corral/run_command.h"
 #include "tools/corral/run_options.h"
+#include "tools/corral/secret_command.h"
 #include "tools/corral/usage_command.h"
 
 namespace {
@@ -41,6 +42,8 @@ constexpr char kUsage[] =
     "                                   changes come back as a diff and a bundle to git fetch\n"
     "  git diff|bundle SANDBOX          git out of a sandbox: the work tree's diff, or a bundle\n"
     "  usage                            what you spent in this budget window (AI, compute)\n"
+    "  secret put|ls|rm [NAME]          credentials the egress proxy adds for your sandboxes\n"
+    "                                   (--issuer ISS: an issuer's, on the admin socket)\n"
     "\n"
     "operating corrald (its admin socket, root):\n"
     "  doctor [--json]                  check that this host can run corrald (OK, WARN, FAIL)\n"
@@ -99,6 +102,7 @@ int main(int argc, char** argv) {
   }
   if (command == "git") return Dispatch("git", args, ParseGitOptions, GitUsage(), 2, RunGitCommand);
   if (command == "usage") return Dispatch("usage", args, ParseUsageOptions, UsageUsage(), 2, RunUsageCommand);
+  if (command == "secret") return Dispatch("secret", args, ParseSecretOptions, SecretUsage(), 2, RunSecretCommand);
   if (command == "admin" && !args.empty() && args[0] == "usage") {
     return Dispatch("admin usage", std::vector<std::string>(args.begin() + 1, args.end()), ParseLedgerExportOptions,
                     LedgerExportUsage(), 2, RunLedgerExportCommand);

@@ -203,6 +203,7 @@ nlohmann::json BuildCreateSandboxRequest(const SandboxOptions& options) {
   }
   nlohmann::json egress = BuildEgressRules(options);
   if (!egress.empty()) request["egress"] = egress;
+  if (!options.secrets.empty()) request["secrets"] = options.secrets;
   return request;
 }
 

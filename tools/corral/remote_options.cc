@@ -27,7 +27,7 @@ const std::vector<SandboxVerbSpec>& SandboxVerbs() {
         {"--disk", 0, true}, {"--idle-timeout", 0, true}, {"--snapshot", 0, true}, {"--no-start", 0, false},
         {"--image", 0, true},
         {"--allow-domain", 0, true}, {"--allow-port", 0, true}, {"--allow-cidr", 0, true},
-        {"--full-network", 0, false}, kJson}},
+        {"--full-network", 0, false}, {"--secret", 0, true}, kJson}},
       {"egress", SandboxVerb::kEgress,
        {{"--allow-domain", 0, true}, {"--allow-port", 0, true}, {"--allow-cidr", 0, true}, {"--none", 0, false}, kJson}},
       {"events", SandboxVerb::kEvents, {{"--type", 0, true}, {"--after", 0, true}, kJson}},
@@ -83,6 +83,7 @@ Status ApplyEgressOptions(const Scanned& scanned, SandboxOptions& out) {
 }
 
 Status ApplyCreateOptions(const Scanned& scanned, SandboxOptions& out) {
+  out.secrets = ListOption(scanned, "--secret").value_or(std::vector<std::string>{});
   if (scanned.Has("--memory")) {
     ASSIGN_OR_RETURN(out.memory_bytes, Positive(scanned, "--memory", ParseSize));
   }

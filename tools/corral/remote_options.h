@@ -85,6 +85,7 @@ struct SandboxOptions {
   std::optional<std::string> image;       // create: "host" (the daemon's default), a name or a digest
   bool start = true;                      // create, fork: false with --no-start
   bool full_network = false;              // create --full-network: "network": "full" (an unsafe option)
+  std::vector<std::string> secrets;       // create --secret NAME (repeatable or comma-separated)
   bool json = false;                      // print the daemon's JSON instead of ids/tables
   // create, egress: egress rules (--allow-domain D, --allow-port P, --allow-cidr C, repeatable or
   // comma-separated); a field is sent only when its option was given. egress --none: no domains

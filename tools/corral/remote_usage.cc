@@ -9,6 +9,7 @@ const char* SandboxUsage() {
          "         [--idle-timeout DURATION] [--snapshot SNAP] [--no-start]\n"
          "         [--image NAME]   an image (corral image ls; default: host, the host's /usr)\n"
          "         [--allow-domain D] [--allow-port P] [--allow-cidr C]   its egress rules\n"
+         "         [--secret NAME]   a secret it may use (corral secret; inside: a placeholder)\n"
          "         [--full-network]  a real interface with NAT (needs the token scope\n"
          "                           unsafe:full_network; public addresses only, unless --allow-cidr)\n"
          "                           create a sandbox (with a copy of SNAP's files); prints its id\n"
