@@ -374,7 +374,8 @@ struct EgressProxy::Impl : std::enable_shared_from_this<Impl> {
       co_return co_await Refuse(sandbox_id, client, record, 502, "Bad Gateway", "failed");
     }
     if (!secrets.empty()) {
-      co_await Intercept(sandbox_id, client, buffer, record, upstream, std::move(secrets), host.literal ? "cidr" : "domain");
+      std::string rule_kind = host.literal ? "cidr" : "domain";  // named: see Splice's call below
+      co_await Intercept(sandbox_id, client, buffer, record, upstream, std::move(secrets), std::move(rule_kind));
       co_return;
     }
     record.decision = "allowed";
@@ -426,8 +427,12 @@ struct EgressProxy::Impl : std::enable_shared_from_this<Impl> {
     hooks.injected = [this, sandbox_id, recorded](const std::vector<std::string>& names, const std::string& method) {
       Injected(sandbox_id, *recorded, names, method);
     };
-    SecretTlsResult result = co_await InterceptWithSecrets(client, buffer, *upstream, name, record.port, *server_tls,
-                                                           *upstream_tls, std::move(secrets), config.idle_timeout_s,
+    // Named arguments only (as for Splice).
+    std::shared_ptr<asio::ssl::context> server_context = std::move(*server_tls);
+    const uint16_t port = record.port;
+    const uint64_t idle_timeout_s = config.idle_timeout_s;
+    SecretTlsResult result = co_await InterceptWithSecrets(client, buffer, *upstream, name, port, server_context,
+                                                           *upstream_tls, std::move(secrets), idle_timeout_s,
                                                            std::move(hooks));
     if (!result.upstream_error.empty()) {
       record.reason = "tls";

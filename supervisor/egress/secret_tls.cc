@@ -272,7 +272,8 @@ awaitable<SecretTlsResult> InterceptWithSecrets(beast::tcp_stream& client, beast
     auto up_done = std::make_shared<Finished>(client.get_executor());
     asio::co_spawn(client.get_executor(), Pump(sandbox, server, /*up=*/true, hooks, idle_timeout_s, up_done),
                    asio::detached);
-    co_await Pump(server, sandbox, /*up=*/false, hooks, idle_timeout_s, nullptr);
+    std::shared_ptr<Finished> no_one_waits;  // named: no temporary among a co_await's arguments (GCC 12)
+    co_await Pump(server, sandbox, /*up=*/false, hooks, idle_timeout_s, no_one_waits);
     // The server is done: tell the sandbox (close_notify, briefly), and end its side.
     client.expires_after(kCloseTimeout);
     co_await sandbox.async_shutdown(asio::redirect_error(use_awaitable, ec));

@@ -220,11 +220,12 @@ void SandboxManager::DoStart(SandboxRow row, Done<SandboxRow> done) {
         LogInfo("sandbox", "full network attached",
                 {{"sandbox", row.id}, {"address", attached->address}, {"interface", attached->interface}});
       }
-      // SetEgress writes the store alone while a sandbox starts: the proxy gets the rules as
-      // they are now.
+      // SetEgress and SetSecretNames write the store alone while a sandbox starts: the proxy
+      // gets the rules and secrets as they are now.
       SandboxRow served = row;
       if (auto current = store_.GetSandbox(row.id); current.ok() && current->has_value()) {
         served.egress = (*current)->egress;
+        served.secrets = (*current)->secrets;
       }
       OnStarted(served, std::move(*launched->process), std::move(launched->hello->listeners));
       done(row);
