@@ -65,6 +65,8 @@
 #include "supervisor/sandboxes/sandbox_host.h"
 #include "supervisor/relay/model_relay.h"
 #include "supervisor/relay/relay_keys.h"
+#include "supervisor/webhooks/webhook_deliverer.h"
+#include "supervisor/webhooks/webhook_outbox.h"
 #include "supervisor/sandboxes/sandbox_manager.h"
 #include "supervisor/sessions/session_runner.h"
 #include "supervisor/store/store.h"
@@ -264,6 +266,42 @@ StatusOr<supervisor::RelayConfig> RelayConfigOf(const supervisor::DaemonConfig& 
   return relay;
 }
 
+// [webhooks]: the outbox the services record lifecycle events in and the deliverer that sends
+// them, signed with webhooks.secret_file (root's alone, at least 32 bytes). None without URLs.
+struct Webhooks {
+  // The services record their events in the outbox (set before their recovery).
+  void Wire(supervisor::SandboxManager& manager, supervisor::ModelRelay& relay, supervisor::SessionRunner& sessions,
+            supervisor::Executions& executions) {
+    manager.SetWebhooks(outbox.get());
+    relay.SetWebhooks(outbox.get());
+    sessions.SetWebhooks(outbox.get());
+    executions.SetWebhooks(outbox.get());
+  }
+  // After the recovery: what the outbox holds from before (a restart, a receiver down), and what
+  // comes from now on.
+  Status Start() { return deliverer ? deliverer->Start() : Status(); }
+  void Stop() {
+    if (deliverer) deliverer->Stop();
+  }
+
+  std::unique_ptr<supervisor::WebhookOutbox> outbox;
+  std::unique_ptr<supervisor::WebhookDeliverer> deliverer;
+};
+StatusOr<Webhooks> WebhooksOf(const supervisor::DaemonConfig& config, supervisor::Store& store,
+                              api::SupervisorMetrics* observer) {
+  Webhooks made;
+  if (config.webhooks.urls.empty()) return made;
+  supervisor::WebhooksConfig webhooks = config.webhooks;
+  const std::string& path = webhooks.secret_file;
+  ASSIGN_OR_RETURN(webhooks.secret, ReadRootSecretFile("webhooks.secret_file", path));
+  if (webhooks.secret.size() < 32) return Status::Error("webhooks.secret_file: " + path + " holds less than 32 bytes");
+  made.outbox = std::make_unique<supervisor::WebhookOutbox>(webhooks, store.node_id());
+  made.deliverer = std::make_unique<supervisor::WebhookDeliverer>(store, std::move(webhooks), observer);
+  made.outbox->SetWake([deliverer = made.deliverer.get()] { deliverer->Wake(); });
+  observer->SetWebhooks(made.deliverer.get());  // corral_webhook_outbox_pending
+  return made;
+}
+
 // The command line. Returns the exit code when corrald is to stop here (--help, --version, a
 // bad argument).
 std::optional<int> ParseArgs(int argc, char** argv, std::string& config_path, bool& config_given) {
@@ -414,13 +452,16 @@ StatusOr<std::unique_ptr<supervisor::EgressProxy>> EgressIfEnabled(boost::asio::
 }
 
 // What the daemon finds at its start: the budget holds of its calls that died with its last run
-// (before a sandbox's relay is served), its sandboxes, their sessions, its executions.
+// (before a sandbox's relay is served), its sandboxes, their sessions, its executions, and the
+// webhooks their events left to send (with those recovering made).
 Status RecoverAll(supervisor::ModelRelay& relay, supervisor::SandboxManager& manager,
-                  supervisor::SessionRunner& sessions, supervisor::Executions& executions) {
+                  supervisor::SessionRunner& sessions, supervisor::Executions& executions, Webhooks& webhooks) {
+  webhooks.Wire(manager, relay, sessions, executions);
   RETURN_IF_ERROR(relay.Recover());
   RETURN_IF_ERROR(manager.Recover());
   RETURN_IF_ERROR(sessions.Recover());
-  return executions.Recover();
+  RETURN_IF_ERROR(executions.Recover());
+  return webhooks.Start();
 }
 
 // This node's settings ([node]).
@@ -522,7 +563,7 @@ struct Foundation {
 // for the requests that come next; connections, sandboxes and sessions go on. An invalid file
 // changes nothing.
 void Reload(const Foundation& base, api::Server& server, const std::function<void(uint64_t)>& reload_api,
-            supervisor::ModelRelay& relay, supervisor::SandboxManager& manager) {
+            supervisor::ModelRelay& relay, supervisor::SandboxManager& manager, supervisor::WebhookOutbox* webhooks) {
   supervisor::DaemonConfig& config = *base.config;
   auto fresh = supervisor::LoadConfig(base.config_path, /*missing_ok=*/!base.config_given);
   if (!fresh.ok()) {
@@ -534,6 +575,7 @@ void Reload(const Foundation& base, api::Server& server, const std::function<voi
   reload_api(config.requests_per_minute);
   relay.Reload(config.relay.prices, config.relay.requests_per_minute);
   manager.ReconcilePool();  // [pool]: filled or drained to the new sizes
+  if (webhooks != nullptr) webhooks->Reload(config.webhooks);  // urls and events
   std::string later;
   for (const auto& key : restart) later += (later.empty() ? "" : ", ") + key;
   LogInfo("corrald", "config reloaded", {{"config", base.config_path}});
@@ -624,6 +666,8 @@ int Serve(Foundation& base) {
   api_metrics.SetManager(&manager);
   api::SupervisorMetrics supervisor_metrics(metrics);
   manager.SetBudgetObserver(&supervisor_metrics);
+  auto webhooks = WebhooksOf(*config, *store, &supervisor_metrics);  // [webhooks]
+  if (!webhooks.ok()) return Fail(webhooks.status().ToString());
   // Each sandbox's loopback: the model relay (sessions issue the keys it takes) and the tool
   // bridge (client tools and permission requests, through corral-mcp).
   supervisor::RelayKeys relay_keys;
@@ -655,7 +699,7 @@ int Serve(Foundation& base) {
   supervisor::NodeRegistry nodes(io, *store, NodeSettingsOf(*config));
   if (Status registered = nodes.Start(); !registered.ok()) return Fail("node: " + registered.ToString());
   manager.SetDrained([&nodes] { return nodes.DrainedNow(); });
-  if (Status recovered = RecoverAll(relay, manager, sessions, executions); !recovered.ok()) {
+  if (Status recovered = RecoverAll(relay, manager, sessions, executions, *webhooks); !recovered.ok()) {
     return Fail("recovery: " + recovered.ToString());
   }
 
@@ -676,7 +720,7 @@ int Serve(Foundation& base) {
   manager.ReconcilePool();  // [pool]: made in the background from here on
 
   boost::asio::signal_set hangups(io, SIGHUP);
-  OnEachHangup(hangups, [&] { Reload(base, server, reload_api, relay, manager); });
+  OnEachHangup(hangups, [&] { Reload(base, server, reload_api, relay, manager, webhooks->outbox.get()); });
   boost::asio::signal_set signals(io, SIGTERM, SIGINT);
   signals.async_wait([&](boost::system::error_code ec, int signal) {
     if (ec) return;
@@ -687,6 +731,7 @@ int Serve(Foundation& base) {
     fleet.Stop();
     server.Stop();
     manager.Detach();
+    webhooks->Stop();
     io.stop();
   });
   boost::asio::steady_timer watchdog(io);
