@@ -57,7 +57,9 @@ std::string Urls(const toml::node& node, std::vector<std::string>& out) {
 
 std::string Events(const toml::node& node, std::vector<WebhookEventType>& out) {
   std::string known;
-  for (WebhookEventType type : kAllWebhookEventTypes) known += (known.empty() ? "" : ", ") + std::string(WebhookEventName(type));
+  for (WebhookEventType type : kAllWebhookEventTypes) {
+    known += (known.empty() ? "" : ", ") + std::string(WebhookEventName(type));
+  }
   const std::string expected = "expected an array of event types (" + known + ")";
   auto names = Strings(node);
   if (!names) return expected;

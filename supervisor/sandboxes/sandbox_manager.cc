@@ -247,7 +247,10 @@ void SandboxManager::AppendLifecycle(const SandboxRow& row, WebhookEventType typ
   event.reason = reason;
   std::string name(WebhookEventName(type));
   auto appended = supervisor::AppendEvent(store_, webhooks_, row.id, name, data_json, event);
-  if (!appended.ok()) LogError("sandbox", "cannot record an event", {{"sandbox", row.id}, {"event", name}, {"error", appended.status().ToString()}});
+  if (!appended.ok()) {
+    LogError("sandbox", "cannot record an event",
+             {{"sandbox", row.id}, {"event", name}, {"error", appended.status().ToString()}});
+  }
 }
 
 void SandboxManager::MeterCompute() {

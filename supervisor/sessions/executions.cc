@@ -414,7 +414,8 @@ void Executions::Finish(const std::shared_ptr<Run>& run, Status error) {
     if (!run->note.empty()) run->row.error += (run->row.error.empty() ? "" : "; ") + run->note;
     run->row.ended_at = UnixNow();
     run->row.updated_at = run->row.ended_at;
-    Status saved = RecordWebhook(store_, webhooks_, FinishedEvent(run->row), [&] { return store_.UpdateExecution(run->row); });
+    Status saved = RecordWebhook(store_, webhooks_, FinishedEvent(run->row),
+                                 [&] { return store_.UpdateExecution(run->row); });
     if (!saved.ok()) LogError("execute", "store", {{"execution", id}, {"error", saved.ToString()}});
     LogInfo("execute", "ended", {{"execution", id}, {"state", run->row.state}, {"error", run->error}});
   };

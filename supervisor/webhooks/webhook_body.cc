@@ -248,7 +248,9 @@ StatusOr<WebhookUrl> ParseWebhookUrl(std::string_view url) {
   std::string_view authority = rest.substr(0, slash);
   out.target = slash == std::string_view::npos ? "/" : std::string(rest.substr(slash));
   if (!out.target.empty() && out.target[0] == '?') out.target = "/" + out.target;
-  if (authority.find('@') != std::string_view::npos) return Status::Error("a webhook URL has no user:password@", EINVAL);
+  if (authority.find('@') != std::string_view::npos) {
+    return Status::Error("a webhook URL has no user:password@", EINVAL);
+  }
   std::string_view port;
   if (!authority.empty() && authority[0] == '[') {
     const size_t close = authority.find(']');

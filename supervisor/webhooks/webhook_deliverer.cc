@@ -145,7 +145,11 @@ class WebhookDeliverer::Loop {
       if (attempt.give_up) {
         if (observer_) observer_->OnWebhookGivenUp();
         LogError("webhooks", "given up: older than webhooks.max_age",
-                 {{"id", row.id}, {"type", row.type}, {"url", row.url}, {"attempts", attempts}, {"error", attempt.error}});
+                 {{"id", row.id},
+                  {"type", row.type},
+                  {"url", row.url},
+                  {"attempts", attempts},
+                  {"error", attempt.error}});
       } else {
         LogInfo("webhooks", "attempt failed; will retry",
                 {{"id", row.id}, {"url", row.url}, {"attempts", attempts}, {"error", attempt.error}});

@@ -195,7 +195,8 @@ TEST(WebhooksConfigTest, ParsesEveryKey) {
   const WebhooksConfig& w = parsed->webhooks;
   EXPECT_EQ(w.urls, (std::vector<std::string>{"https://billing.example.com/corral", "http://10.0.0.5:8080/h"}));
   EXPECT_EQ(w.secret_file, "/etc/corral/webhook-secret");
-  EXPECT_EQ(w.events, (std::vector<WebhookEventType>{WebhookEventType::kSandboxStopped, WebhookEventType::kSessionEnded}));
+  EXPECT_EQ(w.events,
+            (std::vector<WebhookEventType>{WebhookEventType::kSandboxStopped, WebhookEventType::kSessionEnded}));
   EXPECT_EQ(w.ca_file, "/etc/corral/ca.pem");
   EXPECT_EQ(w.timeout_s, 5u);
   EXPECT_EQ(w.retry_min_s, 2u);
