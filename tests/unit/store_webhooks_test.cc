@@ -65,9 +65,8 @@ TEST_P(StoreEngineTest, AnEventAndItsDeliveriesAreWrittenTogether) {
   EXPECT_EQ((*outbox)[0].attempts, 0);
   EXPECT_EQ((*outbox)[0].delivered_at, 0);
 
-  // A failed write of the deliveries takes the event with it: a row whose (id, url) is taken
-  // inside the same call is fine (kept once), but a NULL-free failure is forced by a body the
-  // transaction cannot insert: an outbox write inside a transaction that then fails.
+  // Inside a caller's transaction that then fails (the write the event is about), neither the
+  // event nor its deliveries stay.
   Status failed = store_->InTransaction([&]() -> Status {
     RETURN_IF_ERROR(store_->AppendEvent("sb_1", "sandbox.stopped", "{}", {Delivery("wh_2")}).status());
     return Status::Error("the caller's next write failed", EIO);
