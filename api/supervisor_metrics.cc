@@ -39,7 +39,26 @@ SupervisorMetrics::SupervisorMetrics(Metrics& metrics)
                                                  {"decision", "reason"})),
       egress_bytes_(metrics.AddCounterFamily("corral_egress_bytes_total",
                                              "Bytes relayed by the egress proxy: up from sandboxes, down to them",
-                                             {"direction"})) {
+                                             {"direction"})),
+      webhook_attempts_(metrics.AddCounterFamily("corral_webhook_attempts_total",
+                                                 "Webhook deliveries tried, by result: delivered (a 2xx), failed",
+                                                 {"result"})),
+      webhook_given_up_(metrics.AddCounter("corral_webhook_given_up_total",
+                                           "Webhook deliveries given up: not delivered within webhooks.max_age")) {
+  metrics.AddGaugeCallback("corral_webhook_outbox_pending",
+                           "Webhook deliveries neither made nor given up, of every node", {}, [this] {
+                             std::vector<std::pair<std::vector<std::string>, double>> values;
+                             if (webhooks_ == nullptr) {
+                               values.push_back({{}, 0.0});  // no [webhooks]: nothing waits
+                               return values;
+                             }
+                             if (auto depth = webhooks_->Depth(); depth.ok()) {
+                               values.push_back({{}, static_cast<double>(*depth)});
+                             }
+                             return values;
+                           });
+  webhook_attempts_.WithLabels({"delivered"});
+  webhook_attempts_.WithLabels({"failed"});
   metrics.AddGaugeCallback("corral_sessions_running", "Agent sessions whose agent runs now, by state", {"state"},
                            [this] {
                              std::vector<std::pair<std::vector<std::string>, double>> values;
@@ -108,5 +127,9 @@ void SupervisorMetrics::OnEgressDecision(std::string_view decision, std::string_
 void SupervisorMetrics::OnEgressBytes(bool up, uint64_t bytes) {
   egress_bytes_.WithLabels({up ? "up" : "down"}).Increment(bytes);
 }
+
+void SupervisorMetrics::OnWebhookDelivered() { webhook_attempts_.WithLabels({"delivered"}).Increment(); }
+void SupervisorMetrics::OnWebhookAttemptFailed() { webhook_attempts_.WithLabels({"failed"}).Increment(); }
+void SupervisorMetrics::OnWebhookGivenUp() { webhook_given_up_.Increment(); }
 
 }  // namespace corral::api

@@ -18,6 +18,9 @@
 //   corral_budget_refusals_total{kind}       ai, ai_in_flight, rate, compute, compute_stop
 //   corral_egress_decisions_total{decision,reason}
 //   corral_egress_bytes_total{direction}     up (from sandboxes), down (to them)
+//   corral_webhook_attempts_total{result}    webhook deliveries tried: delivered, failed
+//   corral_webhook_given_up_total            webhook deliveries given up (older than webhooks.max_age)
+//   corral_webhook_outbox_pending            gauge: deliveries neither made nor given up (every node's)
 #pragma once
 
 #include <cstdint>
@@ -29,16 +32,20 @@
 #include "supervisor/egress/egress_proxy.h"
 #include "supervisor/relay/model_relay.h"
 #include "supervisor/sessions/session_runner.h"
+#include "supervisor/webhooks/webhook_deliverer.h"
 
 namespace corral::api {
 
 class SupervisorMetrics : public supervisor::RelayObserver,
                           public supervisor::EgressObserver,
-                          public supervisor::SessionObserver {
+                          public supervisor::SessionObserver,
+                          public supervisor::WebhookObserver {
  public:
   explicit SupervisorMetrics(Metrics& metrics);
   // The runner whose live sessions corral_sessions_running counts (nullptr: none yet).
   void SetSessions(const supervisor::SessionRunner* sessions) { sessions_ = sessions; }
+  // The deliverer whose outbox corral_webhook_outbox_pending counts (nullptr: none, 0).
+  void SetWebhooks(const supervisor::WebhookDeliverer* webhooks) { webhooks_ = webhooks; }
 
   // supervisor::SessionObserver
   void OnSessionEnded(std::string_view outcome) override;
@@ -51,9 +58,14 @@ class SupervisorMetrics : public supervisor::RelayObserver,
   // supervisor::EgressObserver
   void OnEgressDecision(std::string_view decision, std::string_view reason) override;
   void OnEgressBytes(bool up, uint64_t bytes) override;
+  // supervisor::WebhookObserver (the deliverer's thread)
+  void OnWebhookDelivered() override;
+  void OnWebhookAttemptFailed() override;
+  void OnWebhookGivenUp() override;
 
  private:
   const supervisor::SessionRunner* sessions_ = nullptr;
+  const supervisor::WebhookDeliverer* webhooks_ = nullptr;
   Family<Counter>& sessions_ended_;
   Family<Counter>& model_requests_;
   Family<Counter>& model_tokens_;
@@ -62,6 +74,8 @@ class SupervisorMetrics : public supervisor::RelayObserver,
   Family<Counter>& budget_refusals_;
   Family<Counter>& egress_decisions_;
   Family<Counter>& egress_bytes_;
+  Family<Counter>& webhook_attempts_;
+  Counter& webhook_given_up_;
 };
 
 }  // namespace corral::api

@@ -20,6 +20,7 @@
 #include "rootfs/mount_plan.h"
 #include "supervisor/config_fleet.h"
 #include "supervisor/config_images.h"
+#include "supervisor/config_webhooks.h"
 #include "supervisor/loopback_ports.h"
 #include "supervisor/relay/upstream_url.h"
 
@@ -459,8 +460,18 @@ std::string ApplyPrices(const toml::node& node, DaemonConfig& config) {
   return "";
 }
 
+// The table with [webhooks]' keys, which config_webhooks.h parses.
+std::vector<KeySpec> WithWebhooksKeys(std::vector<KeySpec> table) {
+  for (std::string_view name : kWebhooksKeys) {
+    table.push_back({"webhooks", name, [name](const toml::node& n, DaemonConfig& c) {
+                       return ParseWebhooksKey(name, n, c.webhooks);
+                     }});
+  }
+  return table;
+}
+
 const std::vector<KeySpec>& Keys() {
-  static const std::vector<KeySpec> keys = {
+  static const std::vector<KeySpec> keys = WithWebhooksKeys({
       {"daemon", "state_dir", AbsolutePathKey(&DaemonConfig::state_dir)},
       {"daemon", "run_dir", AbsolutePathKey(&DaemonConfig::run_dir)},
       {"daemon", "admin_socket", AbsolutePathKey(&DaemonConfig::admin_socket)},
@@ -552,7 +563,7 @@ const std::vector<KeySpec>& Keys() {
       {"images", "max_layers", CountKey(&ImagesConfig::max_layers)},
       {"images", "skopeo", [](const toml::node& n, DaemonConfig& c) { return ParseSkopeoPath(n, c.images.skopeo); }},
       {"images", "registry", [](const toml::node& n, DaemonConfig& c) { return ParseRegistries(n, c.images.registries); }},
-  };
+  });
   return keys;
 }
 
@@ -720,6 +731,7 @@ Status Validate(const DaemonConfig& c, const std::string& origin, const Lines& l
                          std::to_string(rootfs::kMaxImageLayers) + " (an overlay's lower layers)");
   }
   RETURN_IF_ERROR(ValidateStore(c, check));
+  RETURN_IF_ERROR(ValidateWebhooks(c.webhooks, [&check](std::string_view key) { return check.Where({key}); }));
   // sockaddr_un.sun_path holds 107 characters and the terminating NUL.
   if (c.admin_socket.size() >= sizeof(sockaddr_un{}.sun_path)) {
     return Status::Error(check.Where({"daemon.admin_socket"}) + "daemon.admin_socket: longer than " +

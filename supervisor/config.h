@@ -21,6 +21,7 @@
 #include "supervisor/loopback_ports.h"
 #include "supervisor/relay/relay_config.h"
 #include "supervisor/sandboxes/layer_kind.h"
+#include "supervisor/webhooks/webhooks_config.h"
 
 namespace corral::supervisor {
 
@@ -139,11 +140,15 @@ struct DaemonConfig {
   std::string network_netns;                      // the host side of the veths, NAT and filter; "" = corrald's
   Cidr network_full_subnet = *Cidr::Parse("10.231.0.0/16");  // one /30 per sandbox
   std::vector<IpAddress> network_dns;             // IPv4 nameservers in such a sandbox's /etc/resolv.conf
+
+  // [webhooks]: lifecycle events POSTed to the operator's URLs (supervisor/webhooks/)
+  WebhooksConfig webhooks;
 };
 
 // A config reload (SIGHUP; config_reload.cc): copies into `live` what can change while corrald
 // runs ([sandbox]'s defaults, maxima and caps, api.allowed_origins and api.requests_per_minute,
-// the relay's price table and requests_per_minute, egress defaults and allowed_*, [pool] sizes),
+// the relay's price table and requests_per_minute, egress defaults and allowed_*, [pool] sizes,
+// webhooks.urls and webhooks.events),
 // which the daemon reads on its event loop; returns the keys that differ but take effect only at
 // the next start (listeners, paths, cgroups, the relay's upstream and key, ...). The components
 // that keep copies of their own (the server's origins, rate limiters, the relay, the warm pool)

@@ -5,6 +5,7 @@
 
 #include "supervisor/config.h"
 #include "supervisor/config_images.h"
+#include "supervisor/config_webhooks.h"
 
 namespace corral::supervisor {
 
@@ -26,6 +27,13 @@ std::vector<std::string> ApplyReload(DaemonConfig& live, const DaemonConfig& fre
   live.egress_defaults = fresh.egress_defaults;
   live.egress_allowed = fresh.egress_allowed;
   live.pool_sizes = fresh.pool_sizes;
+  // [webhooks]: the URLs and events of the events from now on (webhook_outbox.h); turning
+  // webhooks on or off, and the rest, at the next start. The secret is read at the start.
+  const bool webhooks_restart = WebhooksNeedRestart(live.webhooks, fresh.webhooks);
+  if (!webhooks_restart) {
+    live.webhooks.urls = fresh.webhooks.urls;
+    live.webhooks.events = fresh.webhooks.events;
+  }
 
   std::vector<std::string> restart;
   auto differs = [&](const char* key, bool changed) {
@@ -83,6 +91,7 @@ std::vector<std::string> ApplyReload(DaemonConfig& live, const DaemonConfig& fre
   differs("network", live.network_netns != fresh.network_netns ||
                          live.network_full_subnet.ToString() != fresh.network_full_subnet.ToString() ||
                          live.network_dns != fresh.network_dns);
+  differs("webhooks (on or off, secret_file, ca_file, timeout, retries, max_age, keep)", webhooks_restart);
   return restart;
 }
 

@@ -95,6 +95,7 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
   RateLimiter limiter{config.requests_per_minute};
   bool stopped = false;
   RelayObserver* observer = nullptr;
+  WebhookOutbox* webhooks = nullptr;
 
   void Count(RelayResult result) {
     if (observer != nullptr && !stopped) observer->OnModelRequest(result);
@@ -373,6 +374,8 @@ struct ModelRelay::Impl : std::enable_shared_from_this<Impl> {
         Count(RelayResult::kRefusedBudget);
         Refused(BudgetRefusal::kAi);
         authority.OnBudgetExhausted(who);
+        (void)RecordWebhook(store, webhooks, BudgetExhaustedEvent(who.iss, who.sub, who.sandbox_id, "ai", who.budget,
+                                                                  request.limit_micro_usd, state.spent, now));
         return Refusal{http::status::forbidden, "permission_error",
                        "corral: the AI budget of this " + std::string(WindowName(who.budget.window)) +
                            " is spent (USD " + FormatMicroUsd(state.spent) + " of " +
@@ -626,6 +629,8 @@ void ModelRelay::Reload(PriceTable prices, uint64_t requests_per_minute) {
 }
 
 void ModelRelay::SetObserver(RelayObserver* observer) { impl_->observer = observer; }
+
+void ModelRelay::SetWebhooks(WebhookOutbox* webhooks) { impl_->webhooks = webhooks; }
 
 Status ModelRelay::Recover() {
   StatusOr<int64_t> released = impl_->store.ReleaseNodeBudgetHolds();

@@ -55,6 +55,7 @@
 #include "supervisor/relay/relay_config.h"
 #include "supervisor/store/store.h"
 #include "supervisor/relay/upstream_url.h"
+#include "supervisor/webhooks/webhook_outbox.h"
 
 namespace corral::supervisor {
 
@@ -131,6 +132,9 @@ class ModelRelay : public LoopbackServices {
 
   // Where requests' results, usage and latency are reported (nullptr: nowhere). Set at start.
   void SetObserver(RelayObserver* observer);
+  // Where a refusal for an AI budget spent is recorded as budget.exhausted (once per user and
+  // window; null: nowhere).
+  void SetWebhooks(WebhookOutbox* webhooks);
 
   // For metrics and tests.
   uint64_t requests() const { return requests_; }

@@ -109,7 +109,7 @@ void SandboxManager::CreateFresh(const Caller& caller, const UserCaps& caps, San
                                  Done<SandboxRow> done) {
   auto created = admission_.Insert(caller, caps, row);
   if (!created.ok()) return done(created.status());
-  (void)store_.AppendEvent(created->id, "sandbox.created", "{}");
+  AppendLifecycle(*created, WebhookEventType::kSandboxCreated);
   LogInfo("sandbox", "created", {{"sandbox", created->id}, {"iss", caller.iss}, {"sub", caller.sub}});
   if (!start) return done(*created);
   busy_[created->id] = true;
@@ -209,7 +209,7 @@ void SandboxManager::DoStart(SandboxRow row, Done<SandboxRow> done) {
       row.cpu_billed_usec = 0;  // a new cgroup: its CPU time starts at zero
       row.last_active_at = Now();
       SetState(row, "running");
-      (void)store_.AppendEvent(row.id, "sandbox.started", "{}");
+      AppendLifecycle(row, WebhookEventType::kSandboxStarted);
       if (const auto& attached = launched->network) {
         (void)store_.AppendEvent(row.id, "network",
                                  nlohmann::json{{"mode", kNetworkFull},
@@ -386,6 +386,12 @@ void SandboxManager::StopGracefully(const std::shared_ptr<Live>& live, bool by_r
 
 void SandboxManager::FinishStop(const std::string& id, bool by_request, bool full_network, std::shared_ptr<Live> live,
                                 std::function<void(Status)> done) {
+  // Why: the idle sweep and the compute meter say so before they stop it; otherwise asked.
+  StopReason reason = StopReason::kRequest;
+  if (auto it = stop_reasons_.find(id); it != stop_reasons_.end()) {
+    reason = it->second;
+    stop_reasons_.erase(it);
+  }
   // The commands that have not ended take their figures from the stop (below).
   std::vector<uint64_t> seqs;
   std::vector<std::shared_ptr<Command>> stopped_commands;
@@ -413,7 +419,7 @@ void SandboxManager::FinishStop(const std::string& id, bool by_request, bool ful
     // The fds moved into the asio objects above; reopen the pidfd to wait for the exit.
     process->pidfd.reset();
   }
-  asio::post(pool_, [this, id, process, full_network, live, seqs = std::move(seqs),
+  asio::post(pool_, [this, id, process, full_network, live, reason, seqs = std::move(seqs),
                      stopped_commands = std::move(stopped_commands), done = std::move(done)]() mutable {
     // The figures before the cgroups go: everything in the sandbox is killed first (init's
     // SIGKILL in Stop would take it down too), so what is read next is final.
@@ -429,7 +435,7 @@ void SandboxManager::FinishStop(const std::string& id, bool by_request, bool ful
       if (!detached.ok()) LogError("sandbox", "cannot remove its network", {{"sandbox", id}, {"error", detached.ToString()}});
       if (stopped.ok()) stopped = detached;
     }
-    asio::post(io_, [this, id, stopped, live, figures = std::move(figures),
+    asio::post(io_, [this, id, stopped, live, reason, figures = std::move(figures),
                      stopped_commands = std::move(stopped_commands), done = std::move(done)]() mutable {
       if (!stopped.ok()) LogError("sandbox", "stop failed", {{"sandbox", id}, {"error", stopped.ToString()}});
       if (live && figures.sandbox.ok()) meter_.Debit(live->compute, *figures.sandbox);  // the last of its CPU time
@@ -441,7 +447,8 @@ void SandboxManager::FinishStop(const std::string& id, bool by_request, bool ful
         (*current)->init_pid = 0;
         (*current)->init_start_time = 0;
         SetState(**current, "stopped");
-        (void)store_.AppendEvent(id, "sandbox.stopped", "{}");
+        AppendLifecycle(**current, WebhookEventType::kSandboxStopped,
+                        nlohmann::json{{"reason", std::string(StopReasonName(reason))}}.dump(), reason);
       }
       done(stopped);
     });
@@ -476,12 +483,12 @@ void SandboxManager::Destroy(const Caller& caller, const std::string& id, Done<b
   if (!row.ok()) return done(row.status());
   if (busy_[id]) return done(Status::Error("sandbox " + id + " is " + row->state, EBUSY));
   busy_[id] = true;
-  auto destroy = [this, id, done = std::move(done)](Status) mutable {
+  auto destroy = [this, id, owner = *row, done = std::move(done)](Status) mutable {
     auto current = store_.GetSandbox(id);
     if (current.ok() && current->has_value()) SetState(**current, "destroying");
-    asio::post(pool_, [this, id, done = std::move(done)]() mutable {
+    asio::post(pool_, [this, id, owner, done = std::move(done)]() mutable {
       Status destroyed = host_.Destroy(id);
-      asio::post(io_, [this, id, destroyed, done = std::move(done)]() mutable {
+      asio::post(io_, [this, id, owner, destroyed, done = std::move(done)]() mutable {
         busy_.erase(id);
         if (!destroyed.ok()) {
           LogError("sandbox", "destroy failed", {{"sandbox", id}, {"error", destroyed.ToString()}});
@@ -489,7 +496,7 @@ void SandboxManager::Destroy(const Caller& caller, const std::string& id, Done<b
         }
         Status deleted = store_.DeleteSandbox(id);
         if (!deleted.ok() && deleted.error_number() != ENOENT) return done(deleted);
-        (void)store_.AppendEvent(id, "sandbox.destroyed", "{}");
+        AppendLifecycle(owner, WebhookEventType::kSandboxDestroyed);
         LogInfo("sandbox", "destroyed", {{"sandbox", id}});
         done(true);
       });

@@ -209,8 +209,8 @@ void SandboxManager::ClaimPooled(const Caller& caller, const UserCaps& caps, San
       row.cpu_billed_usec = static_cast<int64_t>(*used);
       row.last_active_at = Now();
       SetState(row, "running");
-      (void)store_.AppendEvent(row.id, "sandbox.created", "{}");
-      (void)store_.AppendEvent(row.id, "sandbox.started", "{}");
+      AppendLifecycle(row, WebhookEventType::kSandboxCreated);
+      AppendLifecycle(row, WebhookEventType::kSandboxStarted);
       LogInfo("sandbox", "created from the pool", {{"sandbox", row.id}, {"iss", row.iss}, {"sub", row.sub}});
       OnStarted(row, std::move(held->process), std::move(held->listeners));
       done(row);

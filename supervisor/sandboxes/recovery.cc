@@ -7,6 +7,8 @@
 #include <set>
 #include <utility>
 
+#include <nlohmann/json.hpp>
+
 #include "common/log.h"
 #include "supervisor/sandboxes/full_network.h"
 #include "supervisor/ids.h"
@@ -83,6 +85,10 @@ StatusOr<bool> SandboxManager::RecoverSandbox(SandboxRow& row) {
   row.init_pid = 0;
   row.init_start_time = 0;
   SetState(row, "stopped");
+  // Found dead at this start: the host restarted, or its init died while no daemon ran.
+  AppendLifecycle(row, WebhookEventType::kSandboxStopped,
+                  nlohmann::json{{"reason", std::string(StopReasonName(StopReason::kNodeFailure))}}.dump(),
+                  StopReason::kNodeFailure);
   return false;
 }
 

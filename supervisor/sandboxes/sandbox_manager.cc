@@ -234,10 +234,28 @@ void SandboxManager::SweepIdle() {
   for (const std::string& id : idle) {
     LogInfo("sandbox", "idle timeout: stopping", {{"sandbox", id}});
     busy_[id] = true;
+    stop_reasons_[id] = StopReason::kIdle;
     DoStop(id, /*by_request=*/false, [this, id](Status) {
       busy_.erase(id);
       (void)store_.AppendEvent(id, "sandbox.idle_stopped", "{}");
     });
+  }
+}
+
+void SandboxManager::AppendLifecycle(const SandboxRow& row, WebhookEventType type, const std::string& data_json,
+                                     StopReason reason) {
+  WebhookEvent event;
+  event.type = type;
+  event.iss = row.iss;
+  event.sub = row.sub;
+  event.sandbox_id = row.id;
+  event.source = type == WebhookEventType::kSandboxCreated ? row.source : "";
+  event.reason = reason;
+  std::string name(WebhookEventName(type));
+  auto appended = supervisor::AppendEvent(store_, webhooks_, row.id, name, data_json, event);
+  if (!appended.ok()) {
+    LogError("sandbox", "cannot record an event",
+             {{"sandbox", row.id}, {"event", name}, {"error", appended.status().ToString()}});
   }
 }
 
@@ -297,8 +315,11 @@ void SandboxManager::ComputeExhausted(const std::string& id, const ComputeSpent&
           {{"sandbox", id},
            {"spent_ms", std::to_string(spent.spent_ms)},
            {"budget_ms", std::to_string(spent.budget_ms)}});
-  (void)store_.AppendEvent(id, "sandbox.compute_exhausted",
-                           nlohmann::json{{"spent_ms", spent.spent_ms}, {"budget_ms", spent.budget_ms}}.dump());
+  stop_reasons_[id] = StopReason::kComputeBudget;
+  (void)AppendEvent(store_, webhooks_, id, "sandbox.compute_exhausted",
+                    nlohmann::json{{"spent_ms", spent.spent_ms}, {"budget_ms", spent.budget_ms}}.dump(),
+                    BudgetExhaustedEvent(live->compute.iss, live->compute.sub, id, "compute", live->compute.budget,
+                                         spent.budget_ms, spent.spent_ms, Now()));
   const auto running = live->commands;  // a copy, as in DoStop
   for (auto& [seq, command] : running) command->MarkBudgetExhausted();
   const std::string cgroup = host_.SandboxCgroup(id);

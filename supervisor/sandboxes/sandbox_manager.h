@@ -51,6 +51,7 @@
 #include "supervisor/sandboxes/sandbox_types.h"
 #include "supervisor/sandboxes/warm_pool.h"
 #include "supervisor/store/store.h"
+#include "supervisor/webhooks/webhook_outbox.h"
 
 namespace corral::supervisor {
 
@@ -102,6 +103,9 @@ class SandboxManager {
   void SetDrained(std::function<bool()> drained) { drained_ = std::move(drained); }
   // Where compute budget refusals (a start) and stops (a running sandbox) are reported.
   void SetBudgetObserver(BudgetObserver* observer) { meter_.SetObserver(observer); }
+  // Before Recover: the webhook outbox its lifecycle events (and compute budgets spent) are
+  // recorded in, with the event log's rows (null: none).
+  void SetWebhooks(WebhookOutbox* webhooks) { webhooks_ = webhooks; }
   // Stops timers and lets go of every sandbox (they keep running for the next daemon; its
   // recovery destroys the pooled ones).
   void Detach();
@@ -278,6 +282,9 @@ class SandboxManager {
   void OnStarted(SandboxRow row, SandboxProcess process, std::vector<UniqueFd> listeners);
   // immediate: no SIGTERM and grace period (the sandbox is already frozen or dead).
   void DoStop(const std::string& id, bool by_request, std::function<void(Status)> done, bool immediate = false);
+  // A lifecycle event in the event log, and for the webhooks (sandbox_events.cc).
+  void AppendLifecycle(const SandboxRow& row, WebhookEventType type, const std::string& data_json = "{}",
+                       StopReason reason = StopReason::kRequest);
   // The stop proper, once the commands ended or the grace period is over.
   void FinishStop(const std::string& id, bool by_request, bool full_network, std::shared_ptr<Live> live,
                   std::function<void(Status)> done);
@@ -365,6 +372,8 @@ class SandboxManager {
   std::function<bool()> drained_;
   std::map<std::string, std::shared_ptr<Live>> live_;  // running sandboxes by id
   std::map<std::string, bool> busy_;                   // a lifecycle operation is under way
+  std::map<std::string, StopReason> stop_reasons_;     // why a stop under way was made, when not asked
+  WebhookOutbox* webhooks_ = nullptr;
   std::set<std::string> receiving_;                    // moving here: a part being written
   std::map<std::string, std::shared_ptr<Command>> commands_;  // by command id, until they end
   std::map<std::string, std::shared_ptr<Command>> recent_;    // ended, kept for late attaches

@@ -80,7 +80,7 @@ void SandboxManager::FillLayer(SandboxRow row, LayerSource source, bool start, D
       }
       if (detached_) return;
       SetState(row, "created");
-      (void)store_.AppendEvent(row.id, "sandbox.created", nlohmann::json{{"source", from}}.dump());
+      AppendLifecycle(row, WebhookEventType::kSandboxCreated, nlohmann::json{{"source", from}}.dump());
       LogInfo("sandbox", "created", {{"sandbox", row.id}, {"source", from}, {"iss", row.iss}, {"sub", row.sub}});
       if (!start) return done(row);
       busy_[row.id] = true;

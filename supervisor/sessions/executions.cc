@@ -108,6 +108,25 @@ std::shared_ptr<Executions::Run> Executions::Find(const std::string& id) {
   return it == running_.end() ? nullptr : it->second;
 }
 
+namespace {
+
+// execution.finished of an ended execution's record.
+WebhookEvent FinishedEvent(const ExecutionRow& row) {
+  WebhookEvent event;
+  event.type = WebhookEventType::kExecutionFinished;
+  event.at = row.ended_at;
+  event.iss = row.iss;
+  event.sub = row.sub;
+  event.sandbox_id = row.sandbox_id;
+  json files = json::parse(row.files_json, nullptr, false);
+  event.execution = ExecutionEnd{row.id,          row.state,       row.outcome,        row.session_id,
+                                 row.error,       row.base_commit, row.head_commit,    row.cost_micro_usd,
+                                 files.is_array() ? static_cast<int64_t>(files.size()) : 0};
+  return event;
+}
+
+}  // namespace
+
 void Executions::Save(Run& run) {
   run.row.updated_at = UnixNow();
   Status saved = store_.UpdateExecution(run.row);
@@ -394,7 +413,10 @@ void Executions::Finish(const std::shared_ptr<Run>& run, Status error) {
     run->row.error = run->error;
     if (!run->note.empty()) run->row.error += (run->row.error.empty() ? "" : "; ") + run->note;
     run->row.ended_at = UnixNow();
-    Save(*run);
+    run->row.updated_at = run->row.ended_at;
+    Status saved = RecordWebhook(store_, webhooks_, FinishedEvent(run->row),
+                                 [&] { return store_.UpdateExecution(run->row); });
+    if (!saved.ok()) LogError("execute", "store", {{"execution", id}, {"error", saved.ToString()}});
     LogInfo("execute", "ended", {{"execution", id}, {"state", run->row.state}, {"error", run->error}});
   };
   const bool keep = run->request.keep_sandbox && !run->answer;
@@ -457,7 +479,17 @@ StatusOr<std::string> Executions::Bundle(const Caller& caller, const std::string
 }
 
 Status Executions::Recover() {
-  ASSIGN_OR_RETURN(std::vector<ExecutionRow> failed, store_.FailRunningExecutions("daemon restarted", UnixNow()));
+  // Failed, and their execution.finished recorded, in one transaction.
+  std::vector<ExecutionRow> failed;
+  RETURN_IF_ERROR(store_.InTransaction([&]() -> Status {
+    ASSIGN_OR_RETURN(failed, store_.FailRunningExecutions("daemon restarted", UnixNow()));
+    std::vector<OutboxRow> rows;
+    for (const ExecutionRow& row : failed) {
+      if (webhooks_ == nullptr) break;
+      for (OutboxRow& outbox : webhooks_->RowsOf(FinishedEvent(row))) rows.push_back(std::move(outbox));
+    }
+    return store_.InsertOutbox(rows);
+  }));
   Caller admin;
   admin.admin = true;
   for (const ExecutionRow& row : failed) {

@@ -40,6 +40,7 @@
 #include "supervisor/sandboxes/sandbox_git.h"
 #include "supervisor/sandboxes/sandbox_manager.h"
 #include "supervisor/sessions/session_runner.h"
+#include "supervisor/webhooks/webhook_outbox.h"
 #include "supervisor/store/store.h"
 
 namespace corral::supervisor {
@@ -79,6 +80,10 @@ class Executions {
   // At start, after the sessions' recovery: see above.
   Status Recover();
 
+  // The webhook outbox an execution's end (execution.finished) is recorded in, with its final
+  // record (null: none). Set at start, before Recover.
+  void SetWebhooks(WebhookOutbox* webhooks) { webhooks_ = webhooks; }
+
   // git in the user's interactive sandboxes (the API's git routes), on the same loop.
   SandboxGit& git() { return git_; }
 
@@ -112,6 +117,7 @@ class Executions {
   SandboxManager& manager_;
   SessionRunner& sessions_;
   SandboxGit git_;
+  WebhookOutbox* webhooks_ = nullptr;
   std::map<std::string, std::shared_ptr<Run>> running_;
   // Callbacks handed to the runner and the pool hold it weakly: none runs after destruction.
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);

@@ -360,10 +360,13 @@ void AgentSession::End(const std::string& command_outcome) {
                            {"cost_usd", FormatMicroUsd(row_.cost_micro_usd)}}
                           .dump();
   row_.ended_at = UnixNow();
-  SetState(state);
-  (void)runner_.store_.UpdateSession(row_);
+  // The final row and its session.ended webhook in one write (SetState would write it alone).
+  const bool changed = row_.state != state;
+  row_.state = state;
+  row_.updated_at = row_.ended_at;
+  runner_.SaveEnded(row_, outcome);
+  if (changed) Emit({{"kind", "state"}, {"state", state}});
   events_.Append(StreamEvent::Kind::kExit, 0, row_.outcome_json);
-  runner_.Ended(outcome);
   runner_.OnEnded(*this);
 }
 
@@ -476,8 +479,7 @@ StatusOr<std::shared_ptr<AgentSession>> SessionRunner::Create(const Caller& call
     row.state = resumed ? "idle" : "failed";
     row.outcome_json = json{{"outcome", "start_failed"}, {"error", command.status().message()}}.dump();
     row.ended_at = UnixNow();
-    (void)store_.UpdateSession(row);
-    Ended("start_failed");
+    SaveEnded(row, "start_failed");
     return command.status();
   }
   auto session = std::make_shared<AgentSession>(*this, row, config_.replay_buffer_bytes);
@@ -605,8 +607,7 @@ Status SessionRunner::Recover() {
                             {"cost_usd", FormatMicroUsd(row.cost_micro_usd)}}
                            .dump();
     row.ended_at = UnixNow();
-    (void)store_.UpdateSession(row);
-    Ended("daemon_restarted");
+    SaveEnded(row, "daemon_restarted");
   }
   return Status();
 }

@@ -36,6 +36,7 @@
 #include "supervisor/store/store.h"
 #include "supervisor/sessions/image_agent.h"
 #include "supervisor/sessions/tool_bridge.h"
+#include "supervisor/webhooks/webhook_outbox.h"
 
 namespace corral::supervisor {
 
@@ -146,6 +147,9 @@ class SessionRunner : public ToolAuthority {
   void SetClaudeRuntime(const AgentRuntime& runtime) { claude_runtime_ = runtime; }
   // Where ended sessions are reported (nullptr: nowhere). Set at start, before Recover.
   void SetObserver(SessionObserver* observer) { observer_ = observer; }
+  // The webhook outbox a session's end (session.ended) and an AI budget spent (budget.exhausted)
+  // are recorded in (null: none). Set at start, before Recover.
+  void SetWebhooks(WebhookOutbox* webhooks) { webhooks_ = webhooks; }
   // Sessions whose agent runs now, by state (every running state, 0 included). For metrics.
   std::map<std::string, int64_t> CountByState() const;
 
@@ -183,6 +187,9 @@ class SessionRunner : public ToolAuthority {
   void Ended(std::string_view outcome) {
     if (observer_ != nullptr) observer_->OnSessionEnded(outcome);
   }
+  // An ended session's row, stored with its session.ended webhook in one transaction, and its
+  // outcome counted (session_webhooks.cc).
+  void SaveEnded(const SessionRow& row, const std::string& outcome);
   void OnUsage(const RelayClient& client, const ModelUsage& usage, int64_t cost);
   void OnExhausted(const RelayClient& client);
   StatusOr<std::shared_ptr<AgentSession>> Live(const Caller& caller, const std::string& id);
@@ -197,6 +204,7 @@ class SessionRunner : public ToolAuthority {
   SandboxManager& manager_;
   RelayKeys& keys_;
   SessionObserver* observer_ = nullptr;
+  WebhookOutbox* webhooks_ = nullptr;
   std::map<std::string, std::shared_ptr<AgentSession>> live_;
   std::map<std::string, std::shared_ptr<AgentSession>> recent_;
   std::vector<std::string> recent_order_;

@@ -276,6 +276,34 @@ struct BudgetHoldAnswer {
 
 enum class Synchronous { kNormal, kFull };
 
+// One delivery of a webhook event to one URL, in the outbox (supervisor/webhooks/): written with
+// what the event is about, then sent until the URL takes it (at least once), or given up.
+struct OutboxRow {
+  std::string id;               // the event's "wh_..." id, the same on every attempt and for every URL
+  std::string url;
+  std::string type;             // "sandbox.stopped", ...
+  std::string body;             // the exact JSON bytes signed and sent on every attempt
+  int64_t created_at = 0;       // unix seconds: the event's
+  int64_t attempts = 0;         // made so far
+  int64_t next_attempt_ms = 0;  // unix milliseconds: not tried before
+  int64_t delivered_at = 0;     // unix seconds; 0 until a 2xx
+  int64_t given_up_at = 0;      // unix seconds; 0 unless it outlived webhooks.max_age
+  std::string last_error;       // why the last attempt failed; ""
+  std::string lease_node;       // the node delivering it now; "" (ClaimOutbox)
+  int64_t lease_until_ms = 0;   // its lease ends: another node may take the row after this
+};
+
+// What came of one attempt (Store::FinishOutboxAttempt).
+struct OutboxAttempt {
+  std::string id;
+  std::string url;
+  bool delivered = false;
+  bool give_up = false;         // failed, and too old to try again
+  int64_t at = 0;               // unix seconds: delivered_at or given_up_at
+  int64_t next_attempt_ms = 0;  // failed: the next attempt's time
+  std::string error;            // failed: why ("HTTP 503", "connect: Connection refused", ...)
+};
+
 // Where the store is ([store] in corrald.toml).
 enum class StoreBackend { kSqlite, kPostgresql };
 struct StoreOptions {
@@ -391,6 +419,10 @@ class Store {
                                 const std::string& data_json);
   StatusOr<std::vector<EventRow>> ListEvents(const std::string& sandbox_id, int64_t after_seq,
                                              int64_t limit = 1000);
+  // The same, with the event's webhook deliveries (one row per URL, OutboxRow) inserted in the same
+  // transaction: an event in the log is never missing from the outbox, nor the reverse.
+  StatusOr<int64_t> AppendEvent(const std::string& sandbox_id, const std::string& type,
+                                const std::string& data_json, const std::vector<OutboxRow>& outbox);
   // Told of every event appended from now on, in seq order, on the appending thread and under
   // the store's lock: it must only hand the row on (post it to an event loop), never call back.
   void SetEventListener(std::function<void(const EventRow&)> listener);
@@ -463,6 +495,27 @@ class Store {
   StatusOr<std::optional<SecretRow>> GetSecret(const std::string& iss, const std::string& sub, const std::string& name);
   StatusOr<std::vector<SecretRow>> ListSecrets(const std::string& iss, const std::string& sub);
   Status DeleteSecret(const std::string& iss, const std::string& sub, const std::string& name);  // ENOENT when absent
+  // The webhook outbox (store_webhooks.cc). InsertOutbox: rows whose (id, url) is there already
+  // are left as they are (an event recorded once, whichever node records it first); joins the
+  // caller's transaction. ClaimOutbox leases to this node, until now_ms + lease_ms, at most
+  // `limit` rows that are due (not delivered, not given up, next_attempt_ms <= now_ms) and not
+  // leased (or whose lease ended: a node that died delivering), earliest first, in one statement:
+  // two nodes never hold one row at once. FinishOutboxAttempt records an attempt of a row this
+  // node holds (attempts + 1, the lease released); false when the node no longer held it (its
+  // lease ended and another node took it). ReleaseOutboxLeases: this node's leases, released (at
+  // its start and stop: what it was sending is due again). PruneOutbox deletes the rows delivered or given up
+  // before `before` (unix seconds); returns how many. OutboxDepth: rows neither delivered nor
+  // given up. ListOutbox: every row, oldest first (tests, the admin's view).
+  Status InsertOutbox(const std::vector<OutboxRow>& rows);
+  StatusOr<std::vector<OutboxRow>> ClaimOutbox(int64_t now_ms, int64_t lease_ms, int64_t limit);
+  StatusOr<bool> FinishOutboxAttempt(const OutboxAttempt& attempt);
+  StatusOr<int64_t> ReleaseOutboxLeases();
+  StatusOr<int64_t> PruneOutbox(int64_t before);
+  StatusOr<int64_t> OutboxDepth();
+  StatusOr<std::vector<OutboxRow>> ListOutbox();
+  // The tokens of a session's model calls, summed from the ledger (its "ai" rows): calls,
+  // input, output, cache write, cache read, in a LedgerRow's fields (id: the calls; amount: the micro-dollars).
+  StatusOr<LedgerRow> SessionUsage(const std::string& session_id);
 
   // Runs `body` in one serializable transaction (SQLite: BEGIN IMMEDIATE ... COMMIT; ROLLBACK
   // when it fails). The methods above may be called inside it; they join the transaction.

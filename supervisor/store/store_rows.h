@@ -42,6 +42,9 @@ constexpr std::string_view kNodeColumns =
 constexpr std::string_view kLedgerColumns =
     "id, iss, sub, kind, amount, at, sandbox_id, session_id, model, input_tokens, output_tokens, "
     "cache_write_tokens, cache_read_tokens";
+constexpr std::string_view kOutboxColumns =
+    "id, url, type, body, created_at, attempts, next_attempt_ms, delivered_at, given_up_at, last_error, lease_node, "
+    "lease_until_ms";
 
 // A table whose first column is its key ("id"): its name, its columns, and what one row is called
 // in errors ("get session ses_...").
@@ -123,6 +126,11 @@ inline auto Fields(RowOf<LedgerRow> auto& r) {
 
 inline auto Fields(RowOf<LedgerTotal> auto& r) {
   return std::tie(r.kind, r.sandbox_id, r.session_id, r.amount, r.count);
+}
+
+inline auto Fields(RowOf<OutboxRow> auto& r) {
+  return std::tie(r.id, r.url, r.type, r.body, r.created_at, r.attempts, r.next_attempt_ms, r.delivered_at,
+                  r.given_up_at, r.last_error, r.lease_node, r.lease_until_ms);
 }
 
 inline auto Fields(RowOf<EventRow> auto& r) {

@@ -260,6 +260,26 @@ CREATE TABLE secrets (
     R"sql(
 ALTER TABLE sandboxes ADD COLUMN secrets_json TEXT COLLATE "C" NOT NULL DEFAULT '';
 )sql",
+    // 4 -> 5: the webhook outbox, as SQLite's 15 -> 16.
+    R"sql(
+CREATE TABLE webhook_outbox (
+  id               TEXT COLLATE "C" NOT NULL,
+  url              TEXT COLLATE "C" NOT NULL,
+  type             TEXT COLLATE "C" NOT NULL,
+  body             TEXT NOT NULL,
+  created_at       BIGINT NOT NULL,
+  attempts         BIGINT NOT NULL DEFAULT 0,
+  next_attempt_ms  BIGINT NOT NULL,
+  delivered_at     BIGINT NOT NULL DEFAULT 0,
+  given_up_at      BIGINT NOT NULL DEFAULT 0,
+  last_error       TEXT NOT NULL DEFAULT '',
+  lease_node       TEXT COLLATE "C" NOT NULL DEFAULT '',
+  lease_until_ms   BIGINT NOT NULL DEFAULT 0,
+  PRIMARY KEY (id, url)
+);
+CREATE INDEX webhook_outbox_due ON webhook_outbox (delivered_at, given_up_at, next_attempt_ms);
+CREATE INDEX ledger_by_session ON ledger (session_id);
+)sql",
 };
 constexpr int kPostgresLatest = static_cast<int>(std::size(kPostgresMigrations));
 

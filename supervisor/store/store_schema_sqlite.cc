@@ -311,6 +311,29 @@ CREATE TABLE secrets (
     R"sql(
 ALTER TABLE sandboxes ADD COLUMN secrets_json TEXT NOT NULL DEFAULT '';
 )sql",
+    // 15 -> 16: the webhook outbox (supervisor/webhooks/): one row per event and URL, written in
+    // the transaction of what the event is about, its body kept as signed, leased to one node at
+    // a time while it is sent. Times: unix seconds, but the *_ms (milliseconds). And the ledger by
+    // session, for a session's usage when it ends.
+    R"sql(
+CREATE TABLE webhook_outbox (
+  id               TEXT NOT NULL,
+  url              TEXT NOT NULL,
+  type             TEXT NOT NULL,
+  body             TEXT NOT NULL,
+  created_at       INTEGER NOT NULL,
+  attempts         INTEGER NOT NULL DEFAULT 0,
+  next_attempt_ms  INTEGER NOT NULL,
+  delivered_at     INTEGER NOT NULL DEFAULT 0,
+  given_up_at      INTEGER NOT NULL DEFAULT 0,
+  last_error       TEXT NOT NULL DEFAULT '',
+  lease_node       TEXT NOT NULL DEFAULT '',
+  lease_until_ms   INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY (id, url)
+) STRICT;
+CREATE INDEX webhook_outbox_due ON webhook_outbox (delivered_at, given_up_at, next_attempt_ms);
+CREATE INDEX ledger_by_session ON ledger (session_id);
+)sql",
 };
 constexpr int kLatestSchemaVersion = static_cast<int>(std::size(kMigrations));
 constexpr int kMinSqliteVersion = 3037000;  // STRICT tables.

@@ -28,6 +28,10 @@ const std::set<std::string> kNotConfigKeys = {
     "sandbox.egress",   // sandbox event type
     "sandbox.moved",    // sandbox event type (a drain moved it to another node)
     "sandbox.secrets",  // sandbox event type (its secrets changed)
+    "sandbox.created",  // sandbox event and webhook types (docs/PROTOCOL.md "Webhooks")
+    "sandbox.started",
+    "sandbox.stopped",
+    "sandbox.destroyed",
 };
 
 struct Reference {
@@ -150,9 +154,10 @@ std::vector<std::string> Problems(const std::vector<Reference>& refs, const std:
     }
     if (!ref.value.empty()) {
       // A key that only means something beside another is tried beside it.
-      const std::string beside = ref.section == "store" && (ref.key == "url" || ref.key == "url_file")
-                                     ? "backend = \"postgresql\"\n"
-                                     : "";
+      std::string beside = ref.section == "store" && (ref.key == "url" || ref.key == "url_file")
+                               ? "backend = \"postgresql\"\n"
+                               : "";
+      if (ref.section == "webhooks" && ref.key == "urls") beside = "secret_file = \"/etc/corral/webhook-secret\"\n";
       auto parsed =
           ParseConfig("[" + ref.section + "]\n" + ref.key + " = " + ref.value + "\n" + beside, ref.file);
       if (!parsed.ok()) problems.push_back(ref.Where() + " = " + ref.value + ": " + parsed.status().message());

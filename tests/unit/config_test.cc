@@ -73,6 +73,11 @@ std::string Dump(const DaemonConfig& c) {
   for (const auto& r : c.images.registries) {
     out << r.host << "/" << r.insecure << "/" << r.username << "/" << r.password_file << ",";
   }
+  const WebhooksConfig& w = c.webhooks;
+  out << "\nwebhooks=" << w.secret_file << "/" << w.ca_file << "/" << w.timeout_s << "/" << w.retry_min_s << "/"
+      << w.retry_max_s << "/" << w.max_age_s << "/" << w.keep_s << "/";
+  for (const auto& url : w.urls) out << url << ",";
+  for (WebhookEventType type : w.events) out << WebhookEventName(type) << ",";
   out << "\nrelay_prices=";
   for (const auto& [model, price] : c.relay.prices.entries()) {
     out << model << ":" << price.input << "/" << price.output << "/" << price.cache_write << "/" << price.cache_read
@@ -415,8 +420,8 @@ TEST(ConfigTest, DistConfigDocumentsEveryKeyWithItsDefault) {
       uncommented += line + "\n";
     }
   }
-  EXPECT_EQ(keys, 84);  // every field of DaemonConfig but the prices, store.url(_file), node.id/address and
-                        // node.cluster_secret_file; listen sets two
+  EXPECT_EQ(keys, 91);  // every field of DaemonConfig but the prices, store.url(_file), node.id/address,
+                        // node.cluster_secret_file and webhooks.urls/secret_file; listen sets two
   auto parsed = ParseConfig(uncommented, "uncommented");
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   EXPECT_EQ(Dump(*parsed), Dump(DaemonConfig{}));

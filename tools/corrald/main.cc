@@ -54,6 +54,7 @@
 #include "supervisor/loopback_group.h"
 #include "supervisor/sessions/tool_bridge.h"
 #include "supervisor/egress/egress_proxy.h"
+#include "tools/corrald/root_files.h"
 #include "tools/corrald/secrets_setup.h"
 #include "supervisor/fleet/fleet_router.h"
 #include "supervisor/fleet/node_registry.h"
@@ -66,6 +67,8 @@
 #include "supervisor/sandboxes/sandbox_host.h"
 #include "supervisor/relay/model_relay.h"
 #include "supervisor/relay/relay_keys.h"
+#include "supervisor/webhooks/webhook_deliverer.h"
+#include "supervisor/webhooks/webhook_outbox.h"
 #include "supervisor/sandboxes/sandbox_manager.h"
 #include "supervisor/sessions/session_runner.h"
 #include "supervisor/store/store.h"
@@ -232,37 +235,40 @@ void ArmWatchdogIfAsked(boost::asio::steady_timer& timer) {
   if (sd_watchdog_enabled(0, &usec) > 0) ArmWatchdog(timer, std::chrono::microseconds(usec));
 }
 
-// The trimmed text of a file that holds a secret: a regular file that only root may read. `key`
-// names the setting in errors.
-StatusOr<std::string> ReadRootSecretFile(const std::string& key, const std::string& path) {
-  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-  if (!fd) return ErrnoError(key + ": open " + path);
-  struct stat st;
-  if (fstat(fd.get(), &st) != 0) return ErrnoError(key + ": stat " + path);
-  if (!S_ISREG(st.st_mode)) return Status::Error(key + ": " + path + " is not a regular file");
-  if ((st.st_mode & 077) != 0 || st.st_uid != 0) {
-    return Status::Error(key + ": " + path + " must belong to root and be readable by it alone "
-                         "(chown root " + path + "; chmod 600 " + path + ")");
+// [webhooks]: the outbox the services record lifecycle events in and the deliverer that sends
+// them, signed with webhooks.secret_file (root's alone, at least 32 bytes). None without URLs.
+struct Webhooks {
+  // The services record their events in the outbox (set before their recovery).
+  void Wire(supervisor::SandboxManager& manager, supervisor::ModelRelay& relay, supervisor::SessionRunner& sessions,
+            supervisor::Executions& executions) {
+    manager.SetWebhooks(outbox.get());
+    relay.SetWebhooks(outbox.get());
+    sessions.SetWebhooks(outbox.get());
+    executions.SetWebhooks(outbox.get());
   }
-  auto text = ReadFileToString(path);
-  if (!text.ok()) return text.status();
-  std::string secret = *text;
-  while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r' || secret.back() == ' ')) secret.pop_back();
-  return secret;
-}
+  // After the recovery: what the outbox holds from before (a restart, a receiver down), and what
+  // comes from now on.
+  Status Start() { return deliverer ? deliverer->Start() : Status(); }
+  void Stop() {
+    if (deliverer) deliverer->Stop();
+  }
 
-// The relay's settings as configured, with the operator's key read from its file, which only root
-// may read.
-StatusOr<supervisor::RelayConfig> RelayConfigOf(const supervisor::DaemonConfig& config) {
-  supervisor::RelayConfig relay = config.relay;
-  if (relay.api_key_file.empty()) return relay;
-  const std::string& path = relay.api_key_file;
-  ASSIGN_OR_RETURN(std::string key, ReadRootSecretFile("relay.api_key_file", path));
-  if (key.empty() || key.find_first_of(" \t\r\n") != std::string::npos) {
-    return Status::Error("relay.api_key_file: " + path + " must hold the key alone, on one line");
-  }
-  relay.api_key = std::move(key);
-  return relay;
+  std::unique_ptr<supervisor::WebhookOutbox> outbox;
+  std::unique_ptr<supervisor::WebhookDeliverer> deliverer;
+};
+StatusOr<Webhooks> WebhooksOf(const supervisor::DaemonConfig& config, supervisor::Store& store,
+                              api::SupervisorMetrics* observer) {
+  Webhooks made;
+  if (config.webhooks.urls.empty()) return made;
+  supervisor::WebhooksConfig webhooks = config.webhooks;
+  const std::string& path = webhooks.secret_file;
+  ASSIGN_OR_RETURN(webhooks.secret, ReadRootSecretFile("webhooks.secret_file", path));
+  if (webhooks.secret.size() < 32) return Status::Error("webhooks.secret_file: " + path + " holds less than 32 bytes");
+  made.outbox = std::make_unique<supervisor::WebhookOutbox>(webhooks, store.node_id());
+  made.deliverer = std::make_unique<supervisor::WebhookDeliverer>(store, std::move(webhooks), observer);
+  made.outbox->SetWake([deliverer = made.deliverer.get()] { deliverer->Wake(); });
+  observer->SetWebhooks(made.deliverer.get());  // corral_webhook_outbox_pending
+  return made;
 }
 
 // The command line. Returns the exit code when corrald is to stop here (--help, --version, a
@@ -401,27 +407,17 @@ Status ServeExtrasAndListen(api::Server& server, api::Metrics& metrics, const su
   return Status();
 }
 
-// The egress proxy when egress.enabled (else null), reporting to `observer`, handed to the manager.
-StatusOr<std::unique_ptr<supervisor::EgressProxy>> EgressIfEnabled(boost::asio::io_context& io,
-                                                                   const supervisor::DaemonConfig& config,
-                                                                   supervisor::Store& store,
-                                                                   api::SupervisorMetrics& observer,
-                                                                   supervisor::SandboxManager& manager) {
-  if (!config.egress_enabled) return std::unique_ptr<supervisor::EgressProxy>();
-  ASSIGN_OR_RETURN(std::unique_ptr<supervisor::EgressProxy> egress, MakeEgressProxy(io, config, store));
-  egress->SetObserver(&observer);
-  manager.SetEgressProxy(egress.get());
-  return egress;
-}
-
 // What the daemon finds at its start: the budget holds of its calls that died with its last run
-// (before a sandbox's relay is served), its sandboxes, their sessions, its executions.
+// (before a sandbox's relay is served), its sandboxes, their sessions, its executions, and the
+// webhooks their events left to send (with those recovering made).
 Status RecoverAll(supervisor::ModelRelay& relay, supervisor::SandboxManager& manager,
-                  supervisor::SessionRunner& sessions, supervisor::Executions& executions) {
+                  supervisor::SessionRunner& sessions, supervisor::Executions& executions, Webhooks& webhooks) {
+  webhooks.Wire(manager, relay, sessions, executions);
   RETURN_IF_ERROR(relay.Recover());
   RETURN_IF_ERROR(manager.Recover());
   RETURN_IF_ERROR(sessions.Recover());
-  return executions.Recover();
+  RETURN_IF_ERROR(executions.Recover());
+  return webhooks.Start();
 }
 
 // This node's settings ([node]).
@@ -441,6 +437,25 @@ std::string NodeIdOf(const supervisor::DaemonConfig& config) {
   char name[256] = {};
   if (gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "local";
   return name;
+}
+
+// The egress proxy when egress.enabled (else null), reporting to `observer`, and the secrets it
+// adds ([secrets]), handed to the manager.
+struct Egress {
+  std::unique_ptr<supervisor::EgressProxy> proxy;
+  SecretsSetup secrets;
+};
+StatusOr<Egress> EgressIfEnabled(boost::asio::io_context& io, const supervisor::DaemonConfig& config,
+                                 supervisor::Store& store, api::SupervisorMetrics& observer,
+                                 supervisor::SandboxManager& manager) {
+  Egress egress;
+  if (config.egress_enabled) {
+    ASSIGN_OR_RETURN(egress.proxy, MakeEgressProxy(io, config, store));
+    egress.proxy->SetObserver(&observer);
+    manager.SetEgressProxy(egress.proxy.get());
+  }
+  ASSIGN_OR_RETURN(egress.secrets, SetUpSecrets(config, store, NodeIdOf(config), egress.proxy.get(), manager));
+  return egress;
 }
 
 // The store: SQLite in the state dir, with the durability the config asks for, or PostgreSQL
@@ -523,7 +538,7 @@ struct Foundation {
 // for the requests that come next; connections, sandboxes and sessions go on. An invalid file
 // changes nothing.
 void Reload(const Foundation& base, api::Server& server, const std::function<void(uint64_t)>& reload_api,
-            supervisor::ModelRelay& relay, supervisor::SandboxManager& manager) {
+            supervisor::ModelRelay& relay, supervisor::SandboxManager& manager, supervisor::WebhookOutbox* webhooks) {
   supervisor::DaemonConfig& config = *base.config;
   auto fresh = supervisor::LoadConfig(base.config_path, /*missing_ok=*/!base.config_given);
   if (!fresh.ok()) {
@@ -535,6 +550,7 @@ void Reload(const Foundation& base, api::Server& server, const std::function<voi
   reload_api(config.requests_per_minute);
   relay.Reload(config.relay.prices, config.relay.requests_per_minute);
   manager.ReconcilePool();  // [pool]: filled or drained to the new sizes
+  if (webhooks != nullptr) webhooks->Reload(config.webhooks);  // urls and events
   std::string later;
   for (const auto& key : restart) later += (later.empty() ? "" : ", ") + key;
   LogInfo("corrald", "config reloaded", {{"config", base.config_path}});
@@ -625,6 +641,8 @@ int Serve(Foundation& base) {
   api_metrics.SetManager(&manager);
   api::SupervisorMetrics supervisor_metrics(metrics);
   manager.SetBudgetObserver(&supervisor_metrics);
+  auto webhooks = WebhooksOf(*config, *store, &supervisor_metrics);  // [webhooks]
+  if (!webhooks.ok()) return Fail(webhooks.status().ToString());
   // Each sandbox's loopback: the model relay (sessions issue the keys it takes) and the tool
   // bridge (client tools and permission requests, through corral-mcp).
   supervisor::RelayKeys relay_keys;
@@ -636,13 +654,11 @@ int Serve(Foundation& base) {
   supervisor::ToolBridge tool_bridge(io, sessions, supervisor::kToolBridgePort);
   sessions.EnableTools(io, tool_bridge, !mcp->empty());
   StageClaudeCode(*config, host, sessions);
-  // And the egress proxy, the one way out to the network (egress.enabled).
+  // And the egress proxy, the one way out to the network (egress.enabled), with its secrets.
   std::vector<supervisor::LoopbackServices*> loopback_members{&relay, &tool_bridge};
   auto egress = EgressIfEnabled(io, *config, *store, supervisor_metrics, manager);
   if (!egress.ok()) return Fail(egress.status().ToString());
-  if (*egress) loopback_members.push_back(egress->get());
-  auto secrets = SetUpSecrets(*config, *store, NodeIdOf(*config), egress->get(), manager, ReadRootSecretFile);
-  if (!secrets.ok()) return Fail(secrets.status().ToString());
+  if (egress->proxy) loopback_members.push_back(egress->proxy.get());
   supervisor::LoopbackGroup loopback(loopback_members);
   manager.SetLoopbackServices(&loopback);
   // Full network mode ([network]): nothing is made until a "network": "full" sandbox starts, but
@@ -658,7 +674,7 @@ int Serve(Foundation& base) {
   supervisor::NodeRegistry nodes(io, *store, NodeSettingsOf(*config));
   if (Status registered = nodes.Start(); !registered.ok()) return Fail("node: " + registered.ToString());
   manager.SetDrained([&nodes] { return nodes.DrainedNow(); });
-  if (Status recovered = RecoverAll(relay, manager, sessions, executions); !recovered.ok()) {
+  if (Status recovered = RecoverAll(relay, manager, sessions, executions, *webhooks); !recovered.ok()) {
     return Fail("recovery: " + recovered.ToString());
   }
 
@@ -679,7 +695,7 @@ int Serve(Foundation& base) {
   manager.ReconcilePool();  // [pool]: made in the background from here on
 
   boost::asio::signal_set hangups(io, SIGHUP);
-  OnEachHangup(hangups, [&] { Reload(base, server, reload_api, relay, manager); });
+  OnEachHangup(hangups, [&] { Reload(base, server, reload_api, relay, manager, webhooks->outbox.get()); });
   boost::asio::signal_set signals(io, SIGTERM, SIGINT);
   signals.async_wait([&](boost::system::error_code ec, int signal) {
     if (ec) return;
@@ -690,6 +706,7 @@ int Serve(Foundation& base) {
     fleet.Stop();
     server.Stop();
     manager.Detach();
+    webhooks->Stop();
     io.stop();
   });
   boost::asio::steady_timer watchdog(io);

@@ -2,15 +2,16 @@
 
 #include "common/log.h"
 #include "supervisor/egress/secret_tls.h"
+#include "tools/corrald/root_files.h"
 
 namespace corral {
 
 StatusOr<SecretsSetup> SetUpSecrets(const supervisor::DaemonConfig& config, supervisor::Store& store,
                                     const std::string& label, supervisor::EgressProxy* egress,
-                                    supervisor::SandboxManager& manager, const RootFileReader& read_root_file) {
+                                    supervisor::SandboxManager& manager) {
   SecretsSetup setup;
   if (config.secrets_key_file.empty()) return setup;
-  ASSIGN_OR_RETURN(std::string text, read_root_file("secrets.key_file", config.secrets_key_file));
+  ASSIGN_OR_RETURN(std::string text, ReadRootSecretFile("secrets.key_file", config.secrets_key_file));
   auto box = supervisor::SecretBox::FromBase64(text);
   std::fill(text.begin(), text.end(), '\0');
   if (!box.ok()) return Status::Error("secrets.key_file: " + config.secrets_key_file + ": " + box.status().message());

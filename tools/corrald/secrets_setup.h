@@ -3,7 +3,6 @@
 // unset: a sandbox naming secrets is then refused, and the API's secret routes answer 501.
 #pragma once
 
-#include <functional>
 #include <memory>
 #include <string>
 
@@ -24,12 +23,10 @@ struct SecretsSetup {
   std::unique_ptr<supervisor::TrustBundles> trust;      // with the egress proxy only
 };
 
-// `read_root_file(key, path)`: the trimmed text of a file only root may read (corrald's
-// ReadRootSecretFile). `egress` null: egress.enabled is off (secrets can be kept, not used).
-// `label` names this node in the CA's subject.
-using RootFileReader = std::function<StatusOr<std::string>(const std::string& key, const std::string& path)>;
+// `egress` null: egress.enabled is off (secrets can be kept, not used). `label` names this node in
+// the CA's subject.
 StatusOr<SecretsSetup> SetUpSecrets(const supervisor::DaemonConfig& config, supervisor::Store& store,
                                     const std::string& label, supervisor::EgressProxy* egress,
-                                    supervisor::SandboxManager& manager, const RootFileReader& read_root_file);
+                                    supervisor::SandboxManager& manager);
 
 }  // namespace corral
