@@ -123,6 +123,46 @@ awaitable<void> Pump(TlsStream& from, TlsStream& to, bool up, SecretTlsHooks& ho
   }
 }
 
+// The server's answer head(s) to the sandbox: an interim 1xx as it is, then the final head with
+// `Connection: close` (a 101's as it is: the connection is the upgrade's from then on), then what
+// came with it. False when the server's side ended or failed first.
+awaitable<bool> ForwardResponseHead(TlsStream& server, TlsStream& sandbox, SecretTlsHooks& hooks,
+                                    uint64_t idle_timeout_s) {
+  beast::flat_buffer buffer;
+  boost::system::error_code ec;
+  for (;;) {
+    http::response_parser<http::empty_body> parser;
+    parser.header_limit(kMaxHeadBytes);
+    parser.eager(false);
+    server.next_layer().expires_after(std::chrono::seconds(idle_timeout_s));
+    co_await http::async_read_header(server, buffer, parser, asio::redirect_error(use_awaitable, ec));
+    if (ec) co_return false;
+    const http::response<http::empty_body>& response = parser.get();
+    const unsigned status = response.result_int();
+    const bool interim = status >= 100 && status < 200 && status != 101;
+    std::string head = std::string(response.version() == 10 ? "HTTP/1.0 " : "HTTP/1.1 ") + std::to_string(status) +
+                       " " + std::string(response.reason()) + "\r\n";
+    for (const auto& field : response) {
+      const std::string name(field.name_string());
+      if (!interim && status != 101 && (EqualNoCase(name, "Connection") || EqualNoCase(name, "Keep-Alive"))) continue;
+      head += name + ": " + std::string(field.value()) + "\r\n";
+    }
+    if (!interim && status != 101) head += "Connection: close\r\n";
+    head += "\r\n";
+    if (!co_await hooks.relayed(false, head.size())) co_return false;
+    sandbox.next_layer().expires_after(std::chrono::seconds(idle_timeout_s));
+    co_await asio::async_write(sandbox, asio::buffer(head), asio::redirect_error(use_awaitable, ec));
+    if (ec) co_return false;
+    if (interim) continue;
+    if (buffer.size() > 0) {
+      if (!co_await hooks.relayed(false, buffer.size())) co_return false;
+      co_await asio::async_write(sandbox, buffer.data(), asio::redirect_error(use_awaitable, ec));
+      if (ec) co_return false;
+    }
+    co_return true;
+  }
+}
+
 }  // namespace
 
 bool SecretsBoundTo(const std::vector<SandboxSecret>& secrets, std::string_view host, uint16_t port) {
@@ -272,8 +312,11 @@ awaitable<SecretTlsResult> InterceptWithSecrets(beast::tcp_stream& client, beast
     auto up_done = std::make_shared<Finished>(client.get_executor());
     asio::co_spawn(client.get_executor(), Pump(sandbox, server, /*up=*/true, hooks, idle_timeout_s, up_done),
                    asio::detached);
+    // The answer's head says the connection closes too (a server that keeps it open would
+    // otherwise let the client reuse it for a request the proxy never reads); then the rest.
+    const bool answered = co_await ForwardResponseHead(server, sandbox, hooks, idle_timeout_s);
     std::shared_ptr<Finished> no_one_waits;  // named: no temporary among a co_await's arguments (GCC 12)
-    co_await Pump(server, sandbox, /*up=*/false, hooks, idle_timeout_s, no_one_waits);
+    if (answered) co_await Pump(server, sandbox, /*up=*/false, hooks, idle_timeout_s, no_one_waits);
     // The server is done: tell the sandbox (close_notify, briefly), and end its side.
     client.expires_after(kCloseTimeout);
     co_await sandbox.async_shutdown(asio::redirect_error(use_awaitable, ec));

@@ -9,8 +9,8 @@
 //   3. reads the first request's head and rewrites it (InjectSecrets): each secret with a
 //      binding matching it is added (its header set, its placeholder replaced by its value in
 //      the other headers), the connection made to close after this request (so each request is
-//      decided: the client opens a new one for the next), and relays everything after it both
-//      ways as it is.
+//      decided: the client opens a new one for the next; the answer's head says so to the client
+//      too, whatever the server said), and relays everything after it both ways as it is.
 // Every other CONNECT stays an opaque tunnel, and plain http:// requests never get a secret.
 #pragma once
 
