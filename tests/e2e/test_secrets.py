@@ -343,6 +343,20 @@ node -e 'console.log(require("corral-hello"))'
         status, _ = self.curl(token, plain, "-k", "https://registry.test/private/npm/corral-hello")
         self.assertEqual(status, 401)
 
+    def test_a_server_that_keeps_the_connection_open_gets_each_request_with_the_secret(self):
+        token = self.token("sticky")
+        self.put_secret(token, "STICKY_TOKEN", [{"hosts": ["registry.test"], "path_prefixes": ["/private/sticky/"]}])
+        sid = self.sandbox(token, ["STICKY_TOKEN"])
+        self.inet.clear_logs()
+        # One curl, three URLs: it reuses a connection unless the answer says it closes.
+        out = self.sh(token, sid, "curl -sS --max-time 20 --http1.1 https://registry.test/private/sticky/a "
+                                  "https://registry.test/private/sticky/b https://registry.test/private/sticky/c")
+        self.assertEqual(out.split(), ["sticky", "a", "sticky", "b", "sticky", "c"], out)
+        seen = [r["path"] for r in self.token_seen(PUBLIC_ADDRESS)]
+        self.assertEqual(sorted(seen), ["/private/sticky/a", "/private/sticky/b", "/private/sticky/c"])
+        connections = [e for e in self.events(token, sid, "egress") if e.get("tls") == "intercepted"]
+        self.assertEqual(len(connections), 3, connections)  # a connection each
+
     def test_a_server_that_does_not_verify_is_refused_before_the_request(self):
         token = self.token("verifier")
         self.inet.dns.set_record("unverified.test", PUBLIC_ADDRESS)  # not in the server's certificate
