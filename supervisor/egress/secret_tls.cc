@@ -94,8 +94,9 @@ bool EndOfStream(const boost::system::error_code& ec) {
 }
 
 // Relays `from` to `to` until `from` ends (or either fails), through the hooks.
+// `end_both` (when set and true as `from` ends): the whole connection ends with it.
 awaitable<void> Pump(TlsStream& from, TlsStream& to, bool up, SecretTlsHooks& hooks, uint64_t idle_timeout_s,
-                     std::shared_ptr<Finished> done) {
+                     std::shared_ptr<Finished> done, std::shared_ptr<bool> end_both) {
   struct Signal {
     std::shared_ptr<Finished> done;
     ~Signal() {
@@ -115,8 +116,8 @@ awaitable<void> Pump(TlsStream& from, TlsStream& to, bool up, SecretTlsHooks& ho
     co_await asio::async_write(to, asio::buffer(chunk.data(), n), asio::redirect_error(use_awaitable, ec));
     if (ec) break;
   }
-  if (ec && !EndOfStream(ec)) {
-    // A reset or a timeout: the whole connection is over.
+  if ((ec && !EndOfStream(ec)) || (end_both && *end_both)) {
+    // A reset or a timeout, or the sandbox gone once it had its answer: the whole connection is over.
     boost::system::error_code ignored;
     from.next_layer().socket().shutdown(tcp::socket::shutdown_both, ignored);
     to.next_layer().socket().shutdown(tcp::socket::shutdown_both, ignored);
@@ -310,13 +311,18 @@ awaitable<SecretTlsResult> InterceptWithSecrets(beast::tcp_stream& client, beast
   }
   if (go_on) {
     auto up_done = std::make_shared<Finished>(client.get_executor());
-    asio::co_spawn(client.get_executor(), Pump(sandbox, server, /*up=*/true, hooks, idle_timeout_s, up_done),
-                   asio::detached);
+    // Once the answer's head has gone, the sandbox closing its side ends the connection: a server
+    // that keeps it open (whatever Connection: close said) is not waited for.
+    auto answered_head = std::make_shared<bool>(false);
+    asio::co_spawn(client.get_executor(),
+                   Pump(sandbox, server, /*up=*/true, hooks, idle_timeout_s, up_done, answered_head), asio::detached);
     // The answer's head says the connection closes too (a server that keeps it open would
     // otherwise let the client reuse it for a request the proxy never reads); then the rest.
     const bool answered = co_await ForwardResponseHead(server, sandbox, hooks, idle_timeout_s);
+    *answered_head = answered;  // (a sandbox side that ended before the answer: the answer still goes)
     std::shared_ptr<Finished> no_one_waits;  // named: no temporary among a co_await's arguments (GCC 12)
-    if (answered) co_await Pump(server, sandbox, /*up=*/false, hooks, idle_timeout_s, no_one_waits);
+    std::shared_ptr<bool> not_both;
+    if (answered) co_await Pump(server, sandbox, /*up=*/false, hooks, idle_timeout_s, no_one_waits, not_both);
     // The server is done: tell the sandbox (close_notify, briefly), and end its side.
     client.expires_after(kCloseTimeout);
     co_await sandbox.async_shutdown(asio::redirect_error(use_awaitable, ec));
