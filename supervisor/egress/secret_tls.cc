@@ -164,6 +164,28 @@ awaitable<bool> ForwardResponseHead(TlsStream& server, TlsStream& sandbox, Secre
   }
 }
 
+// TLS with the server, its certificate verified for `host` (a name, with SNI, or an address):
+// "" or why not.
+awaitable<std::string> VerifiedHandshake(TlsStream& server, const std::string& host, uint16_t port) {
+  SSL* ssl = server.native_handle();
+  unsigned char address[16];
+  const bool literal = inet_pton(AF_INET, host.c_str(), address) == 1 || inet_pton(AF_INET6, host.c_str(), address) == 1;
+  X509_VERIFY_PARAM* param = SSL_get0_param(ssl);
+  X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+  const bool named = literal ? X509_VERIFY_PARAM_set1_ip_asc(param, host.c_str()) == 1
+                             : (SSL_set_tlsext_host_name(ssl, host.c_str()) == 1 &&
+                                X509_VERIFY_PARAM_set1_host(param, host.c_str(), host.size()) == 1);
+  if (!named) co_return "TLS set-up for " + host + " failed";
+  boost::system::error_code ec;
+  server.next_layer().expires_after(kHandshakeTimeout);
+  co_await server.async_handshake(asio::ssl::stream_base::client, asio::redirect_error(use_awaitable, ec));
+  if (!ec) co_return std::string();
+  const long verify = SSL_get_verify_result(ssl);
+  co_return "TLS with " + host + " port " + std::to_string(port) + " failed: " +
+      (verify != X509_V_OK ? std::string("its certificate does not verify (") + X509_verify_cert_error_string(verify) + ")"
+                           : ec.message());
+}
+
 }  // namespace
 
 bool SecretsBoundTo(const std::vector<SandboxSecret>& secrets, std::string_view host, uint16_t port) {
@@ -237,28 +259,8 @@ awaitable<SecretTlsResult> InterceptWithSecrets(beast::tcp_stream& client, beast
   boost::system::error_code ec;
   // 1. The server, verified for the host.
   TlsStream server(upstream, upstream_tls);
-  SSL* ssl = server.native_handle();
-  unsigned char address[16];
-  const bool literal = inet_pton(AF_INET, host.c_str(), address) == 1 || inet_pton(AF_INET6, host.c_str(), address) == 1;
-  X509_VERIFY_PARAM* param = SSL_get0_param(ssl);
-  X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
-  const bool named = literal ? X509_VERIFY_PARAM_set1_ip_asc(param, host.c_str()) == 1
-                             : (SSL_set_tlsext_host_name(ssl, host.c_str()) == 1 &&
-                                X509_VERIFY_PARAM_set1_host(param, host.c_str(), host.size()) == 1);
-  if (!named) {
-    result.upstream_error = "TLS set-up for " + host + " failed";
-    co_return result;
-  }
-  upstream.expires_after(kHandshakeTimeout);
-  co_await server.async_handshake(asio::ssl::stream_base::client, asio::redirect_error(use_awaitable, ec));
-  if (ec) {
-    const long verify = SSL_get_verify_result(ssl);
-    result.upstream_error = "TLS with " + host + " port " + std::to_string(port) + " failed: " +
-                            (verify != X509_V_OK ? std::string("its certificate does not verify (") +
-                                                       X509_verify_cert_error_string(verify) + ")"
-                                                 : ec.message());
-    co_return result;
-  }
+  result.upstream_error = co_await VerifiedHandshake(server, host, port);
+  if (!result.upstream_error.empty()) co_return result;
   // 2. The sandbox's side, with the CA's certificate for the host.
   client.expires_after(kHandshakeTimeout);
   co_await asio::async_write(client, asio::buffer(hooks.established), asio::redirect_error(use_awaitable, ec));
