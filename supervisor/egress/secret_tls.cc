@@ -26,7 +26,7 @@ using Clock = std::chrono::steady_clock;
 using TlsStream = asio::ssl::stream<beast::tcp_stream&>;
 
 constexpr size_t kMaxHeadBytes = 64 * 1024;
-constexpr size_t kChunk = 64 * 1024;
+constexpr size_t kTlsChunk = 64 * 1024;
 constexpr auto kHandshakeTimeout = std::chrono::seconds(15);
 constexpr auto kCloseTimeout = std::chrono::seconds(2);
 
@@ -105,7 +105,7 @@ awaitable<void> Pump(TlsStream& from, TlsStream& to, bool up, SecretTlsHooks& ho
       done->timer.cancel();
     }
   } signal{done};
-  std::vector<char> chunk(kChunk);
+  std::vector<char> chunk(kTlsChunk);
   boost::system::error_code ec;
   for (;;) {
     from.next_layer().expires_after(std::chrono::seconds(idle_timeout_s));

@@ -25,7 +25,7 @@ bool Reserved(std::string_view name) {
   return name.rfind("ANTHROPIC_", 0) == 0 || name.rfind("CORRAL_", 0) == 0 || name.rfind("CLAUDE_", 0) == 0;
 }
 
-std::string Hex(std::string_view bytes) {
+std::string PlaceholderHex(std::string_view bytes) {
   static constexpr char kDigits[] = "0123456789abcdef";
   std::string out;
   for (unsigned char c : bytes) {
@@ -157,7 +157,7 @@ std::string SecretVault::Placeholder(const std::string& sandbox_id, const std::s
   std::string data = sandbox_id;
   data += '\0';
   data += name;
-  return "corral-placeholder-" + Hex(box_.Tag("placeholder", data).substr(0, 16));
+  return "corral-placeholder-" + PlaceholderHex(box_.Tag("placeholder", data).substr(0, 16));
 }
 
 }  // namespace corral::supervisor
