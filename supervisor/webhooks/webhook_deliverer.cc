@@ -19,16 +19,10 @@
 #include <boost/beast/ssl.hpp>
 
 #include "common/log.h"
+#include "supervisor/proxy_names.h"
 #include "supervisor/webhooks/webhook_body.h"
 
 namespace corral::supervisor {
-
-namespace asio = boost::asio;
-namespace beast = boost::beast;
-namespace http = beast::http;
-using asio::awaitable;
-using asio::use_awaitable;
-using tcp = asio::ip::tcp;
 
 namespace {
 
