@@ -389,6 +389,10 @@ void Server::SetWebSocketWrapper(WsHandlerWrapper wrapper) { impl_->ws_wrapper =
 
 void Server::SetHopVerifier(HopVerifier verifier) { impl_->hop_verifier = std::move(verifier); }
 
+void Server::SetConnectionTaker(std::shared_ptr<internal::ConnectionTaker> taker) {
+  impl_->connection_taker = std::move(taker);
+}
+
 void Server::SetAllowedOrigins(std::vector<std::string> origins) { impl_->allowed_origins = std::move(origins); }
 
 void Server::WebSocket(std::string path, std::shared_ptr<WsHandler> handler) {
