@@ -7,9 +7,9 @@
 #include <boost/asio/post.hpp>
 
 #include "api/protocol_json.h"
-#include "common/log.h"
 #include "api/routes.h"
 #include "api/ws_api.h"
+#include "common/log.h"
 #include "supervisor/relay/rate_limiter.h"
 
 namespace corral::api {
