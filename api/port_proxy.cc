@@ -3,7 +3,6 @@
 #include <netinet/in.h>
 
 #include <chrono>
-#include <ctime>
 #include <vector>
 
 #include <boost/asio/co_spawn.hpp>
@@ -16,6 +15,7 @@
 
 #include "api/http_text.h"
 #include "api/routes.h"
+#include "common/unix_time.h"
 
 namespace corral::api::internal {
 
@@ -25,23 +25,13 @@ using net::awaitable;
 using net::use_awaitable;
 using tcp = net::ip::tcp;
 
-constexpr char kCookie[] = "corral_port";
-constexpr size_t kMaxResponseHead = 64 << 10;
-constexpr size_t kChunk = 16 << 10;
-constexpr std::chrono::seconds kConnectTimeout{10};
-
-bool AllDigits(std::string_view s) {
-  if (s.empty() || s.size() > 5) return false;
-  for (char c : s) {
-    if (c < '0' || c > '9') return false;
-  }
-  return true;
-}
-
-int64_t Now() { return static_cast<int64_t>(time(nullptr)); }
+constexpr char kPortCookie[] = "corral_port";
+constexpr uint32_t kMaxAppResponseHead = 64 << 10;
+constexpr size_t kPortChunk = 16 << 10;
+constexpr std::chrono::seconds kPortConnectTimeout{10};
 
 // A unix time of at most 12 digits, or nullopt.
-std::optional<int64_t> Seconds(std::string_view s) {
+std::optional<int64_t> ExpirySeconds(std::string_view s) {
   if (s.empty() || s.size() > 12) return std::nullopt;
   int64_t value = 0;
   for (char c : s) {
@@ -58,85 +48,6 @@ constexpr char kPathFormPolicy[] =
 
 }  // namespace
 
-std::optional<PortRoute> MatchPortRoute(std::string_view method, std::string_view host, std::string_view target,
-                                        std::string_view domain) {
-  if (!domain.empty()) {
-    std::string name = ToLower(host.substr(0, host.rfind(':') == std::string_view::npos ? host.size() : host.rfind(':')));
-    const std::string suffix = "." + std::string(domain);
-    if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
-      std::string label = name.substr(0, name.size() - suffix.size());
-      size_t dash = label.find('-');
-      if (dash != std::string::npos && AllDigits(label.substr(0, dash)) && label.size() > dash + 3 &&
-          label.compare(dash + 1, 2, "sb") == 0 && (label[dash + 3] == '_' || label[dash + 3] == '-')) {
-        PortRoute route;
-        route.by_host = true;
-        route.port = std::stoll(label.substr(0, dash));
-        route.sandbox_id = "sb_" + label.substr(dash + 4);
-        route.rest = std::string(target);
-        return route;
-      }
-    }
-  }
-  static constexpr std::string_view kStart = "/v1/sandboxes/";
-  if (target.substr(0, kStart.size()) != kStart) return std::nullopt;
-  std::string_view after = target.substr(kStart.size());
-  size_t slash = after.find('/');
-  if (slash == std::string_view::npos) return std::nullopt;
-  std::string_view id = after.substr(0, slash);
-  after.remove_prefix(slash);
-  static constexpr std::string_view kPorts = "/ports/";
-  if (after.substr(0, kPorts.size()) != kPorts) return std::nullopt;
-  after.remove_prefix(kPorts.size());
-  slash = after.find('/');
-  if (slash == std::string_view::npos || !AllDigits(after.substr(0, slash))) return std::nullopt;
-  PortRoute route;
-  route.sandbox_id = std::string(id);
-  route.port = std::stoll(std::string(after.substr(0, slash)));
-  route.rest = std::string(after.substr(slash));
-  route.prefix = std::string(target.substr(0, target.size() - route.rest.size()));
-  // The API's own route below the prefix.
-  if (method == "POST" && route.rest == "/signed-url") return std::nullopt;
-  return route;
-}
-
-std::string StripCorralParams(std::string_view target, std::map<std::string, std::string>& found) {
-  size_t question = target.find('?');
-  if (question == std::string_view::npos) return std::string(target);
-  std::string out(target.substr(0, question));
-  std::string_view query = target.substr(question + 1);
-  std::string kept;
-  while (!query.empty()) {
-    size_t amp = std::min(query.find('&'), query.size());
-    std::string_view pair = query.substr(0, amp);
-    query.remove_prefix(std::min(amp + 1, query.size()));
-    std::string_view name = pair.substr(0, pair.find('='));
-    if (name == "token" || name == "corral_sig" || name == "corral_exp") {
-      std::string_view value = pair.size() > name.size() ? pair.substr(name.size() + 1) : std::string_view();
-      found[std::string(name)] = PercentDecode(value, true).value_or("");
-      continue;
-    }
-    kept += (kept.empty() ? "" : "&") + std::string(pair);
-  }
-  return kept.empty() ? out : out + "?" + kept;
-}
-
-std::string StripCookie(std::string_view cookies, std::string_view name, std::string& value) {
-  std::string kept;
-  while (!cookies.empty()) {
-    size_t semi = std::min(cookies.find(';'), cookies.size());
-    std::string_view pair = cookies.substr(0, semi);
-    cookies.remove_prefix(std::min(semi + 1, cookies.size()));
-    while (!pair.empty() && pair.front() == ' ') pair.remove_prefix(1);
-    if (pair.empty()) continue;
-    if (pair.substr(0, pair.find('=')) == name) {
-      value = std::string(pair.size() > name.size() ? pair.substr(name.size() + 1) : std::string_view());
-      continue;
-    }
-    kept += (kept.empty() ? "" : "; ") + std::string(pair);
-  }
-  return kept;
-}
-
 // One client connection taken from the server, to one port.
 class PortConnection : public Session, public std::enable_shared_from_this<PortConnection> {
  public:
@@ -151,19 +62,21 @@ class PortConnection : public Session, public std::enable_shared_from_this<PortC
         slot_(std::move(t.slot)),
         request_id_(t.request_id),
         route_(std::move(route)),
-        upstream_(proxy_->io_) {}
+        upstream_(proxy_->io_),
+        watchdog_(proxy_->io_) {}
 
   ~PortConnection() override {
     if (counted_) {
       auto it = proxy_->open_.find({route_.sandbox_id, route_.port});
-      if (it != proxy_->open_.end() && --it->second == 0) proxy_->open_.erase(it);
+      if (it != proxy_->open_.end()) {
+        it->second.erase(this);
+        if (it->second.empty()) proxy_->open_.erase(it);
+      }
     }
     core_->Unregister(id_);
   }
 
-  void Start() {
-    net::co_spawn(proxy_->io_, Serve(shared_from_this()), net::detached);
-  }
+  void Start() { net::co_spawn(proxy_->io_, Serve(shared_from_this()), net::detached); }
 
   void Shutdown() override { Close(); }
 
@@ -174,7 +87,6 @@ class PortConnection : public Session, public std::enable_shared_from_this<PortC
     Close();
   }
 
- private:
   void Close() {
     if (closed_) return;
     closed_ = true;
@@ -183,14 +95,32 @@ class PortConnection : public Session, public std::enable_shared_from_this<PortC
     client_.close();
     upstream_.socket().shutdown(net::socket_base::shutdown_both, ignored);
     upstream_.close();
+    watchdog_.cancel();
   }
 
+ private:
   std::chrono::seconds Idle() const { return std::chrono::seconds(proxy_->config_.idle_timeout_s); }
 
   // The connection ends when the app's side does (or a refusal is written).
   static awaitable<void> Serve(std::shared_ptr<PortConnection> self) {
     co_await self->Run();
     self->Close();
+  }
+
+  // ports.idle_timeout: no byte either way for that long ends the connection. One watch for both
+  // directions (a stream's own timeout would end a download whose client says nothing).
+  static awaitable<void> Watch(std::shared_ptr<PortConnection> self) {
+    beast::error_code ec;
+    while (!self->closed_) {
+      self->watchdog_.expires_at(self->last_byte_ + self->Idle());
+      co_await self->watchdog_.async_wait(net::redirect_error(use_awaitable, ec));
+      if (self->closed_) break;
+      if (std::chrono::steady_clock::now() >= self->last_byte_ + self->Idle()) {
+        LogInfo(kLog, "port connection idle", {{"sandbox", self->route_.sandbox_id},
+                                                {"port", std::to_string(self->route_.port)}});
+        self->Close();
+      }
+    }
   }
 
   awaitable<void> Answer(int status, std::string_view code, std::string_view message) {
@@ -206,37 +136,59 @@ class PortConnection : public Session, public std::enable_shared_from_this<PortC
     co_await http::async_write(client_, res, net::redirect_error(use_awaitable, ec));
   }
 
-  awaitable<void> NotFound() { co_await Answer(404, "not_found", "no sandbox " + route_.sandbox_id + " for this user"); }
+  awaitable<void> NotFound() {
+    LogInfo(kLog, "port request refused", {{"sandbox", route_.sandbox_id}, {"port", std::to_string(route_.port)},
+                                           {"remote", peer_.name}, {"request_id", request_id_}});
+    co_await Answer(404, "not_found", "no sandbox " + route_.sandbox_id + " for this user");
+  }
 
-  // Who may: sets by_token_/cookie_ and returns true, or false for the 404.
-  bool Allowed(const supervisor::SandboxManager::PortTarget& target, std::map<std::string, std::string>& params,
-               std::string& cookie_value) {
-    if (target.port.is_public) return true;
+  // A token of corral's in the Authorization header, of whichever user: never the app's.
+  void FindHeaderToken() {
     auto authorization = header_.find(http::field::authorization);
-    std::string token = authorization == header_.end() ? std::string() : BearerTokenOf(SV(authorization->value()));
-    bool token_in_header = !token.empty();
-    if (token.empty()) token = params["token"];
-    if (!token.empty()) {
-      auto auth = core_->Authenticate(token, peer_, request_id_);
-      if (auth.ok() && auth->iss == target.sandbox.iss && auth->sub == target.sandbox.sub) {
+    if (authorization == header_.end()) return;
+    const std::string token = BearerTokenOf(SV(authorization->value()));
+    if (token.empty()) return;
+    auto auth = core_->VerifyToken(token);
+    if (!auth.ok()) return;  // the app's own
+    strip_authorization_ = true;
+    header_token_ = token;
+    header_auth_ = std::move(*auth);
+  }
+
+  bool IsOwner(const AuthContext& auth, const supervisor::SandboxManager::PortTarget& target) const {
+    return auth.iss == target.sandbox.iss && auth.sub == target.sandbox.sub;
+  }
+
+  // Who may: sets by_token_/set_cookie_ and returns true, or false for the 404.
+  bool Allowed(const supervisor::SandboxManager::PortTarget& target, std::map<std::string, std::string>& params,
+               const std::string& cookie_value) {
+    if (!header_token_.empty() && IsOwner(header_auth_, target)) {
+      by_token_ = true;
+      token_ = header_token_;
+      auth_ = header_auth_;
+      return true;
+    }
+    if (!params["token"].empty()) {
+      auto auth = core_->Authenticate(params["token"], peer_, request_id_);
+      if (auth.ok() && IsOwner(*auth, target)) {
         by_token_ = true;
-        strip_authorization_ = token_in_header;
-        token_ = token;
+        token_ = params["token"];
         auth_ = std::move(*auth);
         return true;
       }
     }
+    if (target.port.is_public) return true;
     if (!params["corral_sig"].empty()) {
-      std::optional<int64_t> exp = Seconds(params["corral_exp"]);
+      std::optional<int64_t> exp = ExpirySeconds(params["corral_exp"]);
       if (!exp || !proxy_->manager_.VerifyPortSignature(target, *exp, params["corral_sig"])) return false;
       set_cookie_ = std::to_string(*exp) + "." + params["corral_sig"];
       cookie_exp_ = *exp;
       return true;
     }
-    size_t dot = cookie_value.find('.');
-    std::optional<int64_t> exp = Seconds(std::string_view(cookie_value).substr(0, dot));
-    return dot != std::string::npos && exp &&
-           proxy_->manager_.VerifyPortSignature(target, *exp, std::string_view(cookie_value).substr(dot + 1));
+    const size_t dot = cookie_value.find('.');
+    if (dot == std::string::npos) return false;
+    std::optional<int64_t> exp = ExpirySeconds(std::string_view(cookie_value).substr(0, dot));
+    return exp && proxy_->manager_.VerifyPortSignature(target, *exp, std::string_view(cookie_value).substr(dot + 1));
   }
 
   // The request head the app gets.
@@ -253,7 +205,12 @@ class PortConnection : public Session, public std::enable_shared_from_this<PortC
           (name == "connection" && !upgrade)) {
         continue;
       }
-      head += std::string(field.name_string()) + ": " + std::string(field.value()) + "\r\n";
+      std::string value(field.value());
+      if (name == "sec-websocket-protocol") {
+        value = StripTokenSubprotocols(value, [this](const std::string& token) { return core_->VerifyToken(token).ok(); });
+        if (value.empty()) continue;
+      }
+      head += std::string(field.name_string()) + ": " + value + "\r\n";
     }
     head += "Host: " + (route_.by_host ? original_host : "localhost:" + std::to_string(route_.port)) + "\r\n";
     if (!cookies.empty()) head += "Cookie: " + cookies + "\r\n";
@@ -264,108 +221,140 @@ class PortConnection : public Session, public std::enable_shared_from_this<PortC
     return head + "\r\n";
   }
 
+  // corral's cookie for a first request with a signature: the app's subresources and WebSocket
+  // then carry it. Secure on the host form (its URLs are https); on the path form when the load
+  // balancer says the request came over https.
   std::string CookieHeader() const {
-    std::string path = route_.by_host ? "/" : route_.prefix + "/";
+    const std::string path = route_.by_host ? "/" : route_.prefix + "/";
     auto proto = header_.find("X-Forwarded-Proto");
-    const bool secure = proto != header_.end() && IEquals(SV(proto->value()), "https");
-    return std::string(kCookie) + "=" + set_cookie_ + "; Path=" + path + "; Max-Age=" +
-           std::to_string(std::max<int64_t>(0, cookie_exp_ - Now())) + "; HttpOnly; SameSite=Lax" +
+    const bool secure = route_.by_host || (proto != header_.end() && IEquals(SV(proto->value()), "https"));
+    return std::string(kPortCookie) + "=" + set_cookie_ + "; Path=" + path +
+           "; Max-Age=" + std::to_string(std::max<int64_t>(0, cookie_exp_ - UnixNow())) + "; HttpOnly; SameSite=Lax" +
            (secure ? "; Secure" : "");
   }
 
+  // Connects the socket made in the sandbox to 127.0.0.1:PORT there; false after answering 502.
+  awaitable<bool> Connect() {
+    auto socket = proxy_->manager_.PortSocket(route_.sandbox_id);
+    if (!socket.ok()) {
+      co_await Answer(502, "bad_gateway", "the sandbox's port cannot be reached");
+      co_return false;
+    }
+    beast::error_code ec;
+    upstream_.socket().assign(tcp::v4(), socket->release(), ec);
+    if (!ec) {
+      upstream_.expires_after(kPortConnectTimeout);
+      const tcp::endpoint endpoint(net::ip::address_v4::loopback(), static_cast<uint16_t>(route_.port));
+      co_await upstream_.async_connect(endpoint, net::redirect_error(use_awaitable, ec));
+      upstream_.expires_never();
+    }
+    if (ec) {
+      co_await Answer(502, "bad_gateway", "nothing answers on port " + std::to_string(route_.port) + " in the sandbox");
+      co_return false;
+    }
+    co_return true;
+  }
+
   awaitable<void> Run() {
-    auto& manager = proxy_->manager_;
     std::map<std::string, std::string> params;
     const std::string target = StripCorralParams(route_.rest, params);
     std::string cookie_value;
     auto cookie = header_.find(http::field::cookie);
     const std::string cookies =
-        cookie == header_.end() ? std::string() : StripCookie(SV(cookie->value()), kCookie, cookie_value);
+        cookie == header_.end() ? std::string() : StripCookie(SV(cookie->value()), kPortCookie, cookie_value);
+    FindHeaderToken();
     // No such sandbox or port, another node's sandbox, or one not running (its ports close
     // when it stops): the same 404 as for a caller who may not.
-    auto found = manager.FindPort(route_.sandbox_id, route_.port);
-    if (!found.ok()) co_return co_await NotFound();
-    if (!Allowed(*found, params, cookie_value)) co_return co_await NotFound();
-    auto& count = proxy_->open_[{route_.sandbox_id, route_.port}];
-    if (count >= proxy_->config_.max_connections_per_port) {
-      if (count == 0) proxy_->open_.erase({route_.sandbox_id, route_.port});
+    auto found = proxy_->manager_.FindPort(route_.sandbox_id, route_.port);
+    if (!found.ok() || !Allowed(*found, params, cookie_value)) co_return co_await NotFound();
+    auto& open = proxy_->open_[{route_.sandbox_id, route_.port}];
+    if (open.size() >= proxy_->config_.max_connections_per_port) {
+      if (open.empty()) proxy_->open_.erase({route_.sandbox_id, route_.port});
       LogWarn(kLog, "port connections at the limit", {{"sandbox", route_.sandbox_id}, {"port", std::to_string(route_.port)}});
       co_return co_await Answer(503, "unavailable", "too many connections to this port");
     }
-    ++count;
+    open.insert(this);
     counted_ = true;
-    auto socket = manager.PortSocket(route_.sandbox_id);
-    if (!socket.ok()) co_return co_await Answer(502, "bad_gateway", "the sandbox's port cannot be reached");
-    beast::error_code ec;
-    upstream_.socket().assign(tcp::v4(), socket->release(), ec);
-    if (!ec) {
-      upstream_.expires_after(kConnectTimeout);
-      co_await upstream_.async_connect(tcp::endpoint(net::ip::address_v4::loopback(), static_cast<uint16_t>(route_.port)),
-                                       net::redirect_error(use_awaitable, ec));
-    }
-    if (ec) {
-      co_return co_await Answer(502, "bad_gateway",
-                                "nothing answers on port " + std::to_string(route_.port) + " in the sandbox");
-    }
+    if (!co_await Connect()) co_return;
     LogInfo(kLog, "port connection",
             {{"sandbox", route_.sandbox_id}, {"port", std::to_string(route_.port)}, {"remote", peer_.name},
              {"request_id", request_id_}, {"by", by_token_ ? "token" : found->port.is_public ? "public" : "signature"}});
+    client_.expires_never();
+    last_byte_ = std::chrono::steady_clock::now();
+    net::co_spawn(proxy_->io_, Watch(shared_from_this()), net::detached);
     const std::string head = Head(target, cookies);
-    upstream_.expires_after(Idle());
+    beast::error_code ec;
     co_await net::async_write(upstream_, net::buffer(head), net::redirect_error(use_awaitable, ec));
     if (!ec && buffer_.size() > 0) {
       co_await net::async_write(upstream_, buffer_.data(), net::redirect_error(use_awaitable, ec));
       buffer_.consume(buffer_.size());
     }
     if (ec) co_return;
-    std::string added;
-    if (!set_cookie_.empty()) added += "Set-Cookie: " + CookieHeader() + "\r\n";
-    if (!route_.by_host) added += kPathFormPolicy;
-    if (!added.empty() && !co_await PassResponseHead(added)) co_return;
-    // Both ways at once; the app's side ending ends the connection (its answer is complete).
+    // The request's body (or a WebSocket's frames) goes on while the answer is awaited: an app
+    // may read all of a body before it answers.
     net::co_spawn(proxy_->io_, PumpUp(shared_from_this()), net::detached);
+    if (!co_await PassResponseHeads()) co_return;
     co_await Pump(upstream_, client_);
   }
 
-  // Reads the app's response head and passes it on with `added` header lines after the status
-  // line: corral's cookie (a first request with a signature: the app's subresources and
-  // WebSocket then carry it), the path form's policy.
-  awaitable<bool> PassResponseHead(const std::string& added) {
-    std::string head;
+  // Reads the app's answer's head (and any 1xx before it) with Beast's parser and writes the
+  // client a head of corral's making from it (ClientResponseHead): corral's cookie, the path
+  // form's policy, the app's cookies kept to its port. An answer that does not parse as HTTP/1.x
+  // is a 502 (or, after a 1xx, the end).
+  awaitable<bool> PassResponseHeads() {
+    std::string added;
+    if (!set_cookie_.empty()) added += "Set-Cookie: " + CookieHeader() + "\r\n";
+    if (!route_.by_host) added += kPathFormPolicy;
+    const std::string cookie_path = route_.by_host ? "" : route_.prefix + "/";
+    bool interim_sent = false;
+    for (;;) {
+      http::response_parser<http::empty_body> parser;
+      parser.header_limit(kMaxAppResponseHead);
+      parser.eager(false);
+      beast::error_code ec;
+      co_await http::async_read_header(upstream_, upstream_buffer_, parser, net::redirect_error(use_awaitable, ec));
+      last_byte_ = std::chrono::steady_clock::now();
+      if (ec) {
+        if (!interim_sent && !closed_) {
+          LogWarn(kLog, "port answer is not HTTP", {{"sandbox", route_.sandbox_id}, {"port", std::to_string(route_.port)},
+                                                    {"error", ec.message()}});
+          co_await Answer(502, "bad_gateway", "the app's answer is not HTTP/1.1");
+        }
+        co_return false;
+      }
+      const auto& head = parser.get().base();
+      const std::string text = ClientResponseHead(head, added, cookie_path);
+      co_await net::async_write(client_, net::buffer(text), net::redirect_error(use_awaitable, ec));
+      if (ec) co_return false;
+      // 100 Continue, 102, 103 Early Hints: another head follows (101 is the upgrade's own).
+      if (head.result_int() >= 100 && head.result_int() < 200 && head.result_int() != 101) {
+        interim_sent = true;
+        continue;
+      }
+      break;
+    }
     beast::error_code ec;
-    std::vector<char> chunk(kChunk);
-    size_t end = std::string::npos;
-    while (end == std::string::npos && head.size() < kMaxResponseHead) {
-      upstream_.expires_after(Idle());
-      size_t n = co_await upstream_.async_read_some(net::buffer(chunk), net::redirect_error(use_awaitable, ec));
-      if (ec || n == 0) break;
-      head.append(chunk.data(), n);
-      end = head.find("\r\n\r\n");
+    if (upstream_buffer_.size() > 0) {
+      co_await net::async_write(client_, upstream_buffer_.data(), net::redirect_error(use_awaitable, ec));
+      upstream_buffer_.consume(upstream_buffer_.size());
     }
-    size_t line = head.find("\r\n");
-    if (line != std::string::npos && end != std::string::npos) {
-      head.insert(line + 2, added);
-    }
-    if (head.empty()) co_return false;
-    client_.expires_after(Idle());
-    co_await net::async_write(client_, net::buffer(head), net::redirect_error(use_awaitable, ec));
     co_return !ec;
   }
 
   template <typename From, typename To>
   awaitable<void> Pump(From& from, To& to) {
-    std::vector<char> chunk(kChunk);
+    std::vector<char> chunk(kPortChunk);
     beast::error_code ec;
     while (!closed_) {
-      from.expires_after(Idle());
       const size_t n = co_await from.async_read_some(net::buffer(chunk), net::redirect_error(use_awaitable, ec));
       if (ec || n == 0) break;
-      to.expires_after(Idle());
+      last_byte_ = std::chrono::steady_clock::now();
       co_await net::async_write(to, net::buffer(chunk.data(), n), net::redirect_error(use_awaitable, ec));
       if (ec) break;
+      last_byte_ = std::chrono::steady_clock::now();
     }
     // Pass the end on (a half close), so the other direction can finish what it sends; a reset
-    // or a timeout ends the whole connection.
+    // ends the whole connection.
     beast::error_code ignored;
     to.socket().shutdown(net::socket_base::shutdown_send, ignored);
     if (ec && ec != net::error::eof) Close();
@@ -384,10 +373,15 @@ class PortConnection : public Session, public std::enable_shared_from_this<PortC
   std::string request_id_;
   PortRoute route_;
   beast::tcp_stream upstream_;
+  beast::flat_buffer upstream_buffer_;
+  net::steady_timer watchdog_;
+  std::chrono::steady_clock::time_point last_byte_;
   bool counted_ = false;
   bool closed_ = false;
   bool by_token_ = false;
   bool strip_authorization_ = false;
+  std::string header_token_;
+  AuthContext header_auth_;
   std::string token_;
   AuthContext auth_;
   std::string set_cookie_;
@@ -410,9 +404,15 @@ bool PortProxy::Take(Takeover& takeover) {
   return true;
 }
 
-size_t PortProxy::connections(const std::string& sandbox_id, int64_t port) const {
-  auto it = open_.find({sandbox_id, port});
-  return it == open_.end() ? 0 : it->second;
+void PortProxy::CloseConnections(const std::string& sandbox_id, int64_t port) {
+  std::vector<PortConnection*> closing;
+  for (auto& [key, connections] : open_) {
+    if (key.first == sandbox_id && (port == 0 || key.second == port)) {
+      closing.insert(closing.end(), connections.begin(), connections.end());
+    }
+  }
+  // Close() ends the sockets and the watch; each connection leaves open_ when its coroutines end.
+  for (PortConnection* connection : closing) connection->Close();
 }
 
 }  // namespace corral::api::internal
@@ -421,7 +421,11 @@ namespace corral::api {
 
 void ServePorts(Server& server, boost::asio::io_context& io, supervisor::SandboxManager& manager,
                 const supervisor::DaemonConfig& config) {
-  server.SetConnectionTaker(std::make_shared<internal::PortProxy>(io, manager, config.ports));
+  auto proxy = std::make_shared<internal::PortProxy>(io, manager, config.ports);
+  manager.SetPortsClosed([weak = std::weak_ptr<internal::PortProxy>(proxy)](const std::string& id, int64_t port) {
+    if (auto taker = weak.lock()) taker->CloseConnections(id, port);
+  });
+  server.SetConnectionTaker(std::move(proxy));
 }
 
 }  // namespace corral::api

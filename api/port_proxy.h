@@ -21,49 +21,36 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 
+#include "api/port_http.h"
 #include "api/server_core.h"
 #include "supervisor/config.h"
 #include "supervisor/sandboxes/sandbox_manager.h"
 
 namespace corral::api::internal {
 
-// Where a request goes, from its Host and target alone.
-struct PortRoute {
-  std::string sandbox_id;
-  int64_t port = 0;
-  bool by_host = false;
-  std::string prefix;  // the path form's /v1/sandboxes/{id}/ports/{port}
-  std::string rest;    // the path form's target below the prefix ("/..."), with its query
-};
-
-// The route of a request, or nullopt when it is the API's. `domain`: ports.domain ("" = no host
-// routing).
-std::optional<PortRoute> MatchPortRoute(std::string_view method, std::string_view host, std::string_view target,
-                                        std::string_view domain);
-
-// `target` without corral's query parameters (token, corral_sig, corral_exp), and those found.
-std::string StripCorralParams(std::string_view target, std::map<std::string, std::string>& found);
-
-// A Cookie header's value without the cookie `name`, and that cookie's value ("" when absent).
-std::string StripCookie(std::string_view cookies, std::string_view name, std::string& value);
+class PortConnection;
 
 class PortProxy : public ConnectionTaker, public std::enable_shared_from_this<PortProxy> {
  public:
   PortProxy(net::io_context& io, supervisor::SandboxManager& manager, supervisor::PortsConfig config);
   bool Take(Takeover& takeover) override;
 
-  // Open connections to (sandbox, port): for the bound, and the tests.
-  size_t connections(const std::string& sandbox_id, int64_t port) const;
+  // Ends the open connections to a port that closed or stopped being public (`port` 0: every
+  // port of the sandbox).
+  void CloseConnections(const std::string& sandbox_id, int64_t port);
 
  private:
   friend class PortConnection;
   net::io_context& io_;
   supervisor::SandboxManager& manager_;
   const supervisor::PortsConfig config_;
-  std::map<std::pair<std::string, int64_t>, size_t> open_;
+  // Open connections by (sandbox, port), at most ports.max_connections_per_port each; a
+  // connection takes itself out when it ends.
+  std::map<std::pair<std::string, int64_t>, std::set<PortConnection*>> open_;
 };
 
 }  // namespace corral::api::internal

@@ -1,4 +1,5 @@
 // Ports a sandbox shows (docs/PROTOCOL.md "Ports"; api/port_proxy.h passes their requests on).
+#include <algorithm>
 #include <cerrno>
 #include <ctime>
 #include <string>
@@ -96,9 +97,14 @@ void RegisterPortRoutes(Server& server, supervisor::SandboxManager& manager, con
                [&manager, ports](HttpRequest request, Responder respond) {
                  auto port = PortParam(request);
                  if (!port.ok()) return respond(ErrorResponse(port.status()));
+                 const std::string& id = request.params["id"];
+                 // Another user's sandbox is the 404 of none, whatever else is wrong.
+                 if (auto owned = manager.ListPorts(CallerOfToken(request.auth), id); !owned.ok()) {
+                   return respond(ErrorResponse(owned.status()));
+                 }
                  auto body = ObjectWith(request, {"ttl_s"});
                  if (!body.ok()) return respond(ErrorResponse(body.status()));
-                 int64_t ttl = 3600;
+                 int64_t ttl = std::min<int64_t>(3600, static_cast<int64_t>(ports.max_ttl_s));
                  if (auto t = body->find("ttl_s"); t != body->end()) {
                    if (!t->is_number_integer() || t->get<int64_t>() <= 0) {
                      return respond(ErrorResponse(Status::Error("ttl_s: a positive integer", EINVAL)));
@@ -109,7 +115,6 @@ void RegisterPortRoutes(Server& server, supervisor::SandboxManager& manager, con
                    return respond(ErrorResponse(Status::Error(
                        "ttl_s: at most " + std::to_string(ports.max_ttl_s) + " (ports.max_ttl)", EINVAL)));
                  }
-                 const std::string& id = request.params["id"];
                  const int64_t exp = static_cast<int64_t>(time(nullptr)) + ttl;
                  auto sig = manager.SignPort(CallerOfToken(request.auth), id, *port, exp);
                  if (!sig.ok()) return respond(ErrorResponse(sig.status()));

@@ -138,6 +138,9 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   }
   // Verifies a token; on failure counts and logs the reason (never the token).
   StatusOr<AuthContext> Authenticate(const std::string& token, const Peer& peer, const std::string& request_id);
+  // Verifies a token without counting or logging a failure: for what may or may not be one of
+  // corral's (an app's own Authorization passing through a port URL, api/port_proxy.h).
+  StatusOr<AuthContext> VerifyToken(const std::string& token);
   // A request's X-Corral-Hop mark (hop.h): "" when it has none, the forwarding node when it
   // verifies; an error (counted and logged like a bad token) when it does not.
   StatusOr<std::string> CheckHop(const beast::http::fields& headers, std::string_view method, std::string_view target,

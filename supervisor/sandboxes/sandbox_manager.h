@@ -196,6 +196,11 @@ class SandboxManager {
   // Before serving: reads the key signed port URLs are made with (Store::PortUrlKey; 32 random
   // bytes stored by the first corrald that asks).
   Status LoadPortUrlKey();
+  // Called (on the event loop) when a port closes or stops being public, so the connections
+  // open to it end: `port` 0 for every port of the sandbox (a stop).
+  void SetPortsClosed(std::function<void(const std::string& id, int64_t port)> closed) {
+    ports_closed_ = std::move(closed);
+  }
   // A request touched the sandbox: push its idle deadline back.
   void Touch(const std::string& sandbox_id);
 
@@ -398,7 +403,8 @@ class SandboxManager {
   ImageService* images_ = nullptr;
   std::function<bool()> drained_;
   std::map<std::string, std::shared_ptr<Live>> live_;  // running sandboxes by id
-  std::string port_url_key_;  // SetPortUrlKey
+  std::string port_url_key_;  // LoadPortUrlKey
+  std::function<void(const std::string&, int64_t)> ports_closed_;  // SetPortsClosed
   // sandbox_ports.cc: every port of a stopping sandbox, closed (port.closed with `reason`).
   void CloseAllPorts(const std::string& id, const std::string& reason);
   std::map<std::string, bool> busy_;                   // a lifecycle operation is under way

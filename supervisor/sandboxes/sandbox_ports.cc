@@ -34,12 +34,17 @@ StatusOr<PortRow> SandboxManager::OpenPort(const Caller& caller, const std::stri
   if (row.state != "running" || live_.count(id) == 0) {
     return Status::Error("sandbox " + id + " is " + row.state + ": ports are shown while it runs", EBUSY);
   }
+  ASSIGN_OR_RETURN(std::vector<PortRow> before, store_.ListPorts(id));
+  bool was_public = false;
+  for (const PortRow& r : before) was_public = was_public || (r.port == port && r.is_public);
   PortRow port_row{id, port, is_public, Now()};
   ASSIGN_OR_RETURN(bool added, store_.PutPort(port_row));
   if (added) {
     (void)store_.AppendEvent(id, "port.opened", PortEvent(port, "public", is_public));
     LogInfo("sandbox", "port opened", {{"sandbox", id}, {"port", std::to_string(port)}});
   }
+  // No longer public: whoever reached it without a token or signature leaves.
+  if (was_public && !is_public && ports_closed_) ports_closed_(id, port);
   ASSIGN_OR_RETURN(std::vector<PortRow> rows, store_.ListPorts(id));
   for (const PortRow& r : rows) {
     if (r.port == port) return r;
@@ -61,6 +66,7 @@ Status SandboxManager::ClosePort(const Caller& caller, const std::string& id, in
   }
   (void)store_.AppendEvent(id, "port.closed", PortEvent(port, "reason", "request"));
   LogInfo("sandbox", "port closed", {{"sandbox", id}, {"port", std::to_string(port)}});
+  if (ports_closed_) ports_closed_(id, port);
   return Status();
 }
 
@@ -71,6 +77,7 @@ void SandboxManager::CloseAllPorts(const std::string& id, const std::string& rea
     return;
   }
   for (int64_t port : *ports) (void)store_.AppendEvent(id, "port.closed", PortEvent(port, "reason", reason));
+  if (ports_closed_) ports_closed_(id, 0);
 }
 
 StatusOr<std::string> SandboxManager::SignPort(const Caller& caller, const std::string& id, int64_t port,

@@ -283,7 +283,7 @@ CREATE INDEX ledger_by_session ON ledger (session_id);
     // 5 -> 6: sandbox ports and the signed port URLs' key, as SQLite's 16 -> 17.
     R"sql(
 CREATE TABLE sandbox_ports (
-  sandbox_id  TEXT COLLATE "C" NOT NULL,
+  sandbox_id  TEXT COLLATE "C" NOT NULL REFERENCES sandboxes (id) ON DELETE CASCADE,
   port        BIGINT NOT NULL,
   public      BIGINT NOT NULL,
   created_at  BIGINT NOT NULL,

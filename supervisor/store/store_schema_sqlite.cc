@@ -338,7 +338,7 @@ CREATE INDEX ledger_by_session ON ledger (session_id);
     // URLs are made with (one row, made by the first corrald that needs it: the same on every node).
     R"sql(
 CREATE TABLE sandbox_ports (
-  sandbox_id  TEXT NOT NULL,
+  sandbox_id  TEXT NOT NULL REFERENCES sandboxes (id) ON DELETE CASCADE,
   port        INTEGER NOT NULL,
   public      INTEGER NOT NULL,
   created_at  INTEGER NOT NULL,
