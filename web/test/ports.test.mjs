@@ -68,7 +68,7 @@ test("the page shows a port, links it with a signed URL that serves the app, fol
 
   // Another client shows a port: the list follows without a reload.
   await sdk.openPort(sandbox.id, 8001);
-  await page.locator('#ports-list li[data-port="8001"] a').waitFor({ timeout: 15000 });
+  await page.locator('#ports-list li[data-port="8001"] a').waitFor();  // within a poll or two (5 s each)
   await page.screenshot({ path: join(artifacts, "ports.png") });
 
   // Closed from the page: off the list and off the daemon.
