@@ -151,6 +151,14 @@ struct EventRow {
   int64_t at = 0;
 };
 
+// A port a sandbox shows (a preview URL; api/port_proxy.h).
+struct PortRow {
+  std::string sandbox_id;
+  int64_t port = 0;
+  bool is_public = false;
+  int64_t created_at = 0;
+};
+
 struct SessionRow {
   std::string id;             // "ses_..."
   std::string sandbox_id;
@@ -495,6 +503,15 @@ class Store {
   StatusOr<std::optional<SecretRow>> GetSecret(const std::string& iss, const std::string& sub, const std::string& name);
   StatusOr<std::vector<SecretRow>> ListSecrets(const std::string& iss, const std::string& sub);
   Status DeleteSecret(const std::string& iss, const std::string& sub, const std::string& name);  // ENOENT when absent
+  // Sandbox ports (store_ports.cc). PutPort inserts one or sets its `public`; true when it is
+  // new. ListPorts: by port. DeletePort: ENOENT when absent. DeleteSandboxPorts: every port of
+  // the sandbox, returning the ports deleted. PortUrlKey: the key signed port URLs are made
+  // with, `candidate` stored first when there is none (the first caller's wins, on every node).
+  StatusOr<bool> PutPort(const PortRow& row);
+  StatusOr<std::vector<PortRow>> ListPorts(const std::string& sandbox_id);
+  Status DeletePort(const std::string& sandbox_id, int64_t port);
+  StatusOr<std::vector<int64_t>> DeleteSandboxPorts(const std::string& sandbox_id);
+  StatusOr<std::string> PortUrlKey(const std::string& candidate);
   // The webhook outbox (store_webhooks.cc). InsertOutbox: rows whose (id, url) is there already
   // are left as they are (an event recorded once, whichever node records it first); joins the
   // caller's transaction. ClaimOutbox leases to this node, until now_ms + lease_ms, at most

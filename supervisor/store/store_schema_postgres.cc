@@ -280,6 +280,20 @@ CREATE TABLE webhook_outbox (
 CREATE INDEX webhook_outbox_due ON webhook_outbox (delivered_at, given_up_at, next_attempt_ms);
 CREATE INDEX ledger_by_session ON ledger (session_id);
 )sql",
+    // 5 -> 6: sandbox ports and the signed port URLs' key, as SQLite's 16 -> 17.
+    R"sql(
+CREATE TABLE sandbox_ports (
+  sandbox_id  TEXT COLLATE "C" NOT NULL REFERENCES sandboxes (id) ON DELETE CASCADE,
+  port        BIGINT NOT NULL,
+  public      BIGINT NOT NULL,
+  created_at  BIGINT NOT NULL,
+  PRIMARY KEY (sandbox_id, port)
+);
+CREATE TABLE port_url_key (
+  id   BIGINT PRIMARY KEY,
+  key  BYTEA NOT NULL
+);
+)sql",
 };
 constexpr int kPostgresLatest = static_cast<int>(std::size(kPostgresMigrations));
 
