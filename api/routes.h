@@ -66,8 +66,10 @@ void RegisterFileRoutes(Server& server, boost::asio::io_context& io, boost::asio
                         supervisor::SandboxManager& manager, const supervisor::DaemonConfig& config);
 
 // session_routes.cc (the sessions' streams are on the WebSocket):
-//   POST /v1/sandboxes/{id}/sessions        scope sessions: 201, the session
+//   POST /v1/sandboxes/{id}/sessions        scope sessions (+ sandboxes with "checkpoint"): 201, the session
 //   GET  /v1/sessions (?sandbox=), /v1/sessions/{id}
+//   POST /v1/sessions/{id}/checkpoint       scopes sessions and sandboxes: 201, the checkpoint
+//   GET  /v1/sessions/{id}/checkpoints, /v1/checkpoints/{id}; DELETE /v1/checkpoints/{id}
 void RegisterSessionRoutes(Server& server, supervisor::SessionRunner& sessions);
 
 // usage_routes.cc:

@@ -139,6 +139,10 @@ class SandboxManager {
   void Snapshot(const Caller& caller, const std::string& id, Done<SnapshotRow> done);
   void Fork(const Caller& caller, const UserCaps& caps, const std::string& id, ForkRequest request,
             Done<SandboxRow> done);
+  // Replaces the files of a stopped (or created) sandbox with a snapshot's of the same user and
+  // image (restore.cc): EBUSY while it runs or an operation holds it, EINVAL for another image;
+  // the event sandbox.restored. A copy that fails leaves the sandbox an empty layer (EIO).
+  void Restore(const Caller& caller, const std::string& id, const std::string& snapshot_id, Done<SandboxRow> done);
   StatusOr<std::vector<SnapshotRow>> ListSnapshots(const Caller& caller);
   StatusOr<SnapshotRow> GetSnapshot(const Caller& caller, const std::string& id);
   void DeleteSnapshot(const Caller& caller, const std::string& id, Done<bool> done);

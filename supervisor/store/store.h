@@ -178,6 +178,22 @@ struct SessionRow {
   int64_t seq_reserved = 0;   // no event of this session has a higher seq
 };
 
+// A checkpoint of an agent session (supervisor/sessions/checkpoints.cc): its sandbox's files as a
+// snapshot (which holds the agent's transcript: it is in the workspace) at a turn boundary, and
+// what a restore needs to continue from there. Deleted with its snapshot.
+struct CheckpointRow {
+  std::string id;             // "chk_..."
+  std::string session_id;
+  std::string sandbox_id;     // the sandbox it was taken in
+  std::string snapshot_id;
+  std::string iss;
+  std::string sub;
+  std::string agent_session;  // Claude Code's session id then (a fork of it continues)
+  std::string cwd;            // the session's working directory ("" = /home/agent): its transcripts are there
+  int64_t turns = 0;          // the session's turns then
+  int64_t created_at = 0;
+};
+
 // A headless execution (POST /v1/execute): an agent's task on a copy of a git repository in a
 // sandbox of its own, and what came of it. Its git bundle is stored apart (SetExecutionBundle).
 struct ExecutionRow {
@@ -503,6 +519,11 @@ class Store {
   StatusOr<std::optional<SecretRow>> GetSecret(const std::string& iss, const std::string& sub, const std::string& name);
   StatusOr<std::vector<SecretRow>> ListSecrets(const std::string& iss, const std::string& sub);
   Status DeleteSecret(const std::string& iss, const std::string& sub, const std::string& name);  // ENOENT when absent
+  // Checkpoints (store_checkpoints.cc). A checkpoint goes with its snapshot (DeleteSnapshot).
+  // ListCheckpoints: a session's, oldest first.
+  Status InsertCheckpoint(const CheckpointRow& row);
+  StatusOr<std::optional<CheckpointRow>> GetCheckpoint(const std::string& id);
+  StatusOr<std::vector<CheckpointRow>> ListCheckpoints(const std::string& session_id);
   // Sandbox ports (store_ports.cc). PutPort inserts one or sets its `public`; true when it is
   // new. ListPorts: by port. DeletePort: ENOENT when absent. DeleteSandboxPorts: every port of
   // the sandbox, returning the ports deleted. PortUrlKey: the key signed port URLs are made

@@ -294,6 +294,23 @@ CREATE TABLE port_url_key (
   key  BYTEA NOT NULL
 );
 )sql",
+    // 6 -> 7: checkpoints, as SQLite's 17 -> 18.
+    R"sql(
+CREATE TABLE checkpoints (
+  id             TEXT COLLATE "C" NOT NULL PRIMARY KEY,
+  session_id     TEXT COLLATE "C" NOT NULL,
+  sandbox_id     TEXT COLLATE "C" NOT NULL,
+  snapshot_id    TEXT COLLATE "C" NOT NULL REFERENCES snapshots (id) ON DELETE CASCADE,
+  iss            TEXT COLLATE "C" NOT NULL,
+  sub            TEXT COLLATE "C" NOT NULL,
+  agent_session  TEXT NOT NULL,
+  cwd            TEXT NOT NULL,
+  turns          BIGINT NOT NULL,
+  created_at     BIGINT NOT NULL
+);
+CREATE INDEX checkpoints_by_session ON checkpoints (session_id, created_at);
+CREATE INDEX checkpoints_by_snapshot ON checkpoints (snapshot_id);
+)sql",
 };
 constexpr int kPostgresLatest = static_cast<int>(std::size(kPostgresMigrations));
 

@@ -349,6 +349,24 @@ CREATE TABLE port_url_key (
   key  BLOB NOT NULL
 ) STRICT;
 )sql",
+    // 17 -> 18: checkpoints of agent sessions (a snapshot and what a restore needs), gone with
+    // their snapshot.
+    R"sql(
+CREATE TABLE checkpoints (
+  id             TEXT NOT NULL PRIMARY KEY,
+  session_id     TEXT NOT NULL,
+  sandbox_id     TEXT NOT NULL,
+  snapshot_id    TEXT NOT NULL REFERENCES snapshots (id) ON DELETE CASCADE,
+  iss            TEXT NOT NULL,
+  sub            TEXT NOT NULL,
+  agent_session  TEXT NOT NULL,
+  cwd            TEXT NOT NULL,
+  turns          INTEGER NOT NULL,
+  created_at     INTEGER NOT NULL
+) STRICT;
+CREATE INDEX checkpoints_by_session ON checkpoints (session_id, created_at);
+CREATE INDEX checkpoints_by_snapshot ON checkpoints (snapshot_id);
+)sql",
 };
 constexpr int kLatestSchemaVersion = static_cast<int>(std::size(kMigrations));
 constexpr int kMinSqliteVersion = 3037000;  // STRICT tables.

@@ -59,6 +59,16 @@ export interface Secret {
   updated_at: number;
 }
 
+// A checkpoint of an agent session (docs/PROTOCOL.md "Checkpoints").
+export interface Checkpoint {
+  id: string;
+  session: string;
+  sandbox: string;
+  snapshot: string;
+  turns: number;
+  created_at: number;
+}
+
 // A port a running sandbox shows (docs/PROTOCOL.md "Ports"): `url` the host form (null without
 // the daemon's ports.domain), `path_url` the path form on corrald's own address (client.urlOf).
 export interface SandboxPort {
@@ -584,6 +594,34 @@ export class CorralClient {
   async forkSession(id: string, options: SessionOptions = {}): Promise<Session> {
     const info = await this.getSession(id);
     return this.wrap(new Session(this.connection, info.sandbox, options, this.sessionStarter(info.sandbox), { fork: id })).start();
+  }
+
+  // ---- checkpoints: the conversation and the files together ----
+
+  // Between turns: a snapshot of the session's sandbox, its transcript included.
+  checkpointSession(id: string): Promise<Checkpoint> {
+    return this.request("POST", `/v1/sessions/${enc(id)}/checkpoint`);
+  }
+
+  async listCheckpoints(sessionId: string): Promise<Checkpoint[]> {
+    return (await this.request<{ checkpoints: Checkpoint[] }>("GET", `/v1/sessions/${enc(sessionId)}/checkpoints`)).checkpoints;
+  }
+
+  getCheckpoint(id: string): Promise<Checkpoint> {
+    return this.request("GET", `/v1/checkpoints/${enc(id)}`);
+  }
+
+  async deleteCheckpoint(id: string): Promise<void> {
+    await this.request("DELETE", `/v1/checkpoints/${enc(id)}`);
+  }
+
+  // A new session that continues from a checkpoint: in its own sandbox (whose files are put back
+  // as they were then; no session may run there) or in `options.sandbox`, one made from the
+  // checkpoint's snapshot.
+  async restoreCheckpoint(id: string, options: SessionOptions & { sandbox?: string } = {}): Promise<Session> {
+    const { sandbox: into, ...rest } = options;
+    const sandbox = into ?? (await this.getCheckpoint(id)).sandbox;
+    return this.wrap(new Session(this.connection, sandbox, rest, this.sessionStarter(sandbox), { checkpoint: id })).start();
   }
 
   // Follows a session that exists already (started elsewhere, or before a page reload), from
