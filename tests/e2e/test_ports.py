@@ -112,7 +112,6 @@ idle_timeout = 4
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        self = cls
         cls.alice = mint_token(cls, "alice")
         cls.sb = cls.daemon.http("POST", "/v1/sandboxes", cls.alice, {})[1]
         cls.sid = cls.sb["id"]
