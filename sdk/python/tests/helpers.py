@@ -111,3 +111,10 @@ class DaemonTest(unittest.IsolatedAsyncioTestCase):
             return await asyncio.wait_for(awaitable, seconds)
         except asyncio.TimeoutError:
             self.fail(f"timed out: {what}")
+
+
+def scenario(name):
+    """A scenario both SDKs' tests play (tests/e2e/sdk_scenarios.json)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "tests", "e2e", "sdk_scenarios.json")
+    with open(path) as f:
+        return json.load(f)[name]
