@@ -89,15 +89,12 @@ class AsyncCorral(FilesApi, SessionsApi):
         """A new sandbox, running unless start=False. image: "host" (the default), a name
         ("python:3.12") or a digest; snapshot: a snapshot's id to copy its files; egress:
         {"domains", "ports", "cidrs"}; secrets: names of the user's secrets it may use."""
-        body = {k: v for k, v in {"name": name, "image": image, "limits": limits, "idle_timeout_s": idle_timeout_s,
-                                  "start": start, "snapshot": snapshot, "egress": egress, "network": network,
-                                  "unsafe": unsafe, "secrets": secrets}.items() if v is not None}
-        for key in ("limits", "egress"):
-            if key in body:
-                body[key] = dict(body[key])
-        for key in ("unsafe", "secrets"):
-            if key in body:
-                body[key] = list(body[key])
+        fields: dict[str, Any] = {"name": name, "image": image, "limits": None if limits is None else dict(limits),
+                                  "idle_timeout_s": idle_timeout_s, "start": start, "snapshot": snapshot,
+                                  "egress": None if egress is None else dict(egress), "network": network,
+                                  "unsafe": None if unsafe is None else list(unsafe),
+                                  "secrets": None if secrets is None else list(secrets)}
+        body = {k: v for k, v in fields.items() if v is not None}
         return Sandbox.from_json(await self._request("POST", "/v1/sandboxes", body))
 
     async def get_sandbox(self, sandbox: str) -> Sandbox:

@@ -12,7 +12,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Coroutine, Protocol, Union
 
-import websockets
+import websockets.client
+from websockets.typing import Subprotocol
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatusCode
 
 from .errors import CorralConnectionError, CorralError
@@ -148,8 +149,8 @@ class Connection:
     async def _open(self) -> Any:
         token = await resolve_token(self._token)
         try:
-            ws = await websockets.connect(self.url, subprotocols=["corral.v1", f"bearer.{token}"],  # type: ignore[list-item]
-                                          max_size=4 << 20, compression=None, open_timeout=10)
+            ws = await websockets.client.connect(self.url, subprotocols=[Subprotocol("corral.v1"), Subprotocol(f"bearer.{token}")],
+                                                 max_size=4 << 20, compression=None, open_timeout=10)
         except InvalidStatusCode as error:
             raise CorralConnectionError(f"cannot open {self.url} (HTTP {error.status_code})") from error
         except (OSError, InvalidHandshake, asyncio.TimeoutError) as error:

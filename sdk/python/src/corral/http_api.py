@@ -43,10 +43,10 @@ class HttpApi:
         if response.status_code >= 400:
             text = response.text
             try:
-                error = json.loads(text)["error"]
+                answer = json.loads(text)["error"]
             except (ValueError, KeyError, TypeError):
-                error = {"message": text or f"HTTP {response.status_code}"}
-            raise CorralError.from_error(error, response.status_code, response.headers.get("X-Request-Id"))
+                answer = {"message": text or f"HTTP {response.status_code}"}
+            raise CorralError.from_error(answer, response.status_code, response.headers.get("X-Request-Id"))
         return response
 
     async def _request(self, method: str, path: str, body: Any = None) -> Any:

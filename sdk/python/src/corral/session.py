@@ -245,9 +245,10 @@ class Session:
         return isinstance(event, AgentEvent) and event.type == "result"
 
     def _tool_call(self, event: ToolCallEvent) -> None:
-        tool = self._tools.get(event.name)
-        if tool is None:
+        found = self._tools.get(event.name)
+        if found is None:
             return  # declared by another client of this session: that one answers
+        tool = found
 
         async def answer() -> None:
             await asyncio.sleep(REPLAY_GRACE)
@@ -265,9 +266,10 @@ class Session:
         self._connection.spawn(answer())
 
     def _permission_request(self, event: PermissionRequestEvent) -> None:
-        handler: PermissionHandler | None = self._options.get("on_permission")
-        if handler is None:
+        configured: PermissionHandler | None = self._options.get("on_permission")
+        if configured is None:
             return
+        handler = configured
 
         async def answer() -> None:
             await asyncio.sleep(REPLAY_GRACE)

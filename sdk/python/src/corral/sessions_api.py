@@ -147,7 +147,7 @@ class SessionsApi(HttpApi):
         for the diff, the files changed and the bundle."""
         if (bundle is None) == (repo_path is None):
             raise ValueError("execute: give exactly one of bundle and repo_path")
-        repo = {"bundle": base64.b64encode(bundle).decode("ascii")} if bundle is not None else {"path": repo_path}
+        repo = {"bundle": base64.b64encode(bundle).decode("ascii")} if bundle is not None else {"path": str(repo_path)}
         body: dict[str, Any] = {"repo": repo, "task": task}
         for key, value in (("model", model), ("permission_mode", permission_mode), ("timeout_s", timeout_s),
                            ("keep_sandbox", keep_sandbox)):

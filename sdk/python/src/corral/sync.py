@@ -63,7 +63,7 @@ class _LoopThread:
 
 def _blocking(method: Callable[Concatenate[AsyncCorral, P], Awaitable[R]]) -> Callable[Concatenate["Corral", P], R]:
     @functools.wraps(method)
-    def call(self: "Corral", *args: P.args, **kwargs: P.kwargs) -> R:
+    def call(self: "Corral", /, *args: P.args, **kwargs: P.kwargs) -> R:
         return self._loop.run(method(self._async, *args, **kwargs))  # type: ignore[arg-type]
     return call
 
@@ -336,7 +336,7 @@ class Corral:
         """See AsyncCorral.create_session (the same keyword arguments)."""
         return self.prepare_session(sandbox, **options).start()
 
-    def _started(self, method: Callable[..., Awaitable[Session]], target: str, tools: Sequence[ClientTool] | None,
+    def _started(self, method: Callable[..., Coroutine[Any, Any, Session]], target: str, tools: Sequence[ClientTool] | None,
                  on_permission: PermissionHandler | None, **options: Any) -> SyncSession:
         options = self._options(tools, on_permission, **options)
         return SyncSession(self._loop.run(method(target, **options)), self._loop)

@@ -42,7 +42,7 @@ def _signature_of(headers: str | Mapping[str, Any]) -> str | None:
         value = value[0] if value else None
     if isinstance(value, bytes):
         value = value.decode("latin-1")
-    return value
+    return value if isinstance(value, str) else None
 
 
 def verify_webhook(secret: str | bytes, headers: str | Mapping[str, Any], raw_body: str | bytes,
