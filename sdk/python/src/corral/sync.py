@@ -140,7 +140,7 @@ class SyncSession:
         raise AttributeError(name)
 
     def register_tool(self, tool: ClientTool) -> ClientTool:
-        self._session.register_tool(_threaded_tool(tool, self))
+        self._session.register_tool(_threaded_tool(tool, [self]))
         return tool
 
     def tool(self, name: str | None = None, *, description: str | None = None,
@@ -195,7 +195,9 @@ async def _call(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     return function(*args, **kwargs)
 
 
-def _threaded_tool(tool: ClientTool, session: SyncSession | None) -> ClientTool:
+def _threaded_tool(tool: ClientTool, session: list[SyncSession]) -> ClientTool:
+    """A plain function's tool run in a worker thread; its context names the SyncSession (which
+    `session` holds once it is made: before the agent can call the tool)."""
     handler = tool.handler
     if inspect.iscoroutinefunction(handler):
         return tool
@@ -204,7 +206,7 @@ def _threaded_tool(tool: ClientTool, session: SyncSession | None) -> ClientTool:
     def run(input: Any, context: ToolContext) -> Any:
         if not takes_context(handler):
             return handler(input)
-        return handler(input, ToolContext(session if session is not None else context.session, context.call))  # type: ignore[arg-type]
+        return handler(input, ToolContext(session[0] if session else context.session, context.call))  # type: ignore[arg-type]
     return ClientTool(tool.name, _in_thread(run), tool.description, tool.input_schema)
 
 
@@ -317,10 +319,15 @@ class Corral:
     def attach(self, command: str, after_seq: int = 0) -> SyncCommand:
         return SyncCommand(self._loop.run(self._async.attach(command, after_seq)), self._loop)
 
-    def _options(self, tools: Sequence[ClientTool] | None, on_permission: PermissionHandler | None,
-                 **options: Any) -> dict[str, Any]:
-        options["tools"] = [_threaded_tool(t, None) for t in tools or []]
-        options["on_permission"] = None if on_permission is None else _in_thread(on_permission)
+    def _options(self, holder: list[SyncSession], tools: Sequence[ClientTool] | None,
+                 on_permission: PermissionHandler | None, **options: Any) -> dict[str, Any]:
+        options["tools"] = [_threaded_tool(t, holder) for t in tools or []]
+        if on_permission is not None:
+            answer = on_permission
+
+            def ask(request: Any, session: Session) -> Any:
+                return answer(request, holder[0] if holder else session)  # type: ignore[arg-type]
+            options["on_permission"] = _in_thread(ask)
         return options
 
     def prepare_session(self, sandbox: str, *, prompt: str | None = None, model: str | None = None,
@@ -328,9 +335,12 @@ class Corral:
                         disallowed_tools: Sequence[str] | None = None, partial: bool | None = None,
                         cwd: str | None = None, tools: Sequence[ClientTool] | None = None,
                         on_permission: PermissionHandler | None = None) -> SyncSession:
-        options = self._options(tools, on_permission, prompt=prompt, model=model, permission_mode=permission_mode,
-                                allowed_tools=allowed_tools, disallowed_tools=disallowed_tools, partial=partial, cwd=cwd)
-        return SyncSession(self._loop.run(_call(self._async.prepare_session, sandbox, **options)), self._loop)
+        holder: list[SyncSession] = []
+        options = self._options(holder, tools, on_permission, prompt=prompt, model=model,
+                                permission_mode=permission_mode, allowed_tools=allowed_tools,
+                                disallowed_tools=disallowed_tools, partial=partial, cwd=cwd)
+        holder.append(SyncSession(self._loop.run(_call(self._async.prepare_session, sandbox, **options)), self._loop))
+        return holder[0]
 
     def create_session(self, sandbox: str, **options: Any) -> SyncSession:
         """See AsyncCorral.create_session (the same keyword arguments)."""
@@ -338,8 +348,10 @@ class Corral:
 
     def _started(self, method: Callable[..., Coroutine[Any, Any, Session]], target: str, tools: Sequence[ClientTool] | None,
                  on_permission: PermissionHandler | None, **options: Any) -> SyncSession:
-        options = self._options(tools, on_permission, **options)
-        return SyncSession(self._loop.run(method(target, **options)), self._loop)
+        holder: list[SyncSession] = []
+        options = self._options(holder, tools, on_permission, **options)
+        holder.append(SyncSession(self._loop.run(method(target, **options)), self._loop))
+        return holder[0]
 
     def resume_session(self, session_id: str, *, tools: Sequence[ClientTool] | None = None,
                        on_permission: PermissionHandler | None = None, **options: Any) -> SyncSession:
