@@ -17,18 +17,8 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 TS_SDK = os.path.join(REPO, "sdk", "typescript")
 UNIT = ["test_token", "test_webhook", "test_typing"]
 sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
+from build_wheel import build_wheel  # noqa: E402
 os.environ.setdefault("CORRAL_BUILD_DIR", os.path.join(REPO, "build"))
-
-
-def build_wheel(out_dir):
-    """The wheel, built from a copy of the sources (the build leaves nothing in the tree)."""
-    source = os.path.join(out_dir, "source")
-    shutil.copytree(HERE, source, ignore=shutil.ignore_patterns("tests", "build", "*.egg-info", "__pycache__"))
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-                    "--wheel-dir", out_dir, source], check=True)
-    wheels = [f for f in os.listdir(out_dir) if f.endswith(".whl")]
-    assert len(wheels) == 1, wheels
-    return os.path.join(out_dir, wheels[0])
 
 
 def install(wheel, out_dir):
