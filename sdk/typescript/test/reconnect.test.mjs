@@ -8,7 +8,7 @@ import net from "node:net";
 import { after, before, test } from "node:test";
 
 import { CorralClient, CorralConnectionError } from "../dist/index.js";
-import { client, env, play, sleep, token, withTimeout } from "./helpers.mjs";
+import { client, env, play, scenario, sleep, token, withTimeout } from "./helpers.mjs";
 
 // A TCP relay to corrald that can cut every connection and refuse new ones.
 class Relay {
@@ -87,10 +87,7 @@ test("a command's output survives dropped connections: all of it, in order, once
 });
 
 test("a session's events survive a dropped connection, numbered without a hole", async () => {
-  await play([
-    { text: "step one", tool_use: { name: "Bash", input: { command: "sleep 2; echo done", description: "wait" } } },
-    { text: "all done", chunk_delay: 0.05 },
-  ]);
+  await play(scenario("reconnect_session"));
   const c = relayed({ reconnect: { initialDelayMs: 50 } });
   const session = await c.createSession(sandbox.id, { prompt: "do it slowly" });
   await sleep(1500);
