@@ -18,7 +18,7 @@ from .client import AsyncCorral, TextCallback
 from .commands import Command
 from .connection import DEFAULT_RENEW_BEFORE, Connection, ReconnectOptions
 from .events import EndEvent, SessionEvent, TurnResult
-from .models import Gap, Outcome
+from .models import Gap, Outcome, SessionInfo
 from .session import Session
 from .sessions_api import PermissionMode
 from .tools import ClientTool, PermissionHandler, ToolContext
@@ -133,11 +133,37 @@ class SyncSession:
         self._session = session
         self._loop = loop
 
-    def __getattr__(self, name: str) -> Any:
-        # The plain attributes: id, sandbox, info, state, outcome, history, last_seq, cost_usd.
-        if name in ("id", "sandbox", "info", "state", "outcome", "history", "last_seq", "cost_usd"):
-            return getattr(self._session, name)
-        raise AttributeError(name)
+    @property
+    def id(self) -> str:
+        return self._session.id
+
+    @property
+    def sandbox(self) -> str:
+        return self._session.sandbox
+
+    @property
+    def info(self) -> SessionInfo | None:
+        return self._session.info
+
+    @property
+    def state(self) -> str | None:
+        return self._session.state
+
+    @property
+    def outcome(self) -> dict[str, Any] | None:
+        return self._session.outcome
+
+    @property
+    def history(self) -> list[SessionEvent]:
+        return self._session.history
+
+    @property
+    def last_seq(self) -> int:
+        return self._session.last_seq
+
+    @property
+    def cost_usd(self) -> str:
+        return self._session.cost_usd
 
     def register_tool(self, tool: ClientTool) -> ClientTool:
         self._session.register_tool(_threaded_tool(tool, [self]))
