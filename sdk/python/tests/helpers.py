@@ -88,6 +88,11 @@ class DaemonTest(unittest.IsolatedAsyncioTestCase):
         if not have_daemon():
             self.fail("run through run_tests.py (CORRAL_URL, CORRAL_ISSUER, CORRAL_SECRET, CORRAL_MODEL_URL)")
 
+    async def asyncSetUp(self):
+        # unittest runs the loop in debug mode, which logs every step over 0.1 s (the tests' own
+        # blocking git and HTTP calls): only what blocks for seconds is worth a line.
+        asyncio.get_running_loop().slow_callback_duration = 2.0
+
     def client(self, user, token_extra=None, **options):
         c = corral.AsyncCorral(ENV["url"], token(user, **(token_extra or {})), **options)
         self.addAsyncCleanup(c.close)

@@ -230,3 +230,26 @@ class Client(DaemonTest):
         self.assertEqual(len(later.events), 1)
         self.assertEqual(later.events[0].seq, log.events[1].seq)
         self.assertTrue(later.more)
+
+    async def test_the_event_log_followed_live_across_a_dropped_connection(self):
+        c = self.client("py-watch")
+        sandbox = await self.sandbox(c)
+        watch = await c.watch_sandbox(sandbox.id)
+        events = aiter(watch)
+        first = await self.within(anext(events), 10, "the log's first event")
+        self.assertEqual(first.type, "sandbox.created")
+        await c.run(sandbox.id, ["true"])
+        await c.connection.drop()  # a reconnect: the watch goes on after the last event seen
+        await c.set_egress(sandbox.id, domains=["watched.test"])
+        seen = [first]
+        while not any(e.type == "sandbox.egress" for e in seen):
+            seen.append(await self.within(anext(events), 10, "the egress rule change"))
+        self.assertGreaterEqual(c.connection.reconnects, 1)
+        self.assertEqual([e.seq for e in seen], sorted({e.seq for e in seen}), "in order, each once")
+        self.assertIn("watched.test", str(seen[-1].data))  # the new rules
+        # Control: the log over HTTP holds the same events.
+        logged = (await c.sandbox_events(sandbox.id)).events
+        self.assertEqual([e.seq for e in logged][:len(seen)], [e.seq for e in seen])
+        await watch.stop()
+        self.assertEqual([e async for e in watch], [])
+

@@ -57,6 +57,7 @@ class Relay:
 
 class Reconnect(DaemonTest):
     async def asyncSetUp(self):
+        await super().asyncSetUp()
         self.direct = self.client("py-reconnect", {"budget": ai_budget()})
         self.box = await self.sandbox(self.direct, name="reconnect")
         self.relay = Relay(int(ENV["url"].rsplit(":", 1)[1]))

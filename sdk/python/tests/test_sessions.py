@@ -14,6 +14,7 @@ from helpers import (DaemonTest, ENV, ai_budget, main_requests, micro_usd, play,
 
 class Sessions(DaemonTest):
     async def asyncSetUp(self):
+        await super().asyncSetUp()
         self.c = self.client("py-agent", {"budget": ai_budget()})
         self.box = await self.sandbox(self.c, name="agent")
 

@@ -15,6 +15,7 @@ from .models import (Checkpoint, CommandResult, DirEntry, EgressRules, Execution
 from .session import Session, SessionEndedError
 from .sync import Corral, SyncCommand, SyncSession
 from .token import TokenBudget, create_token
+from .watch import SandboxWatch
 from .tools import ClientTool, PermissionAnswer, PermissionRequest, ToolContext, tool
 from .webhook import WebhookVerificationError, verify_webhook
 
@@ -25,7 +26,7 @@ __all__ = [
     "CommandResult", "Corral", "CorralConnectionError", "CorralError", "DirEntry", "EgressRules", "EndEvent",
     "ErrorCode", "Execution", "FileChanged", "FileStat", "Gap", "GitDiff", "Outcome", "OutputChunk",
     "PermissionAnswer", "PermissionAnswerEvent", "PermissionRequest", "PermissionRequestEvent", "ReconnectOptions",
-    "Sandbox", "SandboxEvent", "SandboxEvents", "SandboxLimits", "SandboxPort", "SandboxSecrets", "Secret",
+    "Sandbox", "SandboxEvent", "SandboxEvents", "SandboxLimits", "SandboxPort", "SandboxSecrets", "SandboxWatch", "Secret",
     "SecretBinding", "Session", "SessionEndedError", "SessionEvent", "SessionInfo", "SignedPortUrl", "Snapshot",
     "StateEvent", "StderrEvent", "SyncCommand", "SyncSession", "TokenBudget", "ToolCallEvent", "ToolContext",
     "ToolOutput", "ToolResultEvent", "ToolUse", "TurnResult", "Usage", "UsageEvent", "UserEvent",

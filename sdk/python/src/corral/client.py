@@ -17,6 +17,7 @@ from .models import (CommandResult, EgressRules, OutputChunk, Sandbox, SandboxEv
                      SandboxSecrets, Secret, SecretBinding, SignedPortUrl, Snapshot, Usage)
 from .session import Session
 from .sessions_api import SessionsApi
+from .watch import SandboxWatch
 
 TextCallback = Callable[[str], Union[None, Awaitable[None]]]
 
@@ -45,6 +46,7 @@ class AsyncCorral(FilesApi, SessionsApi):
         self.connection = Connection(re.sub(r"^http", "ws", base) + "/v1/ws", source, reconnect, renew_before)
         self._commands = CommandRouter(self.connection)
         self._sessions: dict[str, Session] = {}
+        self._watches: dict[str, SandboxWatch] = {}
         self.connection.on_text = self._on_event
         self.connection.on_binary = self._commands.frame
         self.connection.on_reset = self._commands.reset
@@ -69,6 +71,10 @@ class AsyncCorral(FilesApi, SessionsApi):
                 session.deliver(message)
             if event == "session_end":
                 self._sessions.pop(str(message.get("session")), None)
+        elif event == "sandbox":
+            watch = self._watches.get(str(message.get("sandbox")))
+            if watch is not None:
+                watch.deliver(message)
 
     async def health(self) -> dict[str, Any]:
         """{"status", "version", "protocol"} (no token needed)."""
@@ -140,6 +146,11 @@ class AsyncCorral(FilesApi, SessionsApi):
         """The sandbox's event log (lifecycle, command ends, egress decisions, rule changes)."""
         path = f"/v1/sandboxes/{enc(sandbox)}/events{query({'after_seq': after_seq, 'limit': limit, 'type': type})}"
         return SandboxEvents.from_json(await self._request("GET", path))
+
+    async def watch_sandbox(self, sandbox: str, after_seq: int = 0) -> SandboxWatch:
+        """Follows the sandbox's event log live, from after `after_seq` (0: the whole log):
+        `async for event in watch`, then `await watch.stop()`."""
+        return await SandboxWatch(self.connection, sandbox, after_seq, self._watches).start()
 
     async def usage(self) -> Usage:
         return Usage.from_json(await self._request("GET", "/v1/usage"))
