@@ -37,6 +37,9 @@ class Sync(unittest.TestCase):
         cat.write("typed\n")
         cat.close_stdin()
         self.assertEqual(b"".join(ch.data for ch in cat), b"typed\n")
+        watch = self.c.watch_sandbox(self.box.id)
+        self.assertEqual(next(iter(watch)).type, "sandbox.created")
+        watch.stop()
         self.c.write_file(self.box.id, "/home/agent/s.txt", "sync\n")
         self.assertEqual(self.c.read_text(self.box.id, "/home/agent/s.txt"), "sync\n")
         with self.assertRaises(corral.CorralError) as caught:

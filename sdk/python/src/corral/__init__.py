@@ -13,7 +13,7 @@ from .models import (Checkpoint, CommandResult, DirEntry, EgressRules, Execution
                      Outcome, OutputChunk, Sandbox, SandboxEvent, SandboxEvents, SandboxLimits, SandboxPort,
                      SandboxSecrets, Secret, SecretBinding, SessionInfo, SignedPortUrl, Snapshot, Usage, WrittenFile)
 from .session import Session, SessionEndedError
-from .sync import Corral, SyncCommand, SyncSession
+from .sync import Corral, SyncCommand, SyncSandboxWatch, SyncSession
 from .token import TokenBudget, create_token
 from .watch import SandboxWatch
 from .tools import ClientTool, PermissionAnswer, PermissionRequest, ToolContext, tool
@@ -28,7 +28,7 @@ __all__ = [
     "PermissionAnswer", "PermissionAnswerEvent", "PermissionRequest", "PermissionRequestEvent", "ReconnectOptions",
     "Sandbox", "SandboxEvent", "SandboxEvents", "SandboxLimits", "SandboxPort", "SandboxSecrets", "SandboxWatch", "Secret",
     "SecretBinding", "Session", "SessionEndedError", "SessionEvent", "SessionInfo", "SignedPortUrl", "Snapshot",
-    "StateEvent", "StderrEvent", "SyncCommand", "SyncSession", "TokenBudget", "ToolCallEvent", "ToolContext",
+    "StateEvent", "StderrEvent", "SyncCommand", "SyncSandboxWatch", "SyncSession", "TokenBudget", "ToolCallEvent", "ToolContext",
     "ToolOutput", "ToolResultEvent", "ToolUse", "TurnResult", "Usage", "UsageEvent", "UserEvent",
     "WebhookVerificationError", "WrittenFile", "create_token", "event_kind", "tool", "verify_webhook",
 ]

@@ -18,7 +18,8 @@ from .client import AsyncCorral, TextCallback
 from .commands import Command
 from .connection import DEFAULT_RENEW_BEFORE, Connection, ReconnectOptions
 from .events import EndEvent, SessionEvent, TurnResult
-from .models import Gap, Outcome, SessionInfo
+from .models import Gap, Outcome, SandboxEvent, SessionInfo
+from .watch import SandboxWatch
 from .session import Session
 from .sessions_api import PermissionMode
 from .tools import ClientTool, PermissionHandler, ToolContext
@@ -124,6 +125,20 @@ class SyncCommand:
 
     def detach(self) -> None:
         self._loop.run(self._command.detach())
+
+
+class SyncSandboxWatch:
+    """A sandbox's event log, live (see SandboxWatch): `for event in watch`, then `watch.stop()`."""
+
+    def __init__(self, watch: SandboxWatch, loop: _LoopThread):
+        self._watch = watch
+        self._loop = loop
+
+    def __iter__(self) -> Iterator[SandboxEvent]:
+        return self._loop.iterate(self._watch.__aiter__())
+
+    def stop(self) -> None:
+        self._loop.run(self._watch.stop())
 
 
 class SyncSession:
@@ -341,6 +356,9 @@ class Corral:
         command = self._loop.run(self._async.exec(sandbox, argv, env=env, cwd=cwd, user=user, stdin=stdin, pty=pty,
                                                   on_stdout=on_stdout, on_stderr=on_stderr))
         return SyncCommand(command, self._loop)
+
+    def watch_sandbox(self, sandbox: str, after_seq: int = 0) -> SyncSandboxWatch:
+        return SyncSandboxWatch(self._loop.run(self._async.watch_sandbox(sandbox, after_seq)), self._loop)
 
     def attach(self, command: str, after_seq: int = 0) -> SyncCommand:
         return SyncCommand(self._loop.run(self._async.attach(command, after_seq)), self._loop)
