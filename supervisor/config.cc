@@ -528,6 +528,8 @@ const std::vector<KeySpec>& Keys() {
       {"node", "cluster_secret_file", AbsolutePathKey(&DaemonConfig::node_cluster_secret_file)},
       {"sessions", "tool_call_timeout", SecondsKey(&DaemonConfig::tool_call_timeout_s)},
       {"sessions", "agent_silence_timeout", SecondsKey(&DaemonConfig::agent_silence_timeout_s)},
+      {"sessions", "file_scan_entries", CountKey(&DaemonConfig::file_scan_entries)},
+      {"sessions", "file_scan_interval", SecondsKey(&DaemonConfig::file_scan_interval_s)},
       {"relay", "port", CountKey(&RelayConfig::port)},
       {"relay", "upstream", UrlKey(&RelayConfig::upstream)},
       {"relay", "api_key_file", AbsolutePathKey(&RelayConfig::api_key_file, /*empty_ok=*/true)},
@@ -722,6 +724,7 @@ Status Validate(const DaemonConfig& c, const std::string& origin, const Lines& l
       {"execute.max_bundle", &DaemonConfig::execute_max_bundle_bytes},
       {"sessions.tool_call_timeout", &DaemonConfig::tool_call_timeout_s},
       {"sessions.agent_silence_timeout", &DaemonConfig::agent_silence_timeout_s},
+      {"sessions.file_scan_entries", &DaemonConfig::file_scan_entries},
   }));
 
   RETURN_IF_ERROR(check.Check(c, {{"images.max_size", &ImagesConfig::max_size},
