@@ -11,6 +11,17 @@ namespace {
 
 using nlohmann::json;
 
+// A JSON array of these values (a braced list of one json value is that value to some compilers).
+json Array(std::initializer_list<json> items) {
+  json array = json::array();
+  for (const json& item : items) array.push_back(item);
+  return array;
+}
+
+json Todo(const std::string& content, const std::string& status) {
+  return json::object({{"content", content}, {"status", status}});
+}
+
 json AssistantWith(json content, json parent = nullptr) {
   return {{"type", "assistant"},
           {"message", {{"role", "assistant"}, {"content", std::move(content)}}},
@@ -22,9 +33,11 @@ json TodoWrite(json todos) {
 }
 
 TEST(TodosOfTest, ReadsTheListOfTheMainAgentsTodoWrite) {
-  json line = AssistantWith({{{"type", "text"}, {"text", "planning"}},
-                             TodoWrite({{{"content", "Write hello.py"}, {"status", "completed"}, {"activeForm", "Writing"}},
-                                        {{"content", "Run it"}, {"status", "in_progress"}, {"activeForm", "Running it"}}})});
+  json first = Todo("Write hello.py", "completed");
+  first["activeForm"] = "Writing";
+  json second = Todo("Run it", "in_progress");
+  second["activeForm"] = "Running it";
+  json line = AssistantWith(Array({json::object({{"type", "text"}, {"text", "planning"}}), TodoWrite(Array({first, second}))}));
   auto todos = TodosOf(line);
   ASSERT_TRUE(todos.has_value());
   ASSERT_EQ(todos->size(), 2u);
@@ -33,30 +46,36 @@ TEST(TodosOfTest, ReadsTheListOfTheMainAgentsTodoWrite) {
   EXPECT_EQ((*todos)[1].active_form, "Running it");
   json event = TodoEvent(*todos);
   EXPECT_EQ(event["kind"], "todo");
-  EXPECT_EQ(event["todos"][0], (json{{"content", "Write hello.py"}, {"status", "completed"}, {"active_form", "Writing"}}));
+  EXPECT_EQ(event["todos"][0],
+            json::object({{"content", "Write hello.py"}, {"status", "completed"}, {"active_form", "Writing"}}));
   // An empty list is a list (all done and cleared).
-  auto cleared = TodosOf(AssistantWith({TodoWrite(json::array())}));
+  auto cleared = TodosOf(AssistantWith(Array({TodoWrite(json::array())})));
   ASSERT_TRUE(cleared.has_value());
   EXPECT_TRUE(cleared->empty());
 }
 
 TEST(TodosOfTest, IgnoresOtherLinesSubagentsAndMalformedInput) {
-  json valid = {{{"content", "x"}, {"status", "pending"}}};
-  EXPECT_TRUE(TodosOf(AssistantWith({TodoWrite(valid)})).has_value());  // control
-  EXPECT_FALSE(TodosOf(AssistantWith({TodoWrite(valid)}, "toolu_parent")).has_value());  // a subagent's list
-  EXPECT_FALSE(TodosOf({{"type", "user"}, {"message", {{"content", {TodoWrite(valid)}}}}}).has_value());
-  EXPECT_FALSE(TodosOf(AssistantWith({{{"type", "tool_use"}, {"name", "Bash"}, {"input", {{"todos", valid}}}}})).has_value());
-  for (const json& bad : {json(nullptr), json("todos"), json::array({1, 2}), json{{"todos", "x"}}}) {
-    EXPECT_FALSE(TodosOf(AssistantWith({{{"type", "tool_use"}, {"name", "TodoWrite"}, {"input", bad}}})).has_value())
-        << bad;
+  json valid = Array({Todo("x", "pending")});
+  EXPECT_TRUE(TodosOf(AssistantWith(Array({TodoWrite(valid)}))).has_value());  // control
+  EXPECT_FALSE(TodosOf(AssistantWith(Array({TodoWrite(valid)}), "toolu_parent")).has_value());  // a subagent's list
+  json user = {{"type", "user"}, {"message", {{"content", Array({TodoWrite(valid)})}}}};
+  EXPECT_FALSE(TodosOf(user).has_value());
+  json bash = TodoWrite(valid);
+  bash["name"] = "Bash";
+  EXPECT_FALSE(TodosOf(AssistantWith(Array({bash}))).has_value());
+  for (const json& bad : {json(nullptr), json("todos"), Array({1, 2}), json::object({{"todos", "x"}})}) {
+    json use = TodoWrite(valid);
+    use["input"] = bad;
+    EXPECT_FALSE(TodosOf(AssistantWith(Array({use}))).has_value()) << bad;
   }
   EXPECT_FALSE(TodosOf(json::array()).has_value());
   EXPECT_FALSE(TodosOf(AssistantWith("just text")).has_value());
   // Items of another shape are left out, the rest kept.
-  auto todos = TodosOf(AssistantWith({TodoWrite({{{"content", 5}, {"status", "pending"}},
-                                                 {{"content", "ok"}, {"status", "done?"}},
-                                                 {{"content", "kept"}, {"status", "pending"}, {"activeForm", 3}},
-                                                 "not an object"})}));
+  json kept = Todo("kept", "pending");
+  kept["activeForm"] = 3;
+  json numeric = Todo("", "pending");
+  numeric["content"] = 5;
+  auto todos = TodosOf(AssistantWith(Array({TodoWrite(Array({numeric, Todo("ok", "done?"), kept, "not an object"}))})));
   ASSERT_TRUE(todos.has_value());
   ASSERT_EQ(todos->size(), 1u);
   EXPECT_EQ((*todos)[0].content, "kept");
@@ -65,13 +84,13 @@ TEST(TodosOfTest, IgnoresOtherLinesSubagentsAndMalformedInput) {
 
 TEST(TodosOfTest, BoundsTheListAndItsText) {
   json many = json::array();
-  for (int i = 0; i < 500; ++i) many.push_back({{"content", std::string(5000, 'a') + "\xc3\xa9"}, {"status", "pending"}});
-  auto todos = TodosOf(AssistantWith({TodoWrite(many)}));
+  for (int i = 0; i < 500; ++i) many.push_back(Todo(std::string(5000, 'a') + "\xc3\xa9", "pending"));
+  auto todos = TodosOf(AssistantWith(Array({TodoWrite(many)})));
   ASSERT_TRUE(todos.has_value());
   EXPECT_EQ(todos->size(), kMaxTodos);
   EXPECT_EQ((*todos)[0].content.size(), kMaxTodoText);
   // A cut never splits a UTF-8 character.
-  auto accented = TodosOf(AssistantWith({TodoWrite({{{"content", std::string(999, 'a') + "\xc3\xa9"}, {"status", "pending"}}})}));
+  auto accented = TodosOf(AssistantWith(Array({TodoWrite(Array({Todo(std::string(999, 'a') + "\xc3\xa9", "pending")}))})));
   ASSERT_TRUE(accented.has_value());
   EXPECT_EQ((*accented)[0].content, std::string(999, 'a'));
 }
