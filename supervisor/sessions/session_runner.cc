@@ -551,8 +551,11 @@ void SessionRunner::WatchWorkspace(AgentSession& session, const std::string& dir
   options.dir = dir;
   options.limits.max_entries = config_.file_scan_entries;
   options.limits.skip_names = {".git"};  // a repository's own bookkeeping
-  // Claude Code's own state in the agent's home: its transcripts and settings, not the work.
-  for (const std::string state : {"/home/agent/.claude", "/home/agent/.claude.json*"}) {
+  // Claude Code's own state in the agent's home (its transcripts and settings) and the caches
+  // (its MCP logs among them): not the work.
+  static constexpr const char* kAgentState[] = {"/home/agent/.claude", "/home/agent/.claude.json*",
+                                                 "/home/agent/.cache"};
+  for (const std::string state : kAgentState) {
     const std::string under = dir == "/" ? "/" : dir + "/";
     if (state.compare(0, under.size(), under) == 0) options.limits.skip_paths.push_back(state.substr(under.size()));
   }
