@@ -17,7 +17,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr char kLog[] = "admin";
+constexpr char kAdminLog[] = "admin";
 
 VerifyPolicy PolicyOf(const supervisor::DaemonConfig& config) {
   VerifyPolicy policy;
@@ -58,7 +58,7 @@ void RegisterIssuers(Server& server, supervisor::Issuers& issuers) {
       if (added.error_number() == EEXIST) return respond(ErrorResponse(Status::Error("issuer " + name + " exists", EEXIST)));
       return respond(ErrorResponse(added));
     }
-    LogInfo(kLog, "issuer added", {{"issuer", name}});
+    LogInfo(kAdminLog, "issuer added", {{"issuer", name}});
     respond(JsonResponse(201, {{"name", row.name}, {"secret", row.secret}, {"created_at", row.created_at}}));
   });
   server.Route("DELETE", "/v1/admin/issuers/{name}", Auth::kAdminOnly,
@@ -69,7 +69,7 @@ void RegisterIssuers(Server& server, supervisor::Issuers& issuers) {
                    if (removed.error_number() == ENOENT) return respond(ErrorResponse(Status::Error("no issuer " + name, ENOENT)));
                    return respond(ErrorResponse(removed));
                  }
-                 LogInfo(kLog, "issuer removed", {{"issuer", name}});
+                 LogInfo(kAdminLog, "issuer removed", {{"issuer", name}});
                  server.Reauthenticate([name](const AuthContext& auth) { return auth.iss == name; });
                  respond(JsonResponse(200, {{"name", name}}));
                });
@@ -87,7 +87,7 @@ void RegisterIssuers(Server& server, supervisor::Issuers& issuers) {
                    if (replaced.error_number() == ENOENT) return respond(ErrorResponse(Status::Error("no issuer " + name, ENOENT)));
                    return respond(ErrorResponse(replaced));
                  }
-                 LogInfo(kLog, "issuer secret replaced", {{"issuer", name}});
+                 LogInfo(kAdminLog, "issuer secret replaced", {{"issuer", name}});
                  server.Reauthenticate([name](const AuthContext& auth) { return auth.iss == name; });
                  respond(JsonResponse(200, {{"name", name}, {"secret", secret}}));
                });
@@ -151,7 +151,7 @@ void RegisterTokens(Server& server, supervisor::Issuers& issuers, const supervis
                    }
                    return respond(ErrorResponse(revoked));
                  }
-                 LogInfo(kLog, "token revoked", {{"jti", row.jti}, {"issuer", row.iss}});
+                 LogInfo(kAdminLog, "token revoked", {{"jti", row.jti}, {"issuer", row.iss}});
                  server.Reauthenticate([row](const AuthContext& auth) {
                    return auth.claims.jti == row.jti && (row.iss.empty() || auth.iss == row.iss);
                  });

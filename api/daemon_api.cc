@@ -9,6 +9,7 @@
 #include "api/protocol_json.h"
 #include "api/routes.h"
 #include "api/ws_api.h"
+#include "common/log.h"
 #include "supervisor/relay/rate_limiter.h"
 
 namespace corral::api {
@@ -24,6 +25,12 @@ std::function<void(uint64_t)> RegisterApi(Server& server, boost::asio::io_contex
   });
   RegisterSandboxRoutes(server, manager, events);
   RegisterSecretRoutes(server, manager);
+  RegisterPortRoutes(server, manager, config);
+  // Preview URLs: the key their signatures are made with (the store's), and the requests to them.
+  if (Status key = manager.LoadPortUrlKey(); !key.ok()) {
+    LogError("api", "no port URL key: signed port URLs are refused", {{"error", key.ToString()}});
+  }
+  ServePorts(server, io, manager, config);
   RegisterCommandRoutes(server, manager);
   RegisterAdminRoutes(server, io, pool, manager, config);
   RegisterFileRoutes(server, io, pool, manager, config);

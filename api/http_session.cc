@@ -163,6 +163,13 @@ void HttpSession::Admit() {
   token_ended_ = false;
   pending_ = HttpRequest();
   route_ = nullptr;
+  if (core_->connection_taker && !peer_.is_unix) {
+    Takeover takeover{core_, stream_, buffer_, req, peer_, id_, slot_, request_id_};
+    if (core_->connection_taker->Take(takeover)) {
+      upgraded_ = true;  // the stream is the taker's now
+      return;
+    }
+  }
   if (!AdmitOrigin()) return;
 
   std::string_view target = SV(req.target());

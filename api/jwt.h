@@ -47,6 +47,8 @@ inline constexpr char kScopeSessions[] = "sessions";    // agent sessions (Claud
 inline constexpr char kScopeSecrets[] = "secrets";      // the user's secrets, and naming them for a sandbox
 // Never implied: sandboxes with a real network interface ("network": "full", full_network.h).
 inline constexpr char kScopeUnsafeFullNetwork[] = "unsafe:full_network";
+// Never implied: a sandbox port anyone may reach without a token or signature (api/port_proxy.h).
+inline constexpr char kScopePortsPublic[] = "ports:public";
 
 struct Claims {
   std::string iss;

@@ -330,7 +330,7 @@ StatusOr<supervisor::ForkRequest> ParseFork(const json& body) {
 
 StatusOr<supervisor::NewSession> ParseNewSession(const json& body) {
   supervisor::NewSession request;
-  RETURN_IF_ERROR(RefuseUnknownFields(body, {"prompt", "model", "permission_mode", "cwd", "resume", "fork",
+  RETURN_IF_ERROR(RefuseUnknownFields(body, {"prompt", "model", "permission_mode", "cwd", "resume", "fork", "checkpoint",
                                              "allowed_tools", "disallowed_tools", "partial", "tools"}));
   RETURN_IF_ERROR(PresentString(body, "prompt", request.prompt));
   RETURN_IF_ERROR(PresentString(body, "model", request.options.model));
@@ -338,6 +338,7 @@ StatusOr<supervisor::NewSession> ParseNewSession(const json& body) {
   RETURN_IF_ERROR(PresentString(body, "cwd", request.options.cwd));
   RETURN_IF_ERROR(PresentString(body, "resume", request.resume));
   RETURN_IF_ERROR(PresentString(body, "fork", request.fork));
+  RETURN_IF_ERROR(PresentString(body, "checkpoint", request.checkpoint));
   RETURN_IF_ERROR(OptionalStrings(body, "allowed_tools", request.options.allowed_tools));
   RETURN_IF_ERROR(OptionalStrings(body, "disallowed_tools", request.options.disallowed_tools));
   RETURN_IF_ERROR(OptionalBool(body, "partial", request.options.partial));

@@ -43,6 +43,17 @@ void RegisterSandboxRoutes(Server& server, supervisor::SandboxManager& manager, 
 //   GET    /v1/admin/issuers/{iss}/secrets, PUT and DELETE .../secrets/{name}: an issuer's (admin socket)
 void RegisterSecretRoutes(Server& server, supervisor::SandboxManager& manager);
 
+// port_routes.cc (preview URLs; the requests to them: api/port_proxy.h):
+//   POST   /v1/sandboxes/{id}/ports {"port", "public"?}   scope sandboxes (+ ports:public for
+//                                           public): 201 {"port", "url", "path_url", "public", "created_at"}
+//   GET    /v1/sandboxes/{id}/ports         {"id", "ports": [...]}
+//   DELETE /v1/sandboxes/{id}/ports/{port}  scope sandboxes
+//   POST   /v1/sandboxes/{id}/ports/{port}/signed-url {"ttl_s"?}  -> {"url", "path_url", "expires_at"}
+void RegisterPortRoutes(Server& server, supervisor::SandboxManager& manager, const supervisor::DaemonConfig& config);
+// port_proxy.cc: the requests to those URLs, taken before routing (api/port_proxy.h).
+void ServePorts(Server& server, boost::asio::io_context& io, supervisor::SandboxManager& manager,
+                const supervisor::DaemonConfig& config);
+
 // command_routes.cc (read-only; commands run over the WebSocket):
 //   GET /v1/sandboxes/{id}/commands, /v1/sandboxes/{id}/commands/{cid}
 void RegisterCommandRoutes(Server& server, supervisor::SandboxManager& manager);
@@ -55,8 +66,10 @@ void RegisterFileRoutes(Server& server, boost::asio::io_context& io, boost::asio
                         supervisor::SandboxManager& manager, const supervisor::DaemonConfig& config);
 
 // session_routes.cc (the sessions' streams are on the WebSocket):
-//   POST /v1/sandboxes/{id}/sessions        scope sessions: 201, the session
+//   POST /v1/sandboxes/{id}/sessions        scope sessions (+ sandboxes with "checkpoint"): 201, the session
 //   GET  /v1/sessions (?sandbox=), /v1/sessions/{id}
+//   POST /v1/sessions/{id}/checkpoint       scopes sessions and sandboxes: 201, the checkpoint
+//   GET  /v1/sessions/{id}/checkpoints, /v1/checkpoints/{id}; DELETE /v1/checkpoints/{id}
 void RegisterSessionRoutes(Server& server, supervisor::SessionRunner& sessions);
 
 // usage_routes.cc:

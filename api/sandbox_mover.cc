@@ -18,7 +18,7 @@
 namespace corral::api {
 namespace {
 
-constexpr char kLog[] = "fleet";
+constexpr char kFleetLog[] = "fleet";
 
 std::string MoveTarget(const std::string& id) { return "/v1/internal/moves/" + id; }
 
@@ -79,7 +79,7 @@ void SandboxMover::Round() {
   if (!nodes_.moving_out()) return Arm(kRound);
   auto movable = manager_.Movable();
   if (!movable.ok()) {
-    LogWarn(kLog, "cannot list what to move", {{"error", movable.status().ToString()}});
+    LogWarn(kFleetLog, "cannot list what to move", {{"error", movable.status().ToString()}});
     return Arm(kRound);
   }
   const auto now = std::chrono::steady_clock::now();
@@ -94,7 +94,7 @@ void SandboxMover::Round() {
   if (next.empty()) return Arm(kRound);
   StatusOr<supervisor::FleetTarget> to = router_.Place("");
   if (!to.ok() || to->here) {
-    LogWarn(kLog, "no node to move to",
+    LogWarn(kFleetLog, "no node to move to",
             {{"id", next}, {"error", to.ok() ? "this node is open again" : to.status().ToString()}});
     return Arm(kRetryAfter);
   }
@@ -107,7 +107,7 @@ void SandboxMover::Round() {
       return;
     }
     if (!pack.ok()) {
-      LogWarn(kLog, "cannot pack what was to move", {{"id", id}, {"error", pack.status().ToString()}});
+      LogWarn(kFleetLog, "cannot pack what was to move", {{"id", id}, {"error", pack.status().ToString()}});
       failed_[id] = std::chrono::steady_clock::now() + kRetryAfter;
       return Arm(kRound);
     }
@@ -158,7 +158,7 @@ void SandboxMover::Finish(Move move, const Status& why) {
   StatusOr<bool> moved = manager_.EndMoveOut(move.pack);
   if (!moved.ok()) {
     // The catalog cannot be read: whether the other node took it is not known yet.
-    LogWarn(kLog, "cannot tell whether it moved; asking again", {{"id", move.pack.id},
+    LogWarn(kFleetLog, "cannot tell whether it moved; asking again", {{"id", move.pack.id},
                                                                         {"error", moved.status().ToString()}});
     auto retry = std::make_shared<boost::asio::steady_timer>(io_, kRound);
     retry->async_wait([this, retry, move = std::move(move), why](boost::system::error_code) mutable {
@@ -169,13 +169,13 @@ void SandboxMover::Finish(Move move, const Status& why) {
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - move.began);
   if (*moved) {
     failed_.erase(move.pack.id);
-    LogInfo(kLog, "moved",
+    LogInfo(kFleetLog, "moved",
             {{"id", move.pack.id}, {"to", move.to.node_id}, {"bytes", std::to_string(move.pack.bytes)},
              {"ms", std::to_string(ms.count())}});
     return Arm(std::chrono::milliseconds(0));  // the next one at once
   }
   failed_[move.pack.id] = std::chrono::steady_clock::now() + kRetryAfter;
-  LogWarn(kLog, "a move failed; it stays here for now",
+  LogWarn(kFleetLog, "a move failed; it stays here for now",
           {{"id", move.pack.id}, {"to", move.to.node_id},
            {"error", why.ok() ? "the other node did not take it" : why.ToString()}});
   Arm(kRound);

@@ -120,23 +120,22 @@ RouteMatch ServerCore::FindRoute(std::string_view method, const std::vector<std:
   return best;
 }
 
+StatusOr<AuthContext> ServerCore::VerifyToken(const std::string& token) {
+  if (token.empty()) return Status::Error("no token");
+  try {
+    StatusOr<AuthContext> result = authenticate_ ? authenticate_(token) : Status::Error("no authenticator");
+    if (result.ok()) result->admin = false;  // never on TCP
+    return result;
+  } catch (const std::exception& e) {
+    return Status::Error(std::string("authenticator threw: ") + e.what());
+  }
+}
+
 StatusOr<AuthContext> ServerCore::Authenticate(const std::string& token, const Peer& peer,
                                                const std::string& request_id) {
-  Status failure;
-  if (token.empty()) {
-    failure = Status::Error("no token");
-  } else {
-    try {
-      StatusOr<AuthContext> result = authenticate_ ? authenticate_(token) : Status::Error("no authenticator");
-      if (result.ok()) {
-        result->admin = false;  // never on TCP
-        return result;
-      }
-      failure = result.status();
-    } catch (const std::exception& e) {
-      failure = Status::Error(std::string("authenticator threw: ") + e.what());
-    }
-  }
+  StatusOr<AuthContext> result = VerifyToken(token);
+  if (result.ok()) return result;
+  const Status failure = result.status();
   auth_failures->Increment();
   LogWarn(kLog, "authentication failed",
           {{"reason", failure.message()}, {"remote", peer.name}, {"request_id", request_id}});
@@ -388,6 +387,10 @@ void Server::SetRouteWrapper(RouteWrapper wrapper) { impl_->route_wrapper = std:
 void Server::SetWebSocketWrapper(WsHandlerWrapper wrapper) { impl_->ws_wrapper = std::move(wrapper); }
 
 void Server::SetHopVerifier(HopVerifier verifier) { impl_->hop_verifier = std::move(verifier); }
+
+void Server::SetConnectionTaker(std::shared_ptr<internal::ConnectionTaker> taker) {
+  impl_->connection_taker = std::move(taker);
+}
 
 void Server::SetAllowedOrigins(std::vector<std::string> origins) { impl_->allowed_origins = std::move(origins); }
 

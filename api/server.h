@@ -53,6 +53,10 @@
 
 namespace corral::api {
 
+namespace internal {
+class ConnectionTaker;
+}
+
 struct RouteOptions {
   // The largest body this route takes, when not ServerLimits::max_body_bytes (e.g. file uploads).
   size_t max_body_bytes = 0;
@@ -84,6 +88,9 @@ class Server {
   // header is refused (401, as for a bad token) unless the verifier takes it; without a
   // verifier, every such request is refused.
   void SetHopVerifier(HopVerifier verifier);
+  // Set before listening: asked about each request on the TCP listener before routing; takes
+  // those that pass through elsewhere (api/port_proxy.h).
+  void SetConnectionTaker(std::shared_ptr<internal::ConnectionTaker> taker);
   // Replaces the allowed browser origins (a config reload; on the event loop).
   void SetAllowedOrigins(std::vector<std::string> origins);
 

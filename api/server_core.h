@@ -86,6 +86,32 @@ class Session {
   virtual void Recheck(const std::function<bool(const AuthContext&)>& which) = 0;
 };
 
+class ServerCore;
+class ConnectionSlot;
+
+// A connection whose request is not the API's but passes through to something else (a sandbox's
+// port, api/port_proxy.h), as the server hands it over: the request's header (its body not read:
+// what came after the header is in `buffer`).
+struct Takeover {
+  std::shared_ptr<ServerCore> core;
+  Stream& stream;
+  beast::flat_buffer& buffer;
+  const Request& header;
+  const Peer& peer;
+  uint64_t id;
+  std::unique_ptr<ConnectionSlot>& slot;
+  const std::string& request_id;
+};
+
+// Asked about every request on a TCP listener before the origin check and routing.
+class ConnectionTaker {
+ public:
+  virtual ~ConnectionTaker() = default;
+  // True when it takes the connection: it has then moved the stream, the buffer and the slot out
+  // of `takeover`, and the HTTP session is over.
+  virtual bool Take(Takeover& takeover) = 0;
+};
+
 struct Listener {
   net::basic_socket_acceptor<Protocol> acceptor;
   net::steady_timer retry_timer;
@@ -112,6 +138,9 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   }
   // Verifies a token; on failure counts and logs the reason (never the token).
   StatusOr<AuthContext> Authenticate(const std::string& token, const Peer& peer, const std::string& request_id);
+  // Verifies a token without counting or logging a failure: for what may or may not be one of
+  // corral's (an app's own Authorization passing through a port URL, api/port_proxy.h).
+  StatusOr<AuthContext> VerifyToken(const std::string& token);
   // A request's X-Corral-Hop mark (hop.h): "" when it has none, the forwarding node when it
   // verifies; an error (counted and logged like a bad token) when it does not.
   StatusOr<std::string> CheckHop(const beast::http::fields& headers, std::string_view method, std::string_view target,
@@ -137,6 +166,7 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   RouteWrapper route_wrapper;
   WsHandlerWrapper ws_wrapper;
   HopVerifier hop_verifier;
+  std::shared_ptr<ConnectionTaker> connection_taker;
   std::vector<std::unique_ptr<Listener>> listeners;
   std::string unix_path;  // removed at Stop
   bool unix_group_access = false;  // the admin socket is 0660 for a group: its members may connect

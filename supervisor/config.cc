@@ -460,12 +460,13 @@ std::string ApplyPrices(const toml::node& node, DaemonConfig& config) {
   return "";
 }
 
-// The table with [webhooks]' keys, which config_webhooks.h parses.
+// The table with [webhooks]' and [ports]' keys, which config_webhooks.h and config_ports.h parse.
 std::vector<KeySpec> WithWebhooksKeys(std::vector<KeySpec> table) {
   for (std::string_view name : kWebhooksKeys) {
-    table.push_back({"webhooks", name, [name](const toml::node& n, DaemonConfig& c) {
-                       return ParseWebhooksKey(name, n, c.webhooks);
-                     }});
+    table.push_back({"webhooks", name, [name](const toml::node& n, DaemonConfig& c) { return ParseWebhooksKey(name, n, c.webhooks); }});
+  }
+  for (std::string_view name : kPortsKeys) {
+    table.push_back({"ports", name, [name](const toml::node& n, DaemonConfig& c) { return ParsePortsKey(name, n, c.ports); }});
   }
   return table;
 }

@@ -21,6 +21,7 @@
 #include "supervisor/loopback_ports.h"
 #include "supervisor/relay/relay_config.h"
 #include "supervisor/sandboxes/layer_kind.h"
+#include "supervisor/config_ports.h"
 #include "supervisor/webhooks/webhooks_config.h"
 
 namespace corral::supervisor {
@@ -145,6 +146,9 @@ struct DaemonConfig {
 
   // [webhooks]: lifecycle events POSTed to the operator's URLs (supervisor/webhooks/)
   WebhooksConfig webhooks;
+
+  // [ports]: preview URLs of the ports sandboxes show (api/port_proxy.h)
+  PortsConfig ports;
 };
 
 // A config reload (SIGHUP; config_reload.cc): copies into `live` what can change while corrald

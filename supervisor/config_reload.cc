@@ -94,6 +94,10 @@ std::vector<std::string> ApplyReload(DaemonConfig& live, const DaemonConfig& fre
                          live.network_full_subnet.ToString() != fresh.network_full_subnet.ToString() ||
                          live.network_dns != fresh.network_dns);
   differs("webhooks (on or off, secret_file, ca_file, timeout, retries, max_age, keep)", webhooks_restart);
+  differs("ports", live.ports.domain != fresh.ports.domain ||
+                       live.ports.max_connections_per_port != fresh.ports.max_connections_per_port ||
+                       live.ports.max_ttl_s != fresh.ports.max_ttl_s ||
+                       live.ports.idle_timeout_s != fresh.ports.idle_timeout_s);
   return restart;
 }
 

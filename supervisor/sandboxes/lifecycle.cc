@@ -447,6 +447,7 @@ void SandboxManager::FinishStop(const std::string& id, bool by_request, bool ful
         (*current)->init_pid = 0;
         (*current)->init_start_time = 0;
         SetState(**current, "stopped");
+        CloseAllPorts(id, "sandbox_stopped");
         AppendLifecycle(**current, WebhookEventType::kSandboxStopped,
                         nlohmann::json{{"reason", std::string(StopReasonName(reason))}}.dump(), reason);
       }

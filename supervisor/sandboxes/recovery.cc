@@ -85,6 +85,7 @@ StatusOr<bool> SandboxManager::RecoverSandbox(SandboxRow& row) {
   row.init_pid = 0;
   row.init_start_time = 0;
   SetState(row, "stopped");
+  CloseAllPorts(row.id, "sandbox_stopped");
   // Found dead at this start: the host restarted, or its init died while no daemon ran.
   AppendLifecycle(row, WebhookEventType::kSandboxStopped,
                   nlohmann::json{{"reason", std::string(StopReasonName(StopReason::kNodeFailure))}}.dump(),

@@ -139,6 +139,10 @@ class SandboxManager {
   void Snapshot(const Caller& caller, const std::string& id, Done<SnapshotRow> done);
   void Fork(const Caller& caller, const UserCaps& caps, const std::string& id, ForkRequest request,
             Done<SandboxRow> done);
+  // Replaces the files of a stopped (or created) sandbox with a snapshot's of the same user and
+  // image (restore.cc): EBUSY while it runs or an operation holds it, EINVAL for another image;
+  // the event sandbox.restored. A copy that fails leaves the sandbox an empty layer (EIO).
+  void Restore(const Caller& caller, const std::string& id, const std::string& snapshot_id, Done<SandboxRow> done);
   StatusOr<std::vector<SnapshotRow>> ListSnapshots(const Caller& caller);
   StatusOr<SnapshotRow> GetSnapshot(const Caller& caller, const std::string& id);
   void DeleteSnapshot(const Caller& caller, const std::string& id, Done<bool> done);
@@ -169,6 +173,38 @@ class SandboxManager {
   void AdoptMove(const std::string& id, const MoveManifest& manifest, Done<Moved> done);
 
   StatusOr<FileAccess> OpenFiles(const Caller& caller, const std::string& sandbox_id);
+  // Ports a running sandbox shows (preview URLs; sandbox_ports.cc; api/port_proxy.h). OpenPort:
+  // EBUSY when the sandbox is not running, EINVAL for a port out of range or one of corral's own
+  // loopback services; a new port is the event port.opened. ClosePort (ENOENT when not shown)
+  // and a stop of the sandbox (every port) are port.closed. SignPort: the signature of a URL for
+  // a shown port until `exp` (port_urls.h).
+  StatusOr<PortRow> OpenPort(const Caller& caller, const std::string& id, int64_t port, bool is_public);
+  StatusOr<std::vector<PortRow>> ListPorts(const Caller& caller, const std::string& id);
+  Status ClosePort(const Caller& caller, const std::string& id, int64_t port);
+  StatusOr<std::string> SignPort(const Caller& caller, const std::string& id, int64_t port, int64_t exp);
+  // The port proxy's view, which takes no caller (it decides itself who may: a token of the
+  // owner, a signature, or a public port): the sandbox and its shown port. ENOENT when there is
+  // no such sandbox on this node or it does not show that port; EAGAIN when it is not running.
+  struct PortTarget {
+    SandboxRow sandbox;
+    PortRow port;
+  };
+  StatusOr<PortTarget> FindPort(const std::string& id, int64_t port);
+  // Whether `signature` signs (target's sandbox, port, exp, owner), and exp has not passed.
+  bool VerifyPortSignature(const PortTarget& target, int64_t exp, std::string_view signature) const;
+  // A TCP socket (IPv4, non-blocking) made in the running sandbox's network namespace by a thread
+  // of its own that enters it and ends (isolation/netns.h): connected by the caller to
+  // 127.0.0.1:port, it reaches what listens on the sandbox's loopback. No code runs in the
+  // sandbox. EAGAIN when it is not running.
+  StatusOr<UniqueFd> PortSocket(const std::string& id);
+  // Before serving: reads the key signed port URLs are made with (Store::PortUrlKey; 32 random
+  // bytes stored by the first corrald that asks).
+  Status LoadPortUrlKey();
+  // Called (on the event loop) when a port closes or stops being public, so the connections
+  // open to it end: `port` 0 for every port of the sandbox (a stop).
+  void SetPortsClosed(std::function<void(const std::string& id, int64_t port)> closed) {
+    ports_closed_ = std::move(closed);
+  }
   // A request touched the sandbox: push its idle deadline back.
   void Touch(const std::string& sandbox_id);
 
@@ -371,6 +407,10 @@ class SandboxManager {
   ImageService* images_ = nullptr;
   std::function<bool()> drained_;
   std::map<std::string, std::shared_ptr<Live>> live_;  // running sandboxes by id
+  std::string port_url_key_;  // LoadPortUrlKey
+  std::function<void(const std::string&, int64_t)> ports_closed_;  // SetPortsClosed
+  // sandbox_ports.cc: every port of a stopping sandbox, closed (port.closed with `reason`).
+  void CloseAllPorts(const std::string& id, const std::string& reason);
   std::map<std::string, bool> busy_;                   // a lifecycle operation is under way
   std::map<std::string, StopReason> stop_reasons_;     // why a stop under way was made, when not asked
   WebhookOutbox* webhooks_ = nullptr;

@@ -119,7 +119,7 @@ void PrepareRow(const SandboxRow& sandbox, const NewSession& request, bool resum
     row.sandbox_id = sandbox.id;
     row.iss = sandbox.iss;
     row.sub = sandbox.sub;
-    row.agent_session = request.fork.empty() ? NewUuid() : "";
+    row.agent_session = request.fork.empty() && !request.restored ? NewUuid() : "";  // a fork's: from the CLI
     row.created_at = UnixNow();
   }
   row.state = "initializing";
@@ -440,8 +440,11 @@ StatusOr<std::shared_ptr<AgentSession>> SessionRunner::Create(const Caller& call
   }
   ASSIGN_OR_RETURN(SandboxRow sandbox, manager_.Get(caller, request.sandbox_id));
   RETURN_IF_ERROR(CheckConcurrency(sandbox.iss, sandbox.sub, caps));
-  if (!request.resume.empty() && !request.fork.empty()) {
-    return Status::Error("resume and fork: one or the other", EINVAL);
+  if (!request.resume.empty() + !request.fork.empty() + !request.checkpoint.empty() > 1) {
+    return Status::Error("resume, fork and checkpoint: one of them", EINVAL);
+  }
+  if (!request.checkpoint.empty() && !request.restored) {
+    return Status::Error("checkpoint: a session from a checkpoint starts through CreateFromCheckpoint", EINVAL);
   }
   SessionRow row;
   std::vector<std::string> history;  // the CLI's flags that bring the history in
@@ -454,6 +457,7 @@ StatusOr<std::shared_ptr<AgentSession>> SessionRunner::Create(const Caller& call
     if (live_.count(from)) return Status::Error("session " + from + " is running", EBUSY);
     RETURN_IF_ERROR(StartFromParent(parent, request, row, history));
   }
+  if (request.restored) RETURN_IF_ERROR(RestoredHistory(*request.restored, request, row, history));
   const bool resumed = !request.resume.empty();
   PrepareRow(sandbox, request, resumed, row);
 
@@ -535,6 +539,7 @@ Status SessionRunner::Send(const Caller& caller, const std::string& id, const st
   ASSIGN_OR_RETURN(std::shared_ptr<AgentSession> session, Live(caller, id));
   if (text.empty()) return Status::Error("text: must not be empty", EINVAL);
   if (session->closing_) return Status::Error("session " + id + " is closing", EBUSY);
+  if (checkpointing_.count(id)) return Status::Error("a checkpoint of session " + id + " is being taken", EBUSY);
   json line = {{"type", "user"}, {"message", {{"role", "user"}, {"content", text}}}};
   RETURN_IF_ERROR(session->command_->WriteStdin(line.dump() + "\n"));
   ++session->pending_turns_;

@@ -26,6 +26,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -79,6 +80,10 @@ struct NewSession {
   SessionOptions options;
   std::string resume;  // "ses_...": run this ended session again, with its history
   std::string fork;    // "ses_...": a new session that starts from this one's history
+  // "chk_...": a new session that starts from a checkpoint's history, in a sandbox with the
+  // checkpoint's files (CreateFromCheckpoint puts them there, then sets `restored`).
+  std::string checkpoint;
+  std::optional<CheckpointRow> restored;
   std::string prompt;  // the first message; "" = wait for one
   Budget budget;       // from the caller's token
   std::vector<ClientTool> tools;  // for this run of the session (a resume declares its own)
@@ -201,6 +206,22 @@ class SessionRunner : public ToolAuthority {
   // not running. For the daemon's own drivers of sessions (headless execute).
   void WhenEnded(const std::string& id, std::function<void(const SessionRow&)> fn);
 
+  // Checkpoints (checkpoints.cc; docs/PROTOCOL.md "Checkpoints"): the session's sandbox's files,
+  // with the agent's transcript among them, as a snapshot at a turn boundary (ready, idle or
+  // completed: EBUSY otherwise, and a turn is refused while one is taken), and the session's
+  // agent id, options and turns then. Deleted with its snapshot.
+  void Checkpoint(const Caller& caller, const std::string& session_id, SandboxManager::Done<CheckpointRow> done);
+  StatusOr<CheckpointRow> GetCheckpoint(const Caller& caller, const std::string& id);
+  StatusOr<std::vector<CheckpointRow>> ListCheckpoints(const Caller& caller, const std::string& session_id);
+  void DeleteCheckpoint(const Caller& caller, const std::string& id, SandboxManager::Done<bool> done);
+  // A new session from `request.checkpoint`: in the checkpoint's own sandbox, whose files are
+  // replaced by the checkpoint's (stopped first, then restarted; EBUSY while a session runs
+  // there), or in a sandbox made from the checkpoint's snapshot, as its files are. Either way the
+  // agent's history is the checkpoint's (a fork of its agent session), its parent the
+  // checkpointed session.
+  void CreateFromCheckpoint(const Caller& caller, const UserCaps& caps, NewSession request,
+                            SandboxManager::Done<std::shared_ptr<AgentSession>> done);
+
   // ToolAuthority (the tool bridge).
   std::optional<ToolSessionInfo> FindToolKey(std::string_view sandbox_id, std::string_view key) override;
   void OnToolCall(const std::string& session_id, const std::string& call_id, const std::string& name,
@@ -251,6 +272,14 @@ class SessionRunner : public ToolAuthority {
     nlohmann::json tools;
   };
   std::map<std::string, ToolKey> tool_keys_;  // by the key's digest
+  std::set<std::string> checkpointing_;       // sessions a checkpoint is being taken of
+  // A session from a checkpoint: a fork of the agent session it names, in its working directory
+  // (its transcript is there, as it was then), the checkpointed session its parent.
+  static Status RestoredHistory(const CheckpointRow& checkpoint, NewSession& request, SessionRow& row,
+                                std::vector<std::string>& history);
+  // In CreateFromCheckpoint: the sandbox holds the checkpoint's files; the session now.
+  void StartRestored(const Caller& caller, const UserCaps& caps, NewSession request, const CheckpointRow& checkpoint,
+                     SandboxManager::Done<std::shared_ptr<AgentSession>> done);
 };
 
 }  // namespace corral::supervisor

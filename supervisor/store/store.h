@@ -151,6 +151,14 @@ struct EventRow {
   int64_t at = 0;
 };
 
+// A port a sandbox shows (a preview URL; api/port_proxy.h).
+struct PortRow {
+  std::string sandbox_id;
+  int64_t port = 0;
+  bool is_public = false;
+  int64_t created_at = 0;
+};
+
 struct SessionRow {
   std::string id;             // "ses_..."
   std::string sandbox_id;
@@ -168,6 +176,22 @@ struct SessionRow {
   int64_t updated_at = 0;
   int64_t ended_at = 0;
   int64_t seq_reserved = 0;   // no event of this session has a higher seq
+};
+
+// A checkpoint of an agent session (supervisor/sessions/checkpoints.cc): its sandbox's files as a
+// snapshot (which holds the agent's transcript: it is in the workspace) at a turn boundary, and
+// what a restore needs to continue from there. Deleted with its snapshot.
+struct CheckpointRow {
+  std::string id;             // "chk_..."
+  std::string session_id;
+  std::string sandbox_id;     // the sandbox it was taken in
+  std::string snapshot_id;
+  std::string iss;
+  std::string sub;
+  std::string agent_session;  // Claude Code's session id then (a fork of it continues)
+  std::string cwd;            // the session's working directory ("" = /home/agent): its transcripts are there
+  int64_t turns = 0;          // the session's turns then
+  int64_t created_at = 0;
 };
 
 // A headless execution (POST /v1/execute): an agent's task on a copy of a git repository in a
@@ -495,6 +519,20 @@ class Store {
   StatusOr<std::optional<SecretRow>> GetSecret(const std::string& iss, const std::string& sub, const std::string& name);
   StatusOr<std::vector<SecretRow>> ListSecrets(const std::string& iss, const std::string& sub);
   Status DeleteSecret(const std::string& iss, const std::string& sub, const std::string& name);  // ENOENT when absent
+  // Checkpoints (store_checkpoints.cc). A checkpoint goes with its snapshot (DeleteSnapshot).
+  // ListCheckpoints: a session's, oldest first.
+  Status InsertCheckpoint(const CheckpointRow& row);
+  StatusOr<std::optional<CheckpointRow>> GetCheckpoint(const std::string& id);
+  StatusOr<std::vector<CheckpointRow>> ListCheckpoints(const std::string& session_id);
+  // Sandbox ports (store_ports.cc). PutPort inserts one or sets its `public`; true when it is
+  // new. ListPorts: by port. DeletePort: ENOENT when absent. DeleteSandboxPorts: every port of
+  // the sandbox, returning the ports deleted. PortUrlKey: the key signed port URLs are made
+  // with, `candidate` stored first when there is none (the first caller's wins, on every node).
+  StatusOr<bool> PutPort(const PortRow& row);
+  StatusOr<std::vector<PortRow>> ListPorts(const std::string& sandbox_id);
+  Status DeletePort(const std::string& sandbox_id, int64_t port);
+  StatusOr<std::vector<int64_t>> DeleteSandboxPorts(const std::string& sandbox_id);
+  StatusOr<std::string> PortUrlKey(const std::string& candidate);
   // The webhook outbox (store_webhooks.cc). InsertOutbox: rows whose (id, url) is there already
   // are left as they are (an event recorded once, whichever node records it first); joins the
   // caller's transaction. ClaimOutbox leases to this node, until now_ms + lease_ms, at most

@@ -280,6 +280,37 @@ CREATE TABLE webhook_outbox (
 CREATE INDEX webhook_outbox_due ON webhook_outbox (delivered_at, given_up_at, next_attempt_ms);
 CREATE INDEX ledger_by_session ON ledger (session_id);
 )sql",
+    // 5 -> 6: sandbox ports and the signed port URLs' key, as SQLite's 16 -> 17.
+    R"sql(
+CREATE TABLE sandbox_ports (
+  sandbox_id  TEXT COLLATE "C" NOT NULL REFERENCES sandboxes (id) ON DELETE CASCADE,
+  port        BIGINT NOT NULL,
+  public      BIGINT NOT NULL,
+  created_at  BIGINT NOT NULL,
+  PRIMARY KEY (sandbox_id, port)
+);
+CREATE TABLE port_url_key (
+  id   BIGINT PRIMARY KEY,
+  key  BYTEA NOT NULL
+);
+)sql",
+    // 6 -> 7: checkpoints, as SQLite's 17 -> 18.
+    R"sql(
+CREATE TABLE checkpoints (
+  id             TEXT COLLATE "C" NOT NULL PRIMARY KEY,
+  session_id     TEXT COLLATE "C" NOT NULL,
+  sandbox_id     TEXT COLLATE "C" NOT NULL,
+  snapshot_id    TEXT COLLATE "C" NOT NULL REFERENCES snapshots (id) ON DELETE CASCADE,
+  iss            TEXT COLLATE "C" NOT NULL,
+  sub            TEXT COLLATE "C" NOT NULL,
+  agent_session  TEXT NOT NULL,
+  cwd            TEXT NOT NULL,
+  turns          BIGINT NOT NULL,
+  created_at     BIGINT NOT NULL
+);
+CREATE INDEX checkpoints_by_session ON checkpoints (session_id, created_at);
+CREATE INDEX checkpoints_by_snapshot ON checkpoints (snapshot_id);
+)sql",
 };
 constexpr int kPostgresLatest = static_cast<int>(std::size(kPostgresMigrations));
 

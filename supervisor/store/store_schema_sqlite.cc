@@ -334,6 +334,39 @@ CREATE TABLE webhook_outbox (
 CREATE INDEX webhook_outbox_due ON webhook_outbox (delivered_at, given_up_at, next_attempt_ms);
 CREATE INDEX ledger_by_session ON ledger (session_id);
 )sql",
+    // 16 -> 17: ports a sandbox shows (preview URLs, api/port_proxy.h), and the key signed port
+    // URLs are made with (one row, made by the first corrald that needs it: the same on every node).
+    R"sql(
+CREATE TABLE sandbox_ports (
+  sandbox_id  TEXT NOT NULL REFERENCES sandboxes (id) ON DELETE CASCADE,
+  port        INTEGER NOT NULL,
+  public      INTEGER NOT NULL,
+  created_at  INTEGER NOT NULL,
+  PRIMARY KEY (sandbox_id, port)
+) STRICT;
+CREATE TABLE port_url_key (
+  id   INTEGER PRIMARY KEY,
+  key  BLOB NOT NULL
+) STRICT;
+)sql",
+    // 17 -> 18: checkpoints of agent sessions (a snapshot and what a restore needs), gone with
+    // their snapshot.
+    R"sql(
+CREATE TABLE checkpoints (
+  id             TEXT NOT NULL PRIMARY KEY,
+  session_id     TEXT NOT NULL,
+  sandbox_id     TEXT NOT NULL,
+  snapshot_id    TEXT NOT NULL REFERENCES snapshots (id) ON DELETE CASCADE,
+  iss            TEXT NOT NULL,
+  sub            TEXT NOT NULL,
+  agent_session  TEXT NOT NULL,
+  cwd            TEXT NOT NULL,
+  turns          INTEGER NOT NULL,
+  created_at     INTEGER NOT NULL
+) STRICT;
+CREATE INDEX checkpoints_by_session ON checkpoints (session_id, created_at);
+CREATE INDEX checkpoints_by_snapshot ON checkpoints (snapshot_id);
+)sql",
 };
 constexpr int kLatestSchemaVersion = static_cast<int>(std::size(kMigrations));
 constexpr int kMinSqliteVersion = 3037000;  // STRICT tables.

@@ -28,6 +28,7 @@ const std::set<std::string> kNotConfigKeys = {
     "sandbox.egress",   // sandbox event type
     "sandbox.moved",    // sandbox event type (a drain moved it to another node)
     "sandbox.secrets",  // sandbox event type (its secrets changed)
+    "sandbox.restored",  // sandbox event type (a checkpoint's files put back)
     "sandbox.created",  // sandbox event and webhook types (docs/PROTOCOL.md "Webhooks")
     "sandbox.started",
     "sandbox.stopped",

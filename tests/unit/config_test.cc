@@ -79,6 +79,8 @@ std::string Dump(const DaemonConfig& c) {
       << w.retry_max_s << "/" << w.max_age_s << "/" << w.keep_s << "/";
   for (const auto& url : w.urls) out << url << ",";
   for (WebhookEventType type : w.events) out << WebhookEventName(type) << ",";
+  const PortsConfig& p = c.ports;
+  out << "\nports=" << p.domain << "/" << p.max_connections_per_port << "/" << p.max_ttl_s << "/" << p.idle_timeout_s;
   out << "\nrelay_prices=";
   for (const auto& [model, price] : c.relay.prices.entries()) {
     out << model << ":" << price.input << "/" << price.output << "/" << price.cache_write << "/" << price.cache_read
@@ -421,7 +423,7 @@ TEST(ConfigTest, DistConfigDocumentsEveryKeyWithItsDefault) {
       uncommented += line + "\n";
     }
   }
-  EXPECT_EQ(keys, 93);  // every field of DaemonConfig but the prices, store.url(_file), node.id/address,
+  EXPECT_EQ(keys, 97);  // every field of DaemonConfig but the prices, store.url(_file), node.id/address,
                         // node.cluster_secret_file and webhooks.urls/secret_file; listen sets two
   auto parsed = ParseConfig(uncommented, "uncommented");
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();

@@ -11,6 +11,7 @@ import { CorralClient } from "../../sdk/typescript/src/client.ts";
 import type { CommandHandle, Sandbox } from "../../sdk/typescript/src/client.ts";
 import { CorralError } from "../../sdk/typescript/src/errors.ts";
 import type { FileChange, Session, SessionEvent, TodoItem, TurnResult } from "../../sdk/typescript/src/session.ts";
+import { followPorts, wirePorts } from "./ports.ts";
 
 const $ = <T extends HTMLElement = HTMLElement>(id: string) => document.getElementById(id) as T;
 const TOKEN_KEY = "corral.token";
@@ -138,6 +139,7 @@ async function openSandbox(id: string) {
     b.setAttribute("aria-current", String(b.dataset.id === id));
   }
   showTab(sessionStorage.getItem("corral.tab") === "session" ? "session" : "terminal");
+  followPorts(client, id);
   await refreshSandboxes();
 }
 
@@ -427,6 +429,7 @@ function wire() {
   };
   $("interrupt").onclick = () => session?.interrupt().catch((e) => ($("session-error").textContent = describe(e)));
   $("new-session").onclick = () => resetSession();
+  wirePorts();
 }
 
 async function main() {

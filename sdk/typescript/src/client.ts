@@ -59,6 +59,33 @@ export interface Secret {
   updated_at: number;
 }
 
+// A checkpoint of an agent session (docs/PROTOCOL.md "Checkpoints").
+export interface Checkpoint {
+  id: string;
+  session: string;
+  sandbox: string;
+  snapshot: string;
+  turns: number;
+  created_at: number;
+}
+
+// A port a running sandbox shows (docs/PROTOCOL.md "Ports"): `url` the host form (null without
+// the daemon's ports.domain), `path_url` the path form on corrald's own address (client.urlOf).
+export interface SandboxPort {
+  port: number;
+  url: string | null;
+  path_url: string;
+  public: boolean;
+  created_at: number;
+}
+
+// A link for a browser tab, good until `expires_at` (unix seconds) for that one port.
+export interface SignedPortUrl {
+  url: string | null;
+  path_url: string;
+  expires_at: number;
+}
+
 export interface CreateSandboxOptions {
   name?: string;
   image?: string;         // "host" (the default), an image name ("python:3.12") or its digest
@@ -358,6 +385,33 @@ export class CorralClient {
     return this.request("PUT", `/v1/sandboxes/${enc(id)}/secrets`, { secrets: names });
   }
 
+  // ---- ports: preview URLs ----
+
+  // Shows a port a process in the running sandbox listens on (127.0.0.1 there). `public: true`
+  // (anyone may reach it) needs the token scope ports:public.
+  openPort(id: string, port: number, options: { public?: boolean } = {}): Promise<SandboxPort> {
+    return this.request("POST", `/v1/sandboxes/${enc(id)}/ports`, { port, ...(options.public !== undefined && { public: options.public }) });
+  }
+
+  async listPorts(id: string): Promise<SandboxPort[]> {
+    return (await this.request<{ ports: SandboxPort[] }>("GET", `/v1/sandboxes/${enc(id)}/ports`)).ports;
+  }
+
+  async closePort(id: string, port: number): Promise<void> {
+    await this.request("DELETE", `/v1/sandboxes/${enc(id)}/ports/${port}`);
+  }
+
+  // A signed URL of a shown port (ttlS at most the daemon's ports.max_ttl; 3600 by default).
+  signPortUrl(id: string, port: number, options: { ttlS?: number } = {}): Promise<SignedPortUrl> {
+    return this.request("POST", `/v1/sandboxes/${enc(id)}/ports/${port}/signed-url`,
+                        options.ttlS !== undefined ? { ttl_s: options.ttlS } : {});
+  }
+
+  // The absolute URL of a path on corrald (a port's path_url, a signed URL's path_url).
+  urlOf(path: string): string {
+    return this.base + path;
+  }
+
   getEgress(id: string): Promise<EgressRules> {
     return this.request("GET", `/v1/sandboxes/${enc(id)}/egress`);
   }
@@ -540,6 +594,34 @@ export class CorralClient {
   async forkSession(id: string, options: SessionOptions = {}): Promise<Session> {
     const info = await this.getSession(id);
     return this.wrap(new Session(this.connection, info.sandbox, options, this.sessionStarter(info.sandbox), { fork: id })).start();
+  }
+
+  // ---- checkpoints: the conversation and the files together ----
+
+  // Between turns: a snapshot of the session's sandbox, its transcript included.
+  checkpointSession(id: string): Promise<Checkpoint> {
+    return this.request("POST", `/v1/sessions/${enc(id)}/checkpoint`);
+  }
+
+  async listCheckpoints(sessionId: string): Promise<Checkpoint[]> {
+    return (await this.request<{ checkpoints: Checkpoint[] }>("GET", `/v1/sessions/${enc(sessionId)}/checkpoints`)).checkpoints;
+  }
+
+  getCheckpoint(id: string): Promise<Checkpoint> {
+    return this.request("GET", `/v1/checkpoints/${enc(id)}`);
+  }
+
+  async deleteCheckpoint(id: string): Promise<void> {
+    await this.request("DELETE", `/v1/checkpoints/${enc(id)}`);
+  }
+
+  // A new session that continues from a checkpoint: in its own sandbox (whose files are put back
+  // as they were then; no session may run there) or in `options.sandbox`, one made from the
+  // checkpoint's snapshot.
+  async restoreCheckpoint(id: string, options: SessionOptions & { sandbox?: string } = {}): Promise<Session> {
+    const { sandbox: into, ...rest } = options;
+    const sandbox = into ?? (await this.getCheckpoint(id)).sandbox;
+    return this.wrap(new Session(this.connection, sandbox, rest, this.sessionStarter(sandbox), { checkpoint: id })).start();
   }
 
   // Follows a session that exists already (started elsewhere, or before a page reload), from

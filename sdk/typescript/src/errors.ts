@@ -3,7 +3,7 @@
 
 export type ErrorCode =
   | "bad_request" | "unauthorized" | "forbidden" | "not_found" | "conflict" | "payload_too_large"
-  | "limit_exceeded" | "rate_limited" | "budget_exhausted" | "stream_gap" | "unsupported"
+  | "limit_exceeded" | "rate_limited" | "budget_exhausted" | "stream_gap" | "bad_gateway" | "unsupported"
   | "unavailable" | "internal";
 
 export class CorralError extends Error {

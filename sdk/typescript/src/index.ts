@@ -1,8 +1,8 @@
 // @corral/sdk: a client for corrald's public protocol (docs/PROTOCOL.md), for Node 20+ and
 // browsers. Token minting for the operator's backend is in "@corral/sdk/token" (Node only).
 export { CorralClient } from "./client.js";
-export type { CommandHandle, CorralClientOptions, CreateSandboxOptions, DirEntry, EgressRules, ExecOptions, FileStat, Secret, SecretBinding,
-              OutputChunk, Outcome, Sandbox, SandboxEvent, SandboxLimits, Snapshot, Usage } from "./client.js";
+export type { Checkpoint, CommandHandle, CorralClientOptions, CreateSandboxOptions, DirEntry, EgressRules, ExecOptions, FileStat, Secret, SecretBinding,
+              OutputChunk, Outcome, Sandbox, SandboxEvent, SandboxLimits, SandboxPort, SignedPortUrl, Snapshot, Usage } from "./client.js";
 export type { ReconnectOptions, TokenSource } from "./connection.js";
 export { CorralConnectionError, CorralError } from "./errors.js";
 export type { ErrorCode } from "./errors.js";
