@@ -209,7 +209,7 @@ class SessionRunner : public ToolAuthority {
   // Checkpoints (checkpoints.cc; docs/PROTOCOL.md "Checkpoints"): the session's sandbox's files,
   // with the agent's transcript among them, as a snapshot at a turn boundary (ready, idle or
   // completed: EBUSY otherwise, and a turn is refused while one is taken), and the session's
-  // agent id, options and turns then. Deleted with its snapshot.
+  // agent id, working directory and turns then. Deleted with its snapshot.
   void Checkpoint(const Caller& caller, const std::string& session_id, SandboxManager::Done<CheckpointRow> done);
   StatusOr<CheckpointRow> GetCheckpoint(const Caller& caller, const std::string& id);
   StatusOr<std::vector<CheckpointRow>> ListCheckpoints(const Caller& caller, const std::string& session_id);

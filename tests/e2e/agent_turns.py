@@ -13,7 +13,22 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import scripted_model  # noqa: E402
 
 
+def user_texts(request):
+    """The user messages' text in a Messages request, in order."""
+    texts = []
+    for message in request["body"]["messages"]:
+        if message.get("role") != "user":
+            continue
+        content = message["content"]
+        parts = [content] if isinstance(content, str) else [c.get("text", "") for c in content
+                                                             if isinstance(c, dict) and c.get("type") == "text"]
+        texts.extend(p for p in parts if p)
+    return texts
+
+
 class AgentTurns:
+    user_texts = staticmethod(user_texts)
+
     def events_until(self, session_id, done, timeout=120):
         async def go():
             c = await WsClient.connect(self.daemon.ws_url(), self.owner)

@@ -8,13 +8,12 @@ request carries turn 1's prompt and not turn 2's. A sandbox made from the checkp
 continues from it too; another sandbox of the user is refused, another user finds nothing; a
 deleted checkpoint is gone with its snapshot.
 """
-import http.client
 import os
 import shutil
 import sys
-import time
 import unittest
 
+from agent_turns import AgentTurns
 from corral_e2e import DaemonTestCase, WsClient, operator_key_file, relay_config, wait_until
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "fixtures"))
@@ -34,7 +33,7 @@ def bash(command, text):
 
 
 @unittest.skipUnless(shutil.which("claude"), "Claude Code is not installed (dist/install-deps.sh installs it)")
-class Checkpoints(DaemonTestCase):
+class Checkpoints(AgentTurns, DaemonTestCase):
     extra_config = relay_config(_model.port, _key_file)
 
     @classmethod
@@ -76,33 +75,11 @@ class Checkpoints(DaemonTestCase):
         wait_until(lambda: (lambda r: r["turns"] >= turns and r["state"] == "ready")(self.session(session_id)), 120,
                    interval=0.2, what=f"turn {turns} of {session_id}")
 
-    def read(self, sandbox, path):
-        conn = http.client.HTTPConnection("127.0.0.1", self.daemon.port, timeout=30)
-        conn.request("GET", f"/v1/sandboxes/{sandbox}/fs/read?path={path}",
-                     headers={"Authorization": f"Bearer {self.owner}"})
-        try:
-            response = conn.getresponse()
-            return response.status, response.read()
-        finally:
-            conn.close()
-
     def close(self, session_id):
         reply = self.ws("session.close", session=session_id)
         self.assertTrue(reply["ok"], reply)
         wait_until(lambda: self.session(session_id)["state"] == "completed", 60, interval=0.2,
                    what=f"{session_id} completed")
-
-    @staticmethod
-    def user_texts(request):
-        texts = []
-        for message in request["body"]["messages"]:
-            if message.get("role") != "user":
-                continue
-            content = message["content"]
-            parts = [content] if isinstance(content, str) else [c.get("text", "") for c in content
-                                                                 if isinstance(c, dict) and c.get("type") == "text"]
-            texts.extend(p for p in parts if p)
-        return texts
 
     def two_turns_and_a_checkpoint(self):
         """Turn 1, its checkpoint, turn 2 (a checkpoint refused during it); the session closed."""
@@ -111,7 +88,7 @@ class Checkpoints(DaemonTestCase):
         status, first = self.daemon.http("POST", f"/v1/sandboxes/{self.sid}/sessions", self.owner, {"prompt": TURN_ONE})
         self.assertEqual(status, 201, first)
         self.wait_turns(first["id"], 1)
-        self.assertEqual(self.read(self.sid, "/home/agent/a.txt"), (200, b"one\n"))
+        self.assertEqual(self.read_file(self.sid, "/home/agent/a.txt"), (200, b"one\n"))
         status, checkpoint = self.daemon.http("POST", f"/v1/sessions/{first['id']}/checkpoint", self.owner)
         self.assertEqual(status, 201, checkpoint)
         self.assertTrue(checkpoint["id"].startswith("chk_"), checkpoint)
@@ -122,8 +99,8 @@ class Checkpoints(DaemonTestCase):
         status, body = self.daemon.http("POST", f"/v1/sessions/{first['id']}/checkpoint", self.owner)
         self.assertEqual(status, 409, body)
         self.wait_turns(first["id"], 2)
-        self.assertEqual(self.read(self.sid, "/home/agent/a.txt"), (200, b"two\n"))
-        self.assertEqual(self.read(self.sid, "/home/agent/b.txt"), (200, b"new\n"))
+        self.assertEqual(self.read_file(self.sid, "/home/agent/a.txt"), (200, b"two\n"))
+        self.assertEqual(self.read_file(self.sid, "/home/agent/b.txt"), (200, b"new\n"))
         self.close(first["id"])
         return first, checkpoint
 
@@ -143,8 +120,8 @@ class Checkpoints(DaemonTestCase):
         self.wait_turns(restored["id"], 1)
         self.assertEqual(self.session(restored["id"])["parent"], first["id"])
         # The files of turn 1.
-        self.assertEqual(self.read(self.sid, "/home/agent/a.txt"), (200, b"one\n"))
-        self.assertEqual(self.read(self.sid, "/home/agent/b.txt")[0], 404)
+        self.assertEqual(self.read_file(self.sid, "/home/agent/a.txt"), (200, b"one\n"))
+        self.assertEqual(self.read_file(self.sid, "/home/agent/b.txt")[0], 404)
         # The history of turn 1: the next request has turn 1's prompt, not turn 2's.
         requests = self.main_requests()
         self.assertTrue(requests)
@@ -178,7 +155,7 @@ class Checkpoints(DaemonTestCase):
         status, copy = self.daemon.http("POST", "/v1/sandboxes", self.owner, {"snapshot": checkpoint["snapshot"]})
         self.assertEqual(status, 201, copy)
         self.addCleanup(self.daemon.http, "DELETE", f"/v1/sandboxes/{copy['id']}", self.owner)
-        self.assertEqual(self.read(copy["id"], "/home/agent/a.txt"), (200, b"one\n"))
+        self.assertEqual(self.read_file(copy["id"], "/home/agent/a.txt"), (200, b"one\n"))
         self.play([{"text": "continuing elsewhere"}])
         status, elsewhere = self.daemon.http("POST", f"/v1/sandboxes/{copy['id']}/sessions", self.owner,
                                              {"checkpoint": checkpoint["id"], "prompt": TURN_THREE})
@@ -187,7 +164,7 @@ class Checkpoints(DaemonTestCase):
         texts = self.user_texts(self.main_requests()[0])
         self.assertTrue(any(TURN_ONE in t for t in texts) and not any(TURN_TWO in t for t in texts), texts)
         # The original sandbox kept turn 2's files: nothing was restored there.
-        self.assertEqual(self.read(self.sid, "/home/agent/a.txt"), (200, b"two\n"))
+        self.assertEqual(self.read_file(self.sid, "/home/agent/a.txt"), (200, b"two\n"))
         self.close(elsewhere["id"])
         # Deleted: the checkpoint and its snapshot.
         status, body = self.daemon.http("DELETE", f"/v1/checkpoints/{checkpoint['id']}", self.owner)

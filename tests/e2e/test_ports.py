@@ -112,7 +112,6 @@ idle_timeout = 4
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        self = cls
         cls.alice = mint_token(cls, "alice")
         cls.sb = cls.daemon.http("POST", "/v1/sandboxes", cls.alice, {})[1]
         cls.sid = cls.sb["id"]
@@ -182,6 +181,11 @@ idle_timeout = 4
         self.assertEqual(sorted(e["data"]["port"] for e in events["events"]), [8000, 8765])
         # corral's own services in the sandbox are never shown; public needs its scope.
         status, body = self.daemon.http("POST", f"/v1/sandboxes/{self.sid}/ports", self.alice, {"port": 7880})
+        self.assertEqual(status, 400, body)
+        # A field the API does not know is refused, not ignored (the setup's {"port"} is the control).
+        status, body = self.daemon.http("POST", f"/v1/sandboxes/{self.sid}/ports", self.alice, {"port": 8000, "pubilc": True})
+        self.assertEqual((status, body["error"]["code"]), (400, "bad_request"), body)
+        status, body = self.daemon.http("POST", f"/v1/sandboxes/{self.sid}/ports/8000/signed-url", self.alice, {"ttl": 5})
         self.assertEqual(status, 400, body)
         status, body = self.daemon.http("POST", f"/v1/sandboxes/{self.sid}/ports", self.alice,
                                         {"port": 8000, "public": True})

@@ -14,6 +14,7 @@ import tempfile
 import time
 import unittest
 
+from agent_turns import user_texts
 from corral_e2e import CORRAL, DaemonTestCase, WsClient, metric_delta, micro_usd, operator_key_file, relay_config
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "fixtures"))
@@ -181,18 +182,7 @@ agent_silence_timeout = 8
         self.assertEqual(end[-1]["state"], "completed", end[-1])
         return session, _upstream.main_requests()
 
-    @staticmethod
-    def user_texts(request):
-        """The user messages' text in a Messages request, in order."""
-        texts = []
-        for message in request["body"]["messages"]:
-            if message.get("role") != "user":
-                continue
-            content = message["content"]
-            parts = [content] if isinstance(content, str) else [c.get("text", "") for c in content
-                                                                 if isinstance(c, dict) and c.get("type") == "text"]
-            texts.extend(p for p in parts if p)
-        return texts
+    user_texts = staticmethod(user_texts)
 
     def test_a_resumed_session_has_its_history_and_a_fork_diverges_from_it(self):
         first, requests = self.run_turn([{"text": "noted: the word is PELICAN"}], prompt="remember PELICAN")
