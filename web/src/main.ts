@@ -330,7 +330,8 @@ function showTodos(todos: TodoItem[]) {
 }
 
 // One line per path, its latest change (`file_change` events: seen in the workspace, whoever
-// made it). A path made and removed again (an editor's temporary file) is no change: its line goes.
+// made it), merged as a turn's result merges them: made then changed is made; made and removed
+// again (an editor's temporary file) is no change, its line goes.
 function showFileChange(change: FileChange) {
   const list = $("files-list");
   let item = [...list.children].find((li) => (li as HTMLElement).dataset.path === change.path) as HTMLElement | undefined;
@@ -340,6 +341,7 @@ function showFileChange(change: FileChange) {
     return;
   }
   if (item && change.change === "create" && item.dataset.change === "delete") change = { ...change, change: "modify" };
+  if (item && change.change === "modify" && item.dataset.change === "create") change = { ...change, change: "create" };
   if (!item) {
     item = document.createElement("li");
     item.dataset.path = change.path;
