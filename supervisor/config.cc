@@ -4,7 +4,6 @@
 #include <sys/un.h>
 
 #include <cerrno>
-#include <cmath>
 #include <exception>
 #include <functional>
 #include <map>
@@ -22,6 +21,7 @@
 #include "supervisor/config_images.h"
 #include "supervisor/config_webhooks.h"
 #include "supervisor/loopback_ports.h"
+#include "supervisor/relay/price_config.h"
 #include "supervisor/relay/upstream_url.h"
 
 namespace corral::supervisor {
@@ -409,57 +409,6 @@ Apply UrlKey(std::string Part::*field) {
   };
 }
 
-// A price in USD per million tokens: a number (3.75) or a string ("3.75"), at most 6 decimals.
-std::optional<int64_t> MicroUsdPerMtok(const toml::node& node) {
-  if (const auto* text = node.as_string()) {
-    auto parsed = ParseMicroUsd(text->get());
-    if (!parsed.ok()) return std::nullopt;
-    return *parsed;
-  }
-  if (const auto* integer = node.as_integer()) {
-    if (integer->get() < 0 || integer->get() > 1000000) return std::nullopt;
-    return integer->get() * 1000000;
-  }
-  if (const auto* floating = node.as_floating_point()) {
-    const double usd = floating->get();
-    if (!(usd >= 0) || usd > 1000000) return std::nullopt;
-    return static_cast<int64_t>(std::llround(usd * 1e6));
-  }
-  return std::nullopt;
-}
-
-// [relay.prices."claude-sonnet-4-5"] input = 3, output = 15, cache_write = 3.75, cache_read = 0.3
-std::string ApplyPrices(const toml::node& node, DaemonConfig& config) {
-  const auto* models = node.as_table();
-  if (models == nullptr) return "expected tables like [relay.prices.\"claude-sonnet-4-5\"]";
-  for (const auto& [model, entry] : *models) {
-    const std::string name(model.str());
-    const auto* fields = entry.as_table();
-    if (fields == nullptr) return name + ": expected a table with input, output, cache_write, cache_read";
-    ModelPrice price;
-    std::pair<const char*, int64_t*> parts[] = {{"input", &price.input},
-                                                {"output", &price.output},
-                                                {"cache_write", &price.cache_write},
-                                                {"cache_read", &price.cache_read}};
-    for (const auto& [key, value] : *fields) {
-      bool known = false;
-      for (auto& [part, into] : parts) {
-        if (key.str() != part) continue;
-        auto micro = MicroUsdPerMtok(value);
-        if (!micro) return name + "." + part + ": expected USD per million tokens, like 3.75";
-        *into = *micro;
-        known = true;
-      }
-      if (!known) return name + "." + std::string(key.str()) + ": unknown key (input, output, cache_write, cache_read)";
-    }
-    for (auto& [part, into] : parts) {
-      if (!fields->contains(part)) return name + ": " + part + " is missing (every part of a price is needed)";
-    }
-    config.relay.prices.Set(name, price);
-  }
-  return "";
-}
-
 // The table with [webhooks]' and [ports]' keys, which config_webhooks.h and config_ports.h parse.
 std::vector<KeySpec> WithWebhooksKeys(std::vector<KeySpec> table) {
   for (std::string_view name : kWebhooksKeys) {
@@ -529,6 +478,8 @@ const std::vector<KeySpec>& Keys() {
       {"node", "cluster_secret_file", AbsolutePathKey(&DaemonConfig::node_cluster_secret_file)},
       {"sessions", "tool_call_timeout", SecondsKey(&DaemonConfig::tool_call_timeout_s)},
       {"sessions", "agent_silence_timeout", SecondsKey(&DaemonConfig::agent_silence_timeout_s)},
+      {"sessions", "file_scan_entries", CountKey(&DaemonConfig::file_scan_entries)},
+      {"sessions", "file_scan_interval", SecondsKey(&DaemonConfig::file_scan_interval_s)},
       {"relay", "port", CountKey(&RelayConfig::port)},
       {"relay", "upstream", UrlKey(&RelayConfig::upstream)},
       {"relay", "api_key_file", AbsolutePathKey(&RelayConfig::api_key_file, /*empty_ok=*/true)},
@@ -536,7 +487,7 @@ const std::vector<KeySpec>& Keys() {
       {"relay", "max_request", SizeKey(&RelayConfig::max_request_bytes)},
       {"relay", "timeout", SecondsKey(&RelayConfig::timeout_s)},
       {"relay", "requests_per_minute", CountKey(&RelayConfig::requests_per_minute)},
-      {"relay", "prices", ApplyPrices},
+      {"relay", "prices", [](const toml::node& n, DaemonConfig& c) { return ParsePrices(n, c.relay.prices); }},
       {"execute", "allowed_repo_paths", ApplyRepoPaths},
       {"execute", "timeout", SecondsKey(&DaemonConfig::execute_timeout_s)},
       {"execute", "max_diff", SizeKey(&DaemonConfig::execute_max_diff_bytes)},
@@ -723,6 +674,7 @@ Status Validate(const DaemonConfig& c, const std::string& origin, const Lines& l
       {"execute.max_bundle", &DaemonConfig::execute_max_bundle_bytes},
       {"sessions.tool_call_timeout", &DaemonConfig::tool_call_timeout_s},
       {"sessions.agent_silence_timeout", &DaemonConfig::agent_silence_timeout_s},
+      {"sessions.file_scan_entries", &DaemonConfig::file_scan_entries},
   }));
 
   RETURN_IF_ERROR(check.Check(c, {{"images.max_size", &ImagesConfig::max_size},

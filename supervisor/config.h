@@ -104,6 +104,8 @@ struct DaemonConfig {
   // [sessions]: agent sessions
   uint64_t tool_call_timeout_s = 120;             // a client tool call or permission request unanswered
   uint64_t agent_silence_timeout_s = 900;         // an agent silent this long during a turn is hung
+  uint64_t file_scan_entries = 20000;             // entries of a session's workspace a scan looks at
+  uint64_t file_scan_interval_s = 2;              // scans during a turn; 0: only at its end
 
   // [relay]: the model relay on each sandbox's loopback (supervisor/relay/model_relay.h); its api_key
   // stays "" here (corrald reads the file)

@@ -69,7 +69,9 @@ std::vector<std::string> ApplyReload(DaemonConfig& live, const DaemonConfig& fre
                       live.node_dead_after_s != fresh.node_dead_after_s ||
                       live.node_cluster_secret_file != fresh.node_cluster_secret_file);
   differs("sessions", live.tool_call_timeout_s != fresh.tool_call_timeout_s ||
-                          live.agent_silence_timeout_s != fresh.agent_silence_timeout_s);
+                          live.agent_silence_timeout_s != fresh.agent_silence_timeout_s ||
+                          live.file_scan_entries != fresh.file_scan_entries ||
+                          live.file_scan_interval_s != fresh.file_scan_interval_s);
   differs("relay (port, upstream, api_key_file, ca_file, limits)",
           live.relay.port != fresh.relay.port || live.relay.upstream != fresh.relay.upstream ||
               live.relay.api_key_file != fresh.relay.api_key_file || live.relay.ca_file != fresh.relay.ca_file ||

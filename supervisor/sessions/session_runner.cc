@@ -15,6 +15,7 @@
 #include "supervisor/ids.h"
 #include "supervisor/sandboxes/claude_runtime.h"
 #include "supervisor/sessions/image_agent.h"
+#include "supervisor/sessions/session_events.h"
 #include "supervisor/visibility.h"
 
 namespace corral::supervisor {
@@ -111,18 +112,6 @@ Status CheckTools(const std::vector<ClientTool>& tools) {
   return Status();
 }
 
-// A string member of a JSON object that the sandbox made (the agent's output, its tool calls):
-// "" when it is absent or of another type, never an exception.
-std::string StringOf(const json& j, const char* key) {
-  if (!j.is_object()) return "";
-  auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-
-json ToolResultText(const std::string& text, bool is_error) {
-  return {{"content", json::array({{{"type", "text"}, {"text", text}}})}, {"isError", is_error}};
-}
-
 // A new session's row (or a resumed one's, made current): initializing, with its options.
 void PrepareRow(const SandboxRow& sandbox, const NewSession& request, bool resumed, SessionRow& row) {
   if (!resumed) {
@@ -142,13 +131,16 @@ void PrepareRow(const SandboxRow& sandbox, const NewSession& request, bool resum
 }
 
 // The agent's environment: the model relay on the sandbox's loopback with the session's key,
-// and nothing else: no update checks, telemetry or error reports (the sandbox has no network
-// anyway; this spares the CLI its timeouts).
+// no update checks, telemetry or error reports (the sandbox has no network anyway; this spares
+// the CLI its timeouts), and its todo tool.
 std::vector<std::string> RelayEnv(uint64_t relay_port, const std::string& key) {
   return {"ANTHROPIC_BASE_URL=http://127.0.0.1:" + std::to_string(relay_port),
           "ANTHROPIC_API_KEY=" + key,
           "DISABLE_AUTOUPDATER=1", "DISABLE_TELEMETRY=1", "DISABLE_ERROR_REPORTING=1",
-          "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"};
+          "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+          // The todo list as one TodoWrite tool whose every call holds the whole list (the
+          // session's `todo` events), not the task tools that change it an item at a time.
+          "CLAUDE_CODE_ENABLE_TODO_TOOLS=1", "CLAUDE_CODE_ENABLE_TASKS=0"};
 }
 
 // A resume (the same session again) or a fork (a new one from its history) of `parent`: the
@@ -312,26 +304,54 @@ void AgentSession::OnLine(std::string_view line) {
     Emit({{"kind", "stdout"}, {"text", std::string(line)}});
     return;
   }
-  const std::string type = StringOf(message, "type");
-  if (type == "system" && StringOf(message, "subtype") == "init") {
+  const std::string type = JsonString(message, "type");
+  if (type == "system" && JsonString(message, "subtype") == "init") {
     // A fork gets its id from the CLI.
-    const std::string agent_session = StringOf(message, "session_id");
+    const std::string agent_session = JsonString(message, "session_id");
     if (!agent_session.empty() && agent_session != row_.agent_session) {
       row_.agent_session = agent_session;
       (void)runner_.store_.UpdateSession(row_);
     }
   }
+  std::optional<std::vector<TodoItem>> todos = TodosOf(message);
+  json result = json::object();  // what the turn's `result` event repeats of the agent's (TurnResultEvent checks types)
+  if (type == "result") {
+    for (const char* key : {"is_error", "subtype", "result"}) {
+      if (message.contains(key)) result[key] = message[key];
+    }
+  }
   Emit({{"kind", "agent"}, {"data", std::move(message)}});
+  if (todos) Emit(TodoEvent(*todos));
   if (type == "result") {
     ++row_.turns;
     if (pending_turns_ > 0) --pending_turns_;
-    SetState(pending_turns_ > 0 ? "processing" : "ready");
     (void)runner_.store_.UpdateSession(row_);
+    EndTurn(result);
   }
+}
+
+void AgentSession::EndTurn(const json& agent_result) {
+  ending_.push_back({row_.turns, agent_result});
+  if (watch_) return watch_->TurnEnded(pending_turns_ > 0);
+  TurnFiles unobserved;
+  unobserved.observed = false;
+  TurnFilesDone(unobserved, /*set_state=*/true);
+}
+
+void AgentSession::TurnFilesDone(const TurnFiles& files, bool set_state) {
+  if (ended_ || ending_.empty()) return;
+  EndingTurn turn = std::move(ending_.front());
+  ending_.erase(ending_.begin());
+  Emit(TurnResultEvent(workspace_dir_, turn.turn, turn.result, files));
+  if (set_state) SetState(pending_turns_ > 0 ? "processing" : "ready");
 }
 
 void AgentSession::End(const std::string& command_outcome) {
   if (ended_) return;
+  // Turns whose result came and whose last scan did not: their `result` with what was seen.
+  if (watch_) {
+    for (const TurnFiles& files : watch_->Stop()) TurnFilesDone(files, /*set_state=*/false);
+  }
   ended_ = true;
   json process = json::parse(command_outcome, nullptr, false);
   std::string state, outcome;
@@ -339,7 +359,7 @@ void AgentSession::End(const std::string& command_outcome) {
   if (hung_) {
     state = "failed";
     outcome = "agent_hung";
-  } else if (budget_exhausted_ || (StringOf(process, "outcome") == "budget_exhausted")) {
+  } else if (budget_exhausted_ || (JsonString(process, "outcome") == "budget_exhausted")) {
     // The AI budget (the relay refused a call) or the compute budget (the sandbox was stopped).
     state = "failed";
     outcome = "budget_exhausted";
@@ -373,8 +393,9 @@ void AgentSession::End(const std::string& command_outcome) {
 // ---------------------------------------------------------------------------------------------
 // The runner
 
-SessionRunner::SessionRunner(const DaemonConfig& config, Store& store, SandboxManager& manager, RelayKeys& keys)
-    : config_(config), store_(store), manager_(manager), keys_(keys) {
+SessionRunner::SessionRunner(const DaemonConfig& config, Store& store, SandboxManager& manager, RelayKeys& keys,
+                             boost::asio::thread_pool& pool)
+    : config_(config), store_(store), manager_(manager), keys_(keys), pool_(pool) {
   keys_.OnUsageCall([this](const RelayClient& client, const ModelUsage& usage, int64_t cost) {
     OnUsage(client, usage, cost);
   });
@@ -493,6 +514,7 @@ StatusOr<std::shared_ptr<AgentSession>> SessionRunner::Create(const Caller& call
   recent_.erase(row.id);
   (void)(*command)->stream().Subscribe(session.get(), 0);
   session->Emit({{"kind", "state"}, {"state", "initializing"}});
+  WatchWorkspace(*session, request.options.cwd.empty() ? "/home/agent" : request.options.cwd);
   if (!request.prompt.empty()) {
     RETURN_IF_ERROR(Send(caller, row.id, request.prompt));
   } else {
@@ -523,7 +545,41 @@ Status SessionRunner::Send(const Caller& caller, const std::string& id, const st
   ++session->pending_turns_;
   session->Emit({{"kind", "user"}, {"text", text}});
   session->SetState("processing");
+  if (session->watch_) session->watch_->TurnStarted();
   return Status();
+}
+
+void SessionRunner::WatchWorkspace(AgentSession& session, const std::string& dir) {
+  session.workspace_dir_ = dir;
+  if (io_ == nullptr) return;
+  WorkspaceWatchOptions options;
+  options.dir = dir;
+  options.limits.max_entries = config_.file_scan_entries;
+  options.limits.skip_names = {".git"};  // a repository's own bookkeeping
+  // Claude Code's own state in the agent's home (its transcripts and settings) and the caches
+  // (its MCP logs among them): not the work.
+  static constexpr const char* kAgentState[] = {"/home/agent/.claude", "/home/agent/.claude.json*",
+                                                 "/home/agent/.cache"};
+  for (const std::string state : kAgentState) {
+    const std::string under = dir == "/" ? "/" : dir + "/";
+    if (state.compare(0, under.size(), under) == 0) options.limits.skip_paths.push_back(state.substr(under.size()));
+  }
+  options.interval = std::chrono::seconds(config_.file_scan_interval_s);
+  options.max_turn_files = kMaxTurnFiles;
+  Caller owner{session.row().iss, session.row().sub};
+  const std::string sandbox = session.row().sandbox_id;
+  std::weak_ptr<AgentSession> weak = session.weak_from_this();
+  WorkspaceWatch::Sink sink{
+      [weak](const FileChange& change) {
+        if (auto self = weak.lock(); self && !self->ended_) self->Emit(FileChangeEvent(self->workspace_dir_, change));
+      },
+      [weak](const TurnFiles& files) {
+        if (auto self = weak.lock()) self->TurnFilesDone(files, /*set_state=*/true);
+      }};
+  session.watch_ = std::make_shared<WorkspaceWatch>(
+      *io_, pool_, std::move(options), [this, owner, sandbox] { return manager_.OpenFiles(owner, sandbox); },
+      std::move(sink));
+  session.watch_->Start();
 }
 
 Status SessionRunner::Interrupt(const Caller& caller, const std::string& id) {
@@ -684,110 +740,6 @@ void SessionRunner::OnExhausted(const RelayClient& client) {
   session.Emit({{"kind", "budget_exhausted"}});
   LogInfo("session", "AI budget spent: stopping the agent", {{"session", session.id()}});
   (void)session.command_->Signal(SIGKILL);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Client tools
-
-void SessionRunner::EnableTools(boost::asio::io_context& io, ToolBridge& bridge, bool mcp_in_sandboxes) {
-  io_ = &io;
-  bridge_ = &bridge;
-  mcp_in_sandboxes_ = mcp_in_sandboxes;
-}
-
-std::optional<ToolSessionInfo> SessionRunner::FindToolKey(std::string_view sandbox_id, std::string_view key) {
-  auto it = tool_keys_.find(ToolKeyDigest(key));
-  if (it == tool_keys_.end() || it->second.sandbox_id != sandbox_id || !live_.count(it->second.session_id)) {
-    return std::nullopt;
-  }
-  return ToolSessionInfo{it->second.session_id, it->second.tools};
-}
-
-void SessionRunner::OnToolCall(const std::string& session_id, const std::string& call_id, const std::string& name,
-                               json arguments, std::function<void(json result)> reply) {
-  auto it = live_.find(session_id);
-  if (it == live_.end() || it->second->ended_) {
-    return reply(ToolResultText("the session is not running", true));
-  }
-  AgentSession& session = *it->second;
-  AgentSession::PendingCall pending;
-  pending.permission = name == kPermissionTool;
-  pending.reply = std::move(reply);
-  if (io_ != nullptr) {
-    pending.timer = std::make_unique<boost::asio::steady_timer>(*io_, std::chrono::seconds(config_.tool_call_timeout_s));
-    pending.timer->async_wait([this, session_id, call_id](boost::system::error_code ec) {
-      if (!ec) ToolCallTimedOut(session_id, call_id);
-    });
-  }
-  if (pending.permission) {
-    session.Emit({{"kind", "permission_request"},
-                  {"call", call_id},
-                  {"tool_name", StringOf(arguments, "tool_name")},
-                  {"input", arguments.is_object() && arguments.contains("input") ? arguments["input"] : json::object()}});
-  } else {
-    session.Emit({{"kind", "tool_call"}, {"call", call_id}, {"name", name}, {"input", std::move(arguments)}});
-  }
-  session.calls_[call_id] = std::move(pending);
-  session.SetState("waiting_tool");
-}
-
-Status SessionRunner::Answer(AgentSession& session, const std::string& call, json result, bool permission) {
-  auto it = session.calls_.find(call);
-  if (it == session.calls_.end() || it->second.permission != permission) {
-    return Status::Error(std::string(permission ? "permission request " : "tool call ") + call +
-                             " is not waiting in session " + session.id(),
-                         ENOENT);
-  }
-  AgentSession::PendingCall pending = std::move(it->second);
-  session.calls_.erase(it);
-  if (pending.timer) pending.timer->cancel();
-  const bool is_error = result.value("isError", false);
-  pending.reply(std::move(result));
-  session.Emit({{"kind", permission ? "permission_answer" : "tool_result"}, {"call", call}, {"is_error", is_error}});
-  if (session.calls_.empty() && !session.ended_) session.SetState(session.pending_turns_ > 0 ? "processing" : "ready");
-  return Status();
-}
-
-Status SessionRunner::AnswerTool(const Caller& caller, const std::string& id, const std::string& call, json result) {
-  ASSIGN_OR_RETURN(std::shared_ptr<AgentSession> session, Live(caller, id));
-  if (!result.is_object() || !result.contains("content") || !result["content"].is_array()) {
-    return Status::Error("content: expected MCP content, e.g. [{\"type\": \"text\", \"text\": \"...\"}]", EINVAL);
-  }
-  if (result.contains("isError") && !result["isError"].is_boolean()) {
-    return Status::Error("is_error: expected true or false", EINVAL);
-  }
-  return Answer(*session, call, std::move(result), /*permission=*/false);
-}
-
-Status SessionRunner::AnswerPermission(const Caller& caller, const std::string& id, const std::string& call,
-                                       bool allow, const std::string& message, const json& updated_input) {
-  ASSIGN_OR_RETURN(std::shared_ptr<AgentSession> session, Live(caller, id));
-  // Claude Code's permission prompt tool answers with one text: a JSON decision.
-  json decision;
-  if (allow) {
-    decision = {{"behavior", "allow"}, {"updatedInput", updated_input.is_object() ? updated_input : json::object()}};
-  } else {
-    decision = {{"behavior", "deny"}, {"message", message.empty() ? "the user denied this" : message}};
-  }
-  return Answer(*session, call, ToolResultText(decision.dump(), false), /*permission=*/true);
-}
-
-void SessionRunner::ToolCallTimedOut(const std::string& session_id, const std::string& call) {
-  auto it = live_.find(session_id);
-  if (it == live_.end()) return;
-  AgentSession& session = *it->second;
-  auto pending = session.calls_.find(call);
-  if (pending == session.calls_.end()) return;
-  const bool permission = pending->second.permission;
-  LogInfo("session", "tool call timed out", {{"session", session_id}, {"call", call}});
-  json result = permission ? ToolResultText(json{{"behavior", "deny"}, {"message", "nobody answered the permission "
-                                                                                  "request in time"}}
-                                                .dump(),
-                                            false)
-                           : ToolResultText("the client did not answer this tool call within " +
-                                                std::to_string(config_.tool_call_timeout_s) + " s",
-                                            true);
-  (void)Answer(session, call, std::move(result), permission);
 }
 
 }  // namespace corral::supervisor

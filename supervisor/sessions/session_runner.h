@@ -13,6 +13,13 @@
 // the client). A session whose user's AI budget is spent is stopped, with the outcome
 // `budget_exhausted`. `resume` runs an ended session again with its history (--resume), `fork`
 // starts a new session from another's history (--resume --fork-session).
+//
+// Derived events (session_events.h) beside the agent's own lines: `todo` from its TodoWrite tool
+// (the agent runs with Claude Code's todo tool on: CLAUDE_CODE_ENABLE_TODO_TOOLS=1, and its task
+// tools off), `file_change` from scans of the working directory (workspace_watch.h),
+// `awaiting_input` when a tool call or permission request waits for the client, and `result` at
+// the end of each turn with the files it changed. A turn ends, and the state goes back to
+// `ready`, once its last scan is done: `result` then `state` come after the agent's result line.
 #pragma once
 
 #include <functional>
@@ -26,6 +33,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <nlohmann/json.hpp>
 
 #include "common/status.h"
@@ -37,6 +45,7 @@
 #include "supervisor/store/store.h"
 #include "supervisor/sessions/image_agent.h"
 #include "supervisor/sessions/tool_bridge.h"
+#include "supervisor/sessions/workspace_watch.h"
 #include "supervisor/webhooks/webhook_outbox.h"
 
 namespace corral::supervisor {
@@ -46,6 +55,8 @@ inline constexpr char kMcpPathInSandbox[] = "/run/corral/bin/corral-mcp";
 // The tool Claude Code asks for permission with (--permission-prompt-tool) when the session's
 // permission mode asks: the request goes to the client like a tool call.
 inline constexpr char kPermissionTool[] = "corral_permission";
+// The most changed files a turn reports (file_change events, and files in its `result`).
+inline constexpr size_t kMaxTurnFiles = 1000;
 
 struct SessionOptions {
   std::string model;                                  // "" = the CLI's default
@@ -110,6 +121,10 @@ class AgentSession : public StreamSubscriber, public std::enable_shared_from_thi
   void SetState(const std::string& state);
   void Emit(const nlohmann::json& event);
   void End(const std::string& outcome_json);
+  // The agent's result line ended a turn: its files are scanned, then the `result` event and the
+  // state (ready, or processing when another turn is queued).
+  void EndTurn(const nlohmann::json& agent_result);
+  void TurnFilesDone(const TurnFiles& files, bool set_state);
   // While a turn is under way, the agent must print something every agent_silence_timeout:
   // (re)armed by each line and by the start of a turn, stopped otherwise.
   void WatchSilence();
@@ -136,16 +151,29 @@ class AgentSession : public StreamSubscriber, public std::enable_shared_from_thi
     std::unique_ptr<boost::asio::steady_timer> timer;
   };
   std::map<std::string, PendingCall> calls_;
+  // Derived events: the workspace's scans (null: none), and the turns whose result line came and
+  // whose scan has not: their number and the fields of their result line.
+  std::shared_ptr<WorkspaceWatch> watch_;
+  std::string workspace_dir_;
+  struct EndingTurn {
+    int64_t turn = 0;
+    nlohmann::json result;
+  };
+  std::vector<EndingTurn> ending_;
 };
 
 class SessionRunner : public ToolAuthority {
  public:
-  SessionRunner(const DaemonConfig& config, Store& store, SandboxManager& manager, RelayKeys& keys);
+  // `pool`: the worker pool the workspace scans run on (file_change events).
+  SessionRunner(const DaemonConfig& config, Store& store, SandboxManager& manager, RelayKeys& keys,
+                boost::asio::thread_pool& pool);
   ~SessionRunner() override;
 
   // Client tools and permission prompts: the bridge on every sandbox's loopback, and whether
   // sandboxes have corral-mcp (without it, sessions that declare tools are refused and
   // permission requests are answered by Claude Code itself: denied).
+  // Also what the workspace scans (file_change events) post their results to: without it none
+  // are made, and each turn's `result` says its files were not observed.
   void EnableTools(boost::asio::io_context& io, ToolBridge& bridge, bool mcp_in_sandboxes);
   // Whether the daemon staged Claude Code's runtime for image sandboxes (image_agent.h); without
   // it sessions there are refused with ENOTSUP.
@@ -219,6 +247,8 @@ class SessionRunner : public ToolAuthority {
   // Takes the call out of the session's pending ones and answers it.
   Status Answer(AgentSession& session, const std::string& call, nlohmann::json result, bool permission);
   void ToolCallTimedOut(const std::string& session_id, const std::string& call);
+  // The session's WorkspaceWatch over `dir` (its working directory), started: its baseline.
+  void WatchWorkspace(AgentSession& session, const std::string& dir);
 
   const DaemonConfig& config_;
   Store& store_;
@@ -234,6 +264,7 @@ class SessionRunner : public ToolAuthority {
   boost::asio::io_context* io_ = nullptr;
   ToolBridge* bridge_ = nullptr;
   bool mcp_in_sandboxes_ = false;
+  boost::asio::thread_pool& pool_;
   AgentRuntime claude_runtime_;
   struct ToolKey {
     std::string session_id;

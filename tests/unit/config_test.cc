@@ -52,6 +52,7 @@ std::string Dump(const DaemonConfig& c) {
       << "\nrelay_requests_per_minute=" << c.relay.requests_per_minute
       << "\ntool_call_timeout_s=" << c.tool_call_timeout_s
       << "\nagent_silence_timeout_s=" << c.agent_silence_timeout_s
+      << "\nfile_scan_entries=" << c.file_scan_entries << "\nfile_scan_interval_s=" << c.file_scan_interval_s
       << "\nreplay_buffer_bytes=" << c.replay_buffer_bytes << "\nmax_file_bytes=" << c.max_file_bytes
       << "\nstore_synchronous_full=" << c.store_synchronous_full << "\nrelay_port=" << c.relay.port
       << "\nrelay_upstream=" << c.relay.upstream << "\nrelay_api_key_file=" << c.relay.api_key_file
@@ -422,7 +423,7 @@ TEST(ConfigTest, DistConfigDocumentsEveryKeyWithItsDefault) {
       uncommented += line + "\n";
     }
   }
-  EXPECT_EQ(keys, 95);  // every field of DaemonConfig but the prices, store.url(_file), node.id/address,
+  EXPECT_EQ(keys, 97);  // every field of DaemonConfig but the prices, store.url(_file), node.id/address,
                         // node.cluster_secret_file and webhooks.urls/secret_file; listen sets two
   auto parsed = ParseConfig(uncommented, "uncommented");
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
@@ -501,6 +502,21 @@ cache_read = 0.000001
   EXPECT_NE(ErrorOf("[relay.prices.m]\ninput = \"1.0000001\"\noutput = 1\ncache_write = 1\ncache_read = 1\n")
                 .find("m.input"),
             std::string::npos);
+}
+
+TEST(ConfigTest, SessionFileScanKeys) {
+  auto defaults = ParseConfig("");
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_EQ(defaults->file_scan_entries, 20000u);
+  EXPECT_EQ(defaults->file_scan_interval_s, 2u);
+  auto parsed = ParseConfig("[sessions]\nfile_scan_entries = 500\nfile_scan_interval = 0\n");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->file_scan_entries, 500u);
+  EXPECT_EQ(parsed->file_scan_interval_s, 0u);  // only at the end of each turn
+  auto none = ParseConfig("[sessions]\nfile_scan_entries = 0\n");
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("sessions.file_scan_entries: must be positive"), std::string::npos)
+      << none.status().message();
 }
 
 TEST(ConfigTest, ExecuteKeys) {

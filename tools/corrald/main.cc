@@ -648,7 +648,7 @@ int Serve(Foundation& base) {
   supervisor::RelayKeys relay_keys;
   supervisor::ModelRelay relay(io, std::move(base.relay_config), *store, relay_keys);
   relay.SetObserver(&supervisor_metrics);
-  supervisor::SessionRunner sessions(*config, *store, manager, relay_keys);
+  supervisor::SessionRunner sessions(*config, *store, manager, relay_keys, pool);
   sessions.SetObserver(&supervisor_metrics);
   supervisor_metrics.SetSessions(&sessions);
   supervisor::ToolBridge tool_bridge(io, sessions, supervisor::kToolBridgePort);

@@ -10,7 +10,7 @@ import { Terminal } from "@xterm/xterm";
 import { CorralClient } from "../../sdk/typescript/src/client.ts";
 import type { CommandHandle, Sandbox } from "../../sdk/typescript/src/client.ts";
 import { CorralError } from "../../sdk/typescript/src/errors.ts";
-import type { Session, SessionEvent } from "../../sdk/typescript/src/session.ts";
+import type { FileChange, Session, SessionEvent, TodoItem, TurnResult } from "../../sdk/typescript/src/session.ts";
 import { followPorts, wirePorts } from "./ports.ts";
 
 const $ = <T extends HTMLElement = HTMLElement>(id: string) => document.getElementById(id) as T;
@@ -238,7 +238,8 @@ function closeTerminal() {
 let session: Session | null = null;
 let lastSessionId = "";
 const toolBlocks = new Map<string, HTMLElement>();
-const FILE_TOOLS = new Set(["Write", "Edit", "MultiEdit", "NotebookEdit"]);
+const CHANGED = { create: "created", modify: "modified", delete: "deleted" } as const;
+const TODO_MARK = { pending: "[ ]", in_progress: "[>]", completed: "[x]" } as const;
 
 function resetSession() {
   session?.detach().catch(() => {});
@@ -248,6 +249,8 @@ function resetSession() {
   $("transcript").replaceChildren();
   $("files-list").replaceChildren();
   $("files-changed").hidden = true;
+  $("todo-list").replaceChildren();
+  $("todo-box").hidden = true;
   $("session-id").textContent = "none yet";
   $("session-state").textContent = "-";
   $("session-cost").textContent = "0.000000";
@@ -286,13 +289,9 @@ function watch(s: Session) {
     const block = add("tool", `${use.name}(${summarize(use.input)})`);
     block.dataset.tool = use.name;
     toolBlocks.set(use.id, block);
-    if (FILE_TOOLS.has(use.name) && use.input?.file_path) {
-      const item = document.createElement("li");
-      item.textContent = `${use.name === "Write" ? "wrote" : "edited"} ${use.input.file_path}`;
-      $("files-list").append(item);
-      $("files-changed").hidden = false;
-    }
   });
+  s.on("todo", (todos: TodoItem[]) => showTodos(todos));
+  s.on("file_change", (change: FileChange) => showFileChange(change));
   s.on("tool_output", (output) => {
     const block = toolBlocks.get(output.id);
     const pre = document.createElement("pre");
@@ -304,10 +303,10 @@ function watch(s: Session) {
   s.on("usage", () => ($("session-cost").textContent = s.costUsd));
   s.on("stderr", (event: SessionEvent) => add("stderr", String(event.text ?? "")));
   s.on("budget_exhausted", () => add("error", "the AI budget is spent"));
-  s.on("result", (result) => {
+  s.on("result", (result: TurnResult) => {
     add(result.isError ? "result error" : "result",
         `${result.isError ? "stopped" : "done"}: ${result.numTurns} turn(s), ${(result.durationMs / 1000).toFixed(1)} s, ` +
-        `USD ${s.costUsd} metered`);
+        `${result.diff.files} file(s) changed${result.diff.truncated ? " (at least)" : ""}, USD ${s.costUsd} metered`);
   });
   s.on("end", (event: SessionEvent) => {
     setState(String(event.state));
@@ -316,6 +315,41 @@ function watch(s: Session) {
     session = null;
   });
   s.on("error", (error) => ($("session-error").textContent = describe(error)));
+}
+
+// The agent's todo list as it last set it (`todo` events: the whole list each time).
+function showTodos(todos: TodoItem[]) {
+  const items = todos.map((todo) => {
+    const item = document.createElement("li");
+    item.dataset.status = todo.status;
+    item.textContent = `${TODO_MARK[todo.status] ?? "[?]"} ${todo.status === "in_progress" && todo.activeForm ? todo.activeForm : todo.content}`;
+    return item;
+  });
+  $("todo-list").replaceChildren(...items);
+  $("todo-box").hidden = items.length === 0;
+}
+
+// One line per path, its latest change (`file_change` events: seen in the workspace, whoever
+// made it), merged as a turn's result merges them: made then changed is made; made and removed
+// again (an editor's temporary file) is no change, its line goes.
+function showFileChange(change: FileChange) {
+  const list = $("files-list");
+  let item = [...list.children].find((li) => (li as HTMLElement).dataset.path === change.path) as HTMLElement | undefined;
+  if (item && change.change === "delete" && item.dataset.change === "create") {
+    item.remove();
+    $("files-changed").hidden = list.children.length === 0;
+    return;
+  }
+  if (item && change.change === "create" && item.dataset.change === "delete") change = { ...change, change: "modify" };
+  if (item && change.change === "modify" && item.dataset.change === "create") change = { ...change, change: "create" };
+  if (!item) {
+    item = document.createElement("li");
+    item.dataset.path = change.path;
+    list.append(item);
+  }
+  item.dataset.change = change.change;
+  item.textContent = `${CHANGED[change.change] ?? change.change} ${change.path}${change.type === "dir" ? "/" : ""}`;
+  $("files-changed").hidden = false;
 }
 
 const notesTool = {

@@ -1,7 +1,7 @@
 // The page corrald serves at /, in Debian's Chromium driven by Playwright (playwright-core;
 // no browser download): sign in with a token, use the terminal (type a command, read its output
 // from the screen, resize, reload and find the scrollback the daemon still holds), run a scripted
-// agent session and watch its tool call, file change, result and cost, and let the agent call a
+// agent session and watch its tool calls, todo list and file changes live, result and cost, and let the agent call a
 // tool the page registered, whose answer reaches the model. Screenshots of each go to
 // $CORRAL_ARTIFACTS.
 import assert from "node:assert/strict";
@@ -111,12 +111,18 @@ test("the terminal runs what is typed, follows the window's size, and keeps its 
   await context.close();
 });
 
-test("a scripted session shows the agent's text, tool call and output, the file it wrote, the result and the cost", async () => {
+const todo = (...items) => ({ name: "TodoWrite", input: { todos: items.map(([content, status]) => ({ content, status, activeForm: `${content}...` })) } });
+
+test("a scripted session shows the agent's text, tool call and output, its todo list and the files changed live, the result and the cost", async () => {
   const turns = [
+    { text: "Planning.", tool_use: todo(["Write notes", "in_progress"], ["Count them", "pending"]),
+      usage: { input_tokens: 900, output_tokens: 20 } },
+    // Slow answers: the page shows the list and the written file while the turn goes on.
     { text: "I'll write the notes.", tool_use: { name: "Write", input: { file_path: "/home/agent/notes.md", content: "# Notes\n" } },
-      usage: { input_tokens: 1000, output_tokens: 30 } },
-    { text: "Now I'll check it.", tool_use: { name: "Bash", input: { command: "wc -c notes.md", description: "count" } },
-      usage: { input_tokens: 1100, output_tokens: 20 } },
+      usage: { input_tokens: 1000, output_tokens: 30 }, delay: 3 },
+    { text: "Now I'll check it.", tool_use: { name: "Bash", input: { command: "wc -c notes.md > count.txt; cat count.txt", description: "count" } },
+      usage: { input_tokens: 1100, output_tokens: 20 }, delay: 6 },
+    { tool_use: todo(["Write notes", "completed"], ["Count them", "completed"]), usage: { input_tokens: 1150, output_tokens: 10 } },
     { text: "notes.md is written.", usage: { input_tokens: 1200, output_tokens: 8 } },
   ];
   await play(turns);
@@ -124,14 +130,24 @@ test("a scripted session shows the agent's text, tool call and output, the file 
   await page.locator("#tab-session").click();
   await page.locator("#prompt").fill("write notes.md");
   await page.locator("#send").click();
+  // Live, before the turn's result: the todo list in progress, then the file the Write tool made.
+  await page.locator("#todo-list li[data-status=in_progress]", { hasText: "Write notes..." }).waitFor({ timeout: 120000 });
+  assert.deepEqual(await page.locator("#todo-list li").allInnerTexts(), ["[>] Write notes...", "[ ] Count them"]);
+  await page.locator("#files-list li[data-path='/home/agent/notes.md']").waitFor({ timeout: 30000 });
+  assert.equal(await page.locator(".entry.result").count(), 0, "the file showed before the turn ended");
+  await page.screenshot({ path: join(artifacts, "session-live.png"), fullPage: true });
   await page.locator(".entry.result").waitFor({ timeout: 120000 });
   assert.equal(await page.locator(".entry.user").first().innerText(), "write notes.md");
   assert.deepEqual(await page.locator(".entry.assistant").allInnerTexts(),
-                   ["I'll write the notes.", "Now I'll check it.", "notes.md is written."]);
+                   ["Planning.", "I'll write the notes.", "Now I'll check it.", "notes.md is written."]);
   const bash = page.locator(".entry.tool[data-tool=Bash]");
-  assert.match(await bash.innerText(), /Bash\(wc -c notes\.md\)/);
+  assert.match(await bash.innerText(), /Bash\(wc -c notes\.md > count\.txt; cat count\.txt\)/);
   assert.match(await bash.locator("pre.output").innerText(), /8 notes\.md/);
-  assert.deepEqual(await page.locator("#files-list li").allInnerTexts(), ["wrote /home/agent/notes.md"]);
+  // The file the Bash tool wrote is there too: changes are seen in the workspace, not in tool calls.
+  assert.deepEqual((await page.locator("#files-list li").allInnerTexts()).sort(),
+                   ["created /home/agent/count.txt", "created /home/agent/notes.md"]);
+  assert.deepEqual(await page.locator("#todo-list li").allInnerTexts(), ["[x] Write notes", "[x] Count them"]);
+  assert.match(await page.locator(".entry.result").innerText(), /2 file\(s\) changed/);
   assert.equal(await sdk.readText(sandbox.id, "/home/agent/notes.md"), "# Notes\n");
   const expected = usd(turns.reduce((sum, t) => sum + microUsd(t.usage), 0));
   assert.equal(await page.locator("#session-cost").innerText(), expected);

@@ -7,5 +7,6 @@ export type { ReconnectOptions, TokenSource } from "./connection.js";
 export { CorralConnectionError, CorralError } from "./errors.js";
 export type { ErrorCode } from "./errors.js";
 export { Session, SessionEndedError, toTurnResult } from "./session.js";
-export type { ClientTool, PermissionAnswer, PermissionHandler, PermissionMode, SessionEvent, SessionInfo, SessionOptions,
-              SessionOutcome, SessionState, ToolContext, ToolOutput, TurnResult } from "./session.js";
+export type { AwaitingInput, ClientTool, DiffSummary, FileChange, PermissionAnswer, PermissionHandler, PermissionMode,
+              SessionEvent, SessionInfo, SessionOptions, SessionOutcome, SessionState, TodoItem, ToolContext, ToolOutput,
+              TurnResult } from "./session.js";

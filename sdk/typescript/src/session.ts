@@ -38,7 +38,8 @@ export interface SessionOutcome {
 
 // One event of the session, as the protocol numbers it. `kind` is the protocol's (`state`,
 // `user`, `agent`, `usage`, `stderr`, `budget_exhausted`, `tool_call`, `tool_result`,
-// `permission_request`, `permission_answer`), or `end` for the last one (`session_end`).
+// `permission_request`, `permission_answer`, and the derived `todo`, `file_change`,
+// `awaiting_input`, `result`), or `end` for the last one (`session_end`).
 export interface SessionEvent {
   session: string;
   seq: number;
@@ -49,7 +50,41 @@ export interface SessionEvent {
   [field: string]: unknown;
 }
 
-// What the agent's `result` says at the end of a turn.
+// Derived events (docs/PROTOCOL.md "Agent sessions"): what a UI follows without parsing text.
+// The agent's todo list, whole, each time it sets it (`todo` events).
+export interface TodoItem {
+  content: string;
+  status: "pending" | "in_progress" | "completed";
+  activeForm: string;         // "Running the tests" while in progress
+}
+
+// A change seen in the session's working directory (`file_change` events, and a turn's files):
+// whoever made it (the agent's Write or Bash tool alike). `path` is absolute in the sandbox.
+export interface FileChange {
+  path: string;
+  change: "create" | "modify" | "delete";
+  type: "file" | "dir" | "symlink" | "other";
+  size: number;               // bytes now (0 when deleted)
+}
+
+// A turn's changes counted: every change, also those past the `files` list's bound.
+export interface DiffSummary {
+  files: number;
+  created: number;
+  modified: number;
+  deleted: number;
+  truncated: boolean;         // more than the daemon reports in one turn (1000), or a workspace larger than its scans
+  observed: boolean;          // false: the workspace could not be scanned (the sandbox was busy or stopped)
+}
+
+// The agent waits for this client: a permission request or a call of a client tool.
+export interface AwaitingInput {
+  reason: "permission" | "tool";
+  call: string;
+  name: string;               // the tool asking for permission, or the client tool called
+}
+
+// What the agent's `result` says at the end of a turn, and the files the turn changed.
 export interface TurnResult {
   text: string;               // the agent's final text
   isError: boolean;
@@ -57,7 +92,10 @@ export interface TurnResult {
   usage: Record<string, number>;
   numTurns: number;
   durationMs: number;
-  data: any;                  // the whole result message
+  turn: number;               // the session's turns so far, this one included (its `turns`; a resume counts on)
+  files: FileChange[];        // merged per path: made then changed is `create`
+  diff: DiffSummary;
+  data: any;                  // the agent's whole result message
 }
 
 // MCP content, or a plain string / JSON value that becomes one text block.
@@ -121,6 +159,8 @@ export class Session implements Subscription, AsyncIterable<SessionEvent> {
   readonly history: SessionEvent[] = [];   // every event this object received, in order
   lastSeq = 0;
   costUsd = "0.000000";                    // what the relay has debited for this session so far
+  todos: TodoItem[] = [];                  // the agent's todo list as it last set it
+  readonly changedFiles = new Map<string, FileChange>();  // every change seen, the last per path
   /** @internal */ onId: (id: string) => void = () => {};
   readonly ended: Promise<SessionEvent>;   // the `end` event
 
@@ -250,8 +290,9 @@ export class Session implements Subscription, AsyncIterable<SessionEvent> {
     }
     if (event.kind === "usage" && typeof event.session_cost_usd === "string") this.costUsd = event.session_cost_usd;
     for (const channel of this.iterators) channel.push(event);
-    this.emit(event.kind, event.kind === "state" ? event.state : event, event);
+    this.emit(event.kind, this.valueOf(event), event);
     this.emit("event", event, event);
+    if (event.kind === "result") this.turnEnded(event);
     if (event.kind === "agent") this.agentLine(event);
     if (event.kind === "tool_call") this.toolCall(event);
     if (event.kind === "tool_result" && typeof event.call === "string") this.answered.add(event.call);
@@ -284,13 +325,40 @@ export class Session implements Subscription, AsyncIterable<SessionEvent> {
           this.emit("tool_output", { id: block.tool_use_id, isError: !!block.is_error, text }, event);
         }
       }
-    } else if (data.type === "result") {
-      const result = toTurnResult(data);
-      this.emit("result", result, event);
-      const ready = this.resultWaiters.filter((w) => event.seq > w.after);
-      this.resultWaiters = this.resultWaiters.filter((w) => !(event.seq > w.after));
-      for (const waiter of ready) waiter.resolve(result);
     }
+  }
+
+  // What a callback of the event's kind gets: the state, the derived events' values, or the event.
+  private valueOf(event: SessionEvent): unknown {
+    switch (event.kind) {
+      case "state": return event.state;
+      case "todo":
+        this.todos = toTodos(event.todos);
+        return this.todos;
+      case "file_change": {
+        const change = toFileChange(event);
+        this.changedFiles.set(change.path, change);
+        return change;
+      }
+      case "awaiting_input":
+        return { reason: event.reason, call: String(event.call), name: String(event.name ?? "") } as AwaitingInput;
+      case "result": return this.turnResultOf(event);
+      default: return event;
+    }
+  }
+
+  // The derived `result` ends a turn: it follows the agent's own result line and the turn's
+  // last file changes.
+  private turnEnded(event: SessionEvent) {
+    const result = this.turnResultOf(event);
+    const ready = this.resultWaiters.filter((w) => event.seq > w.after);
+    this.resultWaiters = this.resultWaiters.filter((w) => !(event.seq > w.after));
+    for (const waiter of ready) waiter.resolve(result);
+  }
+
+  private turnResultOf(event: SessionEvent): TurnResult {
+    const line = [...this.history].reverse().find((e) => e.seq < event.seq && e.kind === "agent" && e.data?.type === "result");
+    return toTurnResult(line?.data ?? {}, event);
   }
 
   private toolCall(event: SessionEvent) {
@@ -340,10 +408,11 @@ export class Session implements Subscription, AsyncIterable<SessionEvent> {
     }, 50);
   }
 
-  // Callbacks: an event kind (`state` gets the state, the others the event), `event` for all of
-  // them, and what they hold: `text` (each text block the agent writes), `tool_use`
-  // ({id, name, input}), `tool_output` ({id, isError, text}), `result` (a TurnResult), `end`,
-  // `error` (the connection is gone, or a tool answer was refused). Returns an unsubscribe.
+  // Callbacks: an event kind (`state` gets the state, `todo` a TodoItem[], `file_change` a
+  // FileChange, `awaiting_input` an AwaitingInput, `result` a TurnResult, the others the event),
+  // `event` for all of them, and what they hold: `text` (each text block the agent writes),
+  // `tool_use` ({id, name, input}), `tool_output` ({id, isError, text}), `end`, `error` (the
+  // connection is gone, or a tool answer was refused). Returns an unsubscribe.
   on(name: string, listener: Listener): () => void {
     let set = this.listeners.get(name);
     if (!set) this.listeners.set(name, (set = new Set()));
@@ -378,8 +447,8 @@ export class Session implements Subscription, AsyncIterable<SessionEvent> {
   // The result of the turn that start() or the last turn() began (waits for it).
   result(): Promise<TurnResult> {
     const after = this.turnMark;
-    const done = this.history.find((e) => e.seq > after && e.kind === "agent" && e.data?.type === "result");
-    if (done) return Promise.resolve(toTurnResult(done.data));
+    const done = this.history.find((e) => e.seq > after && e.kind === "result");
+    if (done) return Promise.resolve(this.turnResultOf(done));
     if (this.endEvent) return Promise.reject(new SessionEndedError(this.id, this.endEvent.outcome));
     if (this.failure) return Promise.reject(this.failure);
     return new Promise((resolve, reject) => this.resultWaiters.push({ after, resolve, reject }));
@@ -423,16 +492,34 @@ export class Session implements Subscription, AsyncIterable<SessionEvent> {
   }
 }
 
-export function toTurnResult(data: any): TurnResult {
+// A turn's result: the agent's result line (`data`) and the daemon's `result` event.
+export function toTurnResult(data: any, event: any = {}): TurnResult {
+  const diff = event.diff ?? {};
   return {
-    text: typeof data.result === "string" ? data.result : "",
-    isError: !!data.is_error,
+    text: typeof data.result === "string" ? data.result : String(event.text ?? ""),
+    isError: data.is_error !== undefined ? !!data.is_error : !!event.is_error,
     costUsd: Number(data.total_cost_usd ?? 0),
     usage: data.usage ?? {},
     numTurns: Number(data.num_turns ?? 0),
     durationMs: Number(data.duration_ms ?? 0),
+    turn: Number(event.turn ?? 0),
+    files: Array.isArray(event.files) ? event.files.map(toFileChange) : [],
+    diff: {
+      files: Number(diff.files ?? 0), created: Number(diff.created ?? 0), modified: Number(diff.modified ?? 0),
+      deleted: Number(diff.deleted ?? 0), truncated: !!diff.truncated, observed: diff.observed !== false,
+    },
     data,
   };
+}
+
+function toTodos(todos: unknown): TodoItem[] {
+  return (Array.isArray(todos) ? todos : []).map((t: any) => ({
+    content: String(t?.content ?? ""), status: t?.status, activeForm: String(t?.active_form ?? ""),
+  }));
+}
+
+function toFileChange(f: any): FileChange {
+  return { path: String(f.path), change: f.change, type: f.type, size: Number(f.size ?? 0) };
 }
 
 function toToolAnswer(output: ToolOutput): Record<string, unknown> {
