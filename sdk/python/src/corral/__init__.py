@@ -6,8 +6,9 @@ from .client import AsyncCorral
 from .commands import Command
 from .connection import ReconnectOptions
 from .errors import CorralConnectionError, CorralError, ErrorCode
-from .events import (AgentEvent, BudgetExhaustedEvent, CheckpointEvent, EndEvent, PermissionAnswerEvent,
-                     PermissionRequestEvent, SessionEvent, StateEvent, StderrEvent, ToolCallEvent, ToolOutput,
+from .events import (AgentEvent, AwaitingInputEvent, BudgetExhaustedEvent, CheckpointEvent, DiffSummary, EndEvent,
+                     FileChange, FileChangeEvent, PermissionAnswerEvent, PermissionRequestEvent, ResultEvent,
+                     SessionEvent, StateEvent, StderrEvent, TodoEvent, TodoItem, ToolCallEvent, ToolOutput,
                      ToolResultEvent, ToolUse, TurnResult, UsageEvent, UserEvent, event_kind)
 from .models import (Checkpoint, CommandResult, DirEntry, EgressRules, Execution, FileChanged, FileStat, Gap, GitDiff,
                      Outcome, OutputChunk, Sandbox, SandboxEvent, SandboxEvents, SandboxLimits, SandboxPort,
@@ -22,7 +23,8 @@ from .webhook import WebhookVerificationError, verify_webhook
 __version__ = "0.1.0"
 
 __all__ = [
-    "AgentEvent", "AsyncCorral", "BudgetExhaustedEvent", "Checkpoint", "CheckpointEvent", "ClientTool", "Command",
+    "AgentEvent", "AsyncCorral", "AwaitingInputEvent", "BudgetExhaustedEvent", "DiffSummary", "FileChange",
+    "FileChangeEvent", "ResultEvent", "TodoEvent", "TodoItem", "Checkpoint", "CheckpointEvent", "ClientTool", "Command",
     "CommandResult", "Corral", "CorralConnectionError", "CorralError", "DirEntry", "EgressRules", "EndEvent",
     "ErrorCode", "Execution", "FileChanged", "FileStat", "Gap", "GitDiff", "Outcome", "OutputChunk",
     "PermissionAnswer", "PermissionAnswerEvent", "PermissionRequest", "PermissionRequestEvent", "ReconnectOptions",

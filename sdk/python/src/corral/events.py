@@ -2,7 +2,8 @@
 WebSocket's session events). Every event has `session`, `seq` and `kind` and keeps the message
 in `raw`; each kind has its class with its fields. A kind this SDK does not know yet arrives as a
 plain SessionEvent, so a newer daemon's events still flow. Register a class for a kind with
-`event_kind` (that is how the derived events of a newer protocol are added)."""
+`event_kind` (that is how the derived events are added: todo, file_change, awaiting_input,
+result)."""
 from __future__ import annotations
 
 import dataclasses
@@ -34,6 +35,12 @@ class SessionEvent:
     def get(self, key: str, default: Any = None) -> Any:
         """A field of the message, known to this class or not."""
         return self.raw.get(key, default)
+
+    @classmethod
+    def _convert(cls, name: str, value: Any, default: Any) -> Any:
+        """The value of the field `name` from the message (a subclass converts its own fields;
+        raising ValueError or TypeError leaves the field at its default)."""
+        return _coerce(value, default)
 
 
 @event_kind("state")
@@ -124,6 +131,120 @@ class CheckpointEvent(SessionEvent):
     turns: int = 0
 
 
+# ---- derived events (docs/PROTOCOL.md "Agent sessions", "Derived events") ----
+
+@dataclass(frozen=True)
+class TodoItem:
+    """One item of the agent's todo list."""
+    content: str
+    status: str               # pending | in_progress | completed
+    active_form: str          # "Running the tests" while in progress
+
+    @classmethod
+    def from_json(cls, raw: Any) -> "TodoItem":
+        item = raw if isinstance(raw, Mapping) else {}
+        return cls(str(item.get("content", "")), str(item.get("status", "")), str(item.get("active_form", "")))
+
+
+@dataclass(frozen=True)
+class FileChange:
+    """A change seen in the session's working directory, whoever made it (the Write tool, the
+    Bash tool, a build). `path` is absolute in the sandbox."""
+    path: str
+    change: str               # create | modify | delete
+    type: str                 # file | dir | symlink | other
+    size: int                 # bytes now (0 when deleted)
+
+    @classmethod
+    def from_json(cls, raw: Any) -> "FileChange":
+        item = raw if isinstance(raw, Mapping) else {}
+        return cls(str(item.get("path", "")), str(item.get("change", "")), str(item.get("type", "")),
+                   _int(item.get("size")))
+
+
+@dataclass(frozen=True)
+class DiffSummary:
+    """A turn's changes counted: every change, also those past the `files` list's bound."""
+    files: int = 0
+    created: int = 0
+    modified: int = 0
+    deleted: int = 0
+    truncated: bool = False   # more than the daemon reports in one turn (1000), or a workspace larger than its scans
+    observed: bool = True     # False: the workspace could not be scanned (the sandbox was frozen or stopped)
+
+    @classmethod
+    def from_json(cls, raw: Any) -> "DiffSummary":
+        d = raw if isinstance(raw, Mapping) else {}
+        return cls(files=_int(d.get("files")), created=_int(d.get("created")), modified=_int(d.get("modified")),
+                   deleted=_int(d.get("deleted")), truncated=bool(d.get("truncated")),
+                   observed=d.get("observed") is not False)
+
+
+def _list(value: Any) -> list[Any]:
+    if not isinstance(value, list):
+        raise TypeError("not a list")
+    return value
+
+
+@event_kind("todo")
+@dataclass(frozen=True)
+class TodoEvent(SessionEvent):
+    """The agent's todo list, whole, each time it sets it (its TodoWrite tool)."""
+    todos: tuple[TodoItem, ...] = ()
+
+    @classmethod
+    def _convert(cls, name: str, value: Any, default: Any) -> Any:
+        if name == "todos":
+            return tuple(TodoItem.from_json(t) for t in _list(value))
+        return super()._convert(name, value, default)
+
+
+@event_kind("file_change")
+@dataclass(frozen=True)
+class FileChangeEvent(SessionEvent):
+    """A change in the session's working directory (see FileChange)."""
+    path: str = ""
+    change: str = ""
+    type: str = ""
+    size: int = 0
+
+    @property
+    def file(self) -> FileChange:
+        return FileChange(self.path, self.change, self.type, self.size)
+
+
+@event_kind("awaiting_input")
+@dataclass(frozen=True)
+class AwaitingInputEvent(SessionEvent):
+    """The agent waits for this client: a permission request (`reason` permission, `name` the tool
+    asking) or a call of a client tool (`reason` tool, `name` the tool), answered by `call`."""
+    reason: str = ""
+    call: str = ""
+    name: str = ""
+
+
+@event_kind("result")
+@dataclass(frozen=True)
+class ResultEvent(SessionEvent):
+    """The daemon's end of a turn: after the agent's own result line and the turn's last
+    file_change. `turn`: the session's turns so far, this one included; `files`: the turn's
+    changes merged per path; `diff`: their counts."""
+    turn: int = 0
+    is_error: bool = False
+    subtype: str = ""
+    text: str = ""
+    files: tuple[FileChange, ...] = ()
+    diff: DiffSummary = DiffSummary()
+
+    @classmethod
+    def _convert(cls, name: str, value: Any, default: Any) -> Any:
+        if name == "files":
+            return tuple(FileChange.from_json(f) for f in _list(value))
+        if name == "diff":
+            return DiffSummary.from_json(value)
+        return super()._convert(name, value, default)
+
+
 @event_kind("end")
 @dataclass(frozen=True)
 class EndEvent(SessionEvent):
@@ -134,7 +255,9 @@ class EndEvent(SessionEvent):
 
 
 def parse_event(message: Mapping[str, Any]) -> SessionEvent:
-    """A session's message from the WebSocket (`event`: session or session_end) as its class."""
+    """A session's message from the WebSocket (`event`: session or session_end) as its class. A
+    field whose value does not fit its type keeps its default (the message stays in `raw`): a
+    malformed or hostile message never raises here."""
     raw = {k: v for k, v in message.items() if k != "event"}
     kind = "end" if message.get("event") == "session_end" else str(message.get("kind", ""))
     raw["kind"] = kind
@@ -144,21 +267,37 @@ def parse_event(message: Mapping[str, Any]) -> SessionEvent:
     for name, spec in own.items():
         if name in ("session", "seq", "kind", "raw") or name not in raw or raw[name] is None:
             continue
-        value = raw[name]
-        default = spec.default
-        if isinstance(default, bool):
-            value = bool(value)
-        elif isinstance(default, int):
-            value = int(value)
-        elif isinstance(default, str):
-            value = str(value)
-        values[name] = value
-    return cls(session=str(raw.get("session", "")), seq=int(raw.get("seq") or 0), kind=kind, raw=raw, **values)
+        try:
+            values[name] = cls._convert(name, raw[name], spec.default)
+        except (ValueError, TypeError, OverflowError, AttributeError):
+            continue
+    return cls(session=str(raw.get("session", "")), seq=_int(raw.get("seq")), kind=kind, raw=raw, **values)
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value or 0)
+    except (ValueError, TypeError, OverflowError):
+        return 0
+
+
+def _coerce(value: Any, default: Any) -> Any:
+    """A field's value in its default's type (bool, int or str); other fields as sent."""
+    if isinstance(default, bool):
+        return bool(value)
+    if isinstance(default, int):
+        if isinstance(value, (dict, list)):
+            raise TypeError("not a number")
+        return int(value)
+    if isinstance(default, str):
+        return str(value)
+    return value
 
 
 @dataclass(frozen=True)
 class TurnResult:
-    """The end of a turn, as the agent's `result` line says it."""
+    """The end of a turn: the agent's `result` line and the daemon's `result` event (the files the
+    turn changed)."""
     text: str                 # the agent's final text
     is_error: bool
     cost_usd: float           # total_cost_usd as Claude Code estimates it (the ledger: Session.cost_usd)
@@ -166,14 +305,31 @@ class TurnResult:
     num_turns: int
     duration_ms: int
     data: dict[str, Any] = field(repr=False)  # the agent's whole result line
+    turn: int = 0             # the session's turns so far, this one included (a resume counts on)
+    subtype: str = ""         # success, error_during_execution, ...
+    files: tuple[FileChange, ...] = ()        # merged per path: made then changed is `create`
+    diff: DiffSummary = DiffSummary()
 
     @classmethod
-    def from_line(cls, data: Mapping[str, Any]) -> "TurnResult":
+    def from_line(cls, data: Mapping[str, Any], event: ResultEvent | None = None) -> "TurnResult":
+        """From the agent's result line (`data`, may be empty) and the daemon's result event."""
         result = data.get("result")
-        return cls(text=result if isinstance(result, str) else "", is_error=bool(data.get("is_error")),
-                   cost_usd=float(data.get("total_cost_usd") or 0), usage=dict(data.get("usage") or {}),
-                   num_turns=int(data.get("num_turns") or 0), duration_ms=int(data.get("duration_ms") or 0),
-                   data=dict(data))
+        text = result if isinstance(result, str) else (event.text if event is not None else "")
+        is_error = bool(data["is_error"]) if "is_error" in data else bool(event is not None and event.is_error)
+        subtype = str(data.get("subtype") or (event.subtype if event is not None else ""))
+        return cls(text=text, is_error=is_error, cost_usd=_float(data.get("total_cost_usd")),
+                   usage=dict(data.get("usage") or {}) if isinstance(data.get("usage"), Mapping) else {},
+                   num_turns=_int(data.get("num_turns")), duration_ms=_int(data.get("duration_ms")),
+                   data=dict(data), turn=event.turn if event is not None else 0, subtype=subtype,
+                   files=event.files if event is not None else (),
+                   diff=event.diff if event is not None else DiffSummary())
+
+
+def _float(value: Any) -> float:
+    try:
+        return float(value or 0)
+    except (ValueError, TypeError, OverflowError):
+        return 0.0
 
 
 @dataclass(frozen=True)

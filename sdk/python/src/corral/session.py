@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Mappi
 
 from .channel import Channel
 from .errors import CorralError
-from .events import (AgentEvent, EndEvent, PermissionRequestEvent, SessionEvent, StateEvent, ToolCallEvent,
-                     ToolOutput, ToolResultEvent, ToolUse, TurnResult, UsageEvent, parse_event)
+from .events import (AgentEvent, EndEvent, FileChange, FileChangeEvent, PermissionRequestEvent, ResultEvent,
+                     SessionEvent, StateEvent, TodoEvent, TodoItem, ToolCallEvent, ToolOutput, ToolResultEvent, ToolUse,
+                     TurnResult, UsageEvent, parse_event)
 from .models import SessionInfo
 from .tools import (TOOL_NAME, ClientTool, PermissionHandler, PermissionRequest, ToolContext, ask_permission,
                     call_tool)
@@ -49,6 +50,8 @@ class Session:
         self.history: list[SessionEvent] = []   # every event this object received, in order
         self.last_seq = 0
         self.cost_usd = "0.000000"              # what the relay has debited for this session so far
+        self.todos: list[TodoItem] = []          # the agent's todo list as it last set it
+        self.changed_files: dict[str, FileChange] = {}  # every change seen (file_change), the last per path
         self.on_id: Callable[[str], None] = lambda session_id: None  # the client routes events from then on
         self.ended: asyncio.Future[EndEvent] = asyncio.get_running_loop().create_future()
         self.ended.add_done_callback(lambda f: f.cancelled() or f.exception())
@@ -167,11 +170,11 @@ class Session:
 
     def deliver(self, message: Mapping[str, Any]) -> None:
         """Called by the client for each of this session's messages."""
-        seq = int(message.get("seq") or 0)
-        if seq <= self.last_seq:
-            return  # a replay of what was seen already
-        self.last_seq = seq
         event = parse_event(message)
+        seq = event.seq
+        if seq <= self.last_seq:
+            return  # a replay of what was seen already (or no number at all)
+        self.last_seq = seq
         self.history.append(event)
         if isinstance(event, StateEvent) and event.state:
             self.state = event.state
@@ -182,11 +185,17 @@ class Session:
                 self.cost_usd = str(event.outcome["cost_usd"])
         if isinstance(event, UsageEvent) and event.session_cost_usd:
             self.cost_usd = event.session_cost_usd
+        if isinstance(event, TodoEvent):
+            self.todos = list(event.todos)
+        if isinstance(event, FileChangeEvent) and event.path:
+            self.changed_files[event.path] = event.file
         for channel in self._iterators:
             channel.push(event)
-        self._emit(event.kind, event.state if isinstance(event, StateEvent) else event)
+        self._emit(event.kind, self._value_of(event))
         self._emit("event", event)
-        if isinstance(event, AgentEvent):
+        if isinstance(event, ResultEvent):
+            self._turn_ended(event)
+        elif isinstance(event, AgentEvent):
             self._agent_line(event)
         elif isinstance(event, ToolCallEvent):
             self._tool_call(event)
@@ -224,12 +233,19 @@ class Session:
                     text = value if isinstance(value, str) else "".join(
                         c.get("text", "") for c in value or [] if c.get("type") == "text")
                     self._emit("tool_output", ToolOutput(str(block.get("tool_use_id", "")), bool(block.get("is_error")), text))
-        elif kind == "result":
-            self._turn_ended(event)
 
-    def _turn_ended(self, event: SessionEvent) -> None:
+    def _value_of(self, event: SessionEvent) -> Any:
+        """What a listener of the event's kind gets: the state, a turn's TurnResult, or the event."""
+        if isinstance(event, StateEvent):
+            return event.state
+        if isinstance(event, ResultEvent):
+            return self._turn_result_of(event)
+        return event
+
+    def _turn_ended(self, event: ResultEvent) -> None:
+        """The daemon's `result` ends a turn: it follows the agent's own result line and the
+        turn's last file changes."""
         result = self._turn_result_of(event)
-        self._emit("result", result)
         waiting, self._waiters = self._waiters, []
         for after, future in waiting:
             if event.seq > after:
@@ -238,11 +254,10 @@ class Session:
             else:
                 self._waiters.append((after, future))
 
-    def _turn_result_of(self, event: SessionEvent) -> TurnResult:
-        return TurnResult.from_line(event.data if isinstance(event, AgentEvent) else {})
-
-    def _is_turn_end(self, event: SessionEvent) -> bool:
-        return isinstance(event, AgentEvent) and event.type == "result"
+    def _turn_result_of(self, event: ResultEvent) -> TurnResult:
+        line = next((e for e in reversed(self.history)
+                     if e.seq < event.seq and isinstance(e, AgentEvent) and e.type == "result"), None)
+        return TurnResult.from_line(line.data if line is not None else {}, event)
 
     def _tool_call(self, event: ToolCallEvent) -> None:
         found = self._tools.get(event.name)
@@ -292,11 +307,13 @@ class Session:
         self._connection.spawn(answer())
 
     def on(self, name: str, listener: Listener) -> Callable[[], None]:
-        """Callbacks: an event kind (`state` gets the state string, the others their typed
-        event), `event` for every event, and what the agent's lines hold: `text` (each text block
-        it writes), `tool_use` (a ToolUse), `tool_output` (a ToolOutput), `result` (a
-        TurnResult); `end` (the EndEvent) and `error` (the connection is gone, or a tool's answer
-        was refused). A listener may be a coroutine function. Returns a function that removes it."""
+        """Callbacks: an event kind (`state` gets the state string, `result` the turn's
+        TurnResult, the others their typed event: `todo` a TodoEvent, `file_change` a
+        FileChangeEvent, `awaiting_input` an AwaitingInputEvent, ...), `event` for every event,
+        and what the agent's lines hold: `text` (each text block it writes), `tool_use` (a
+        ToolUse), `tool_output` (a ToolOutput); `end` (the EndEvent) and `error` (the connection
+        is gone, or a tool's answer was refused). A listener may be a coroutine function.
+        Returns a function that removes it."""
         self._listeners.setdefault(name, []).append(listener)
 
         def off() -> None:
@@ -340,7 +357,7 @@ class Session:
     def _result_future(self) -> "asyncio.Future[TurnResult]":
         future: asyncio.Future[TurnResult] = asyncio.get_running_loop().create_future()
         after = self._turn_mark
-        done = next((e for e in self.history if e.seq > after and self._is_turn_end(e)), None)
+        done = next((e for e in self.history if e.seq > after and isinstance(e, ResultEvent)), None)
         if done is not None:
             future.set_result(self._turn_result_of(done))
         elif self._end is not None:

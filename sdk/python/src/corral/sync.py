@@ -17,7 +17,7 @@ from typing import (Any, AsyncIterator, Awaitable, Callable, Concatenate, Corout
 from .client import AsyncCorral, TextCallback
 from .commands import Command
 from .connection import DEFAULT_RENEW_BEFORE, Connection, ReconnectOptions
-from .events import EndEvent, SessionEvent, TurnResult
+from .events import EndEvent, FileChange, SessionEvent, TodoItem, TurnResult
 from .models import Gap, Outcome, SandboxEvent, SessionInfo
 from .watch import SandboxWatch
 from .session import Session
@@ -179,6 +179,14 @@ class SyncSession:
     @property
     def cost_usd(self) -> str:
         return self._session.cost_usd
+
+    @property
+    def todos(self) -> list[TodoItem]:
+        return self._session.todos
+
+    @property
+    def changed_files(self) -> dict[str, FileChange]:
+        return self._session.changed_files
 
     def register_tool(self, tool: ClientTool) -> ClientTool:
         self._session.register_tool(_threaded_tool(tool, [self]))
