@@ -245,12 +245,15 @@ export class Connection {
     const reopening = this.reopen();
     this.socket = reopening;
     reopening.then(
-      async () => {
+      async (reopened) => {
         this.reconnects++;
         for (const subscription of [...this.subscriptions]) {
           try {
             await subscription.resubscribe(this);
           } catch (error) {
+            // Dropped again while attaching: the socket's own loss started the next recovery,
+            // which attaches every subscription still here, this one included.
+            if (error instanceof CorralConnectionError && this.current !== reopened && !this.closed) return;
             this.subscriptions.delete(subscription);
             subscription.fail(error as Error);
           }
