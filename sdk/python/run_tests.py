@@ -15,7 +15,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 TS_SDK = os.path.join(REPO, "sdk", "typescript")
-UNIT = ["test_token", "test_webhook", "test_typing", "test_readme.Readme.test_every_python_example_compiles"]
+UNIT = ["test_token", "test_webhook", "test_typing", "test_tar_extract", "test_hostile_daemon", "test_readme.Readme.test_every_python_example_compiles"]
 sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
 from build_wheel import build_wheel  # noqa: E402
 os.environ.setdefault("CORRAL_BUILD_DIR", os.path.join(REPO, "build"))

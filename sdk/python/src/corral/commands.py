@@ -97,13 +97,17 @@ class CommandRouter:
             stream.chunk(data[1], int.from_bytes(data[6:14], "big"), bytes(data[14:]))
 
     def exit_event(self, message: dict[str, Any]) -> None:
-        stream = self.commands.pop(str(message.get("command")), None)
+        stream = self.commands.get(str(message.get("command")))
         if stream is None:
             return
+        seq = message.get("seq")
+        outcome = message.get("outcome")
+        ended = Outcome.from_json(outcome if isinstance(outcome, dict) and outcome.get("outcome") else {"outcome": "unknown"})
+        del self.commands[stream.id]
         self.connection.remove(stream)
         if self.channels.get(stream.channel) is stream:
             del self.channels[stream.channel]
-        stream.exit(int(message.get("seq") or 0), Outcome.from_json(message.get("outcome") or {"outcome": "unknown"}))
+        stream.exit(seq if type(seq) is int and seq > 0 else 0, ended)
 
     def route(self, command_id: str, channel: int, after_seq: int = 0,
               on_output: OutputCallback | None = None) -> CommandStream:

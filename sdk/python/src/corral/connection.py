@@ -173,17 +173,25 @@ class Connection:
             self._lost(ws)
 
     def _dispatch(self, data: str | bytes) -> None:
+        """One message from corrald. Whatever it holds, the reader goes on: a message that does
+        not parse, or whose routing fails (a malformed or hostile daemon), is dropped."""
+        try:
+            self._route(data)
+        except Exception:  # noqa: BLE001 - one bad message must not end the reader (and every stream with it)
+            pass
+
+    def _route(self, data: str | bytes) -> None:
         if isinstance(data, bytes):
             self.on_binary(data)
             return
         try:
             message = json.loads(data)
-        except ValueError:
+        except (ValueError, RecursionError):
             return
         if not isinstance(message, dict):
             return
         request_id = message.get("id")
-        if request_id is not None and "ok" in message and request_id in self._pending:
+        if type(request_id) is int and "ok" in message and request_id in self._pending:
             future, on_result = self._pending.pop(request_id)
             if future.done():
                 return

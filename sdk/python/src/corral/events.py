@@ -67,6 +67,12 @@ class AgentEvent(SessionEvent):
     def type(self) -> str:
         return str(self.data.get("type", ""))
 
+    @classmethod
+    def _convert(cls, name: str, value: Any, default: Any) -> Any:
+        if name == "data" and not isinstance(value, dict):
+            raise TypeError("not an object")
+        return super()._convert(name, value, default)
+
 
 @event_kind("usage")
 @dataclass(frozen=True)
@@ -285,9 +291,9 @@ def _coerce(value: Any, default: Any) -> Any:
     """A field's value in its default's type (bool, int or str); other fields as sent."""
     if isinstance(default, bool):
         return bool(value)
+    if isinstance(value, (dict, list)) and isinstance(default, (int, str)):
+        raise TypeError("not a scalar")
     if isinstance(default, int):
-        if isinstance(value, (dict, list)):
-            raise TypeError("not a number")
         return int(value)
     if isinstance(default, str):
         return str(value)

@@ -219,19 +219,22 @@ class Session:
     def _agent_line(self, event: AgentEvent) -> None:
         data = event.data
         kind = data.get("type")
+        message = data.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        blocks = [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
         if kind == "assistant":
-            for block in (data.get("message") or {}).get("content") or []:
+            for block in blocks:
                 if block.get("type") == "text" and block.get("text"):
                     self._emit("text", block["text"])
                 elif block.get("type") == "tool_use":
                     self._emit("tool_use", ToolUse(str(block.get("id", "")), str(block.get("name", "")), block.get("input")))
         elif kind == "user":
-            content = (data.get("message") or {}).get("content")
-            for block in content if isinstance(content, list) else []:
+            for block in blocks:
                 if block.get("type") == "tool_result":
                     value = block.get("content")
                     text = value if isinstance(value, str) else "".join(
-                        c.get("text", "") for c in value or [] if c.get("type") == "text")
+                        str(c.get("text", "")) for c in (value if isinstance(value, list) else [])
+                        if isinstance(c, dict) and c.get("type") == "text")
                     self._emit("tool_output", ToolOutput(str(block.get("tool_use_id", "")), bool(block.get("is_error")), text))
 
     def _value_of(self, event: SessionEvent) -> Any:
