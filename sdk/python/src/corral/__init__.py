@@ -15,6 +15,7 @@ from .models import (Checkpoint, CommandResult, DirEntry, EgressRules, Execution
                      SandboxSecrets, Secret, SecretBinding, SessionInfo, SignedPortUrl, Snapshot, Usage, WrittenFile)
 from .session import Session, SessionEndedError
 from .sync import Corral, SyncCommand, SyncSandboxWatch, SyncSession
+from .tar_extract import UnsafeArchiveError
 from .token import TokenBudget, create_token
 from .watch import SandboxWatch
 from .tools import ClientTool, PermissionAnswer, PermissionRequest, ToolContext, tool
@@ -31,6 +32,6 @@ __all__ = [
     "Sandbox", "SandboxEvent", "SandboxEvents", "SandboxLimits", "SandboxPort", "SandboxSecrets", "SandboxWatch", "Secret",
     "SecretBinding", "Session", "SessionEndedError", "SessionEvent", "SessionInfo", "SignedPortUrl", "Snapshot",
     "StateEvent", "StderrEvent", "SyncCommand", "SyncSandboxWatch", "SyncSession", "TokenBudget", "ToolCallEvent", "ToolContext",
-    "ToolOutput", "ToolResultEvent", "ToolUse", "TurnResult", "Usage", "UsageEvent", "UserEvent",
+    "ToolOutput", "ToolResultEvent", "ToolUse", "TurnResult", "UnsafeArchiveError", "Usage", "UsageEvent", "UserEvent",
     "WebhookVerificationError", "WrittenFile", "create_token", "event_kind", "tool", "verify_webhook",
 ]

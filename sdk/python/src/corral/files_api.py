@@ -10,6 +10,7 @@ from typing import Any
 
 from .http_api import HttpApi, enc, query
 from .models import DirEntry, FileStat, GitDiff, WrittenFile
+from .tar_extract import extract
 
 
 class FilesApi(HttpApi):
@@ -71,16 +72,13 @@ class FilesApi(HttpApi):
 
     async def download_dir(self, sandbox: str, path: str, local_dir: str) -> list[str]:
         """Copies the sandbox's directory `path` into a local directory; returns the names
-        written. Entries that would leave local_dir (absolute names, `..`, links pointing out)
-        and device nodes are refused."""
+        written. The archive is the sandbox's, so it is not trusted (corral.tar_extract): an entry
+        that would leave local_dir (an absolute name, `..`, a write through a symlink, a link
+        pointing out) or a device node stops it with UnsafeArchiveError (a ValueError); modes
+        lose setuid/setgid bits and files are owned by the caller."""
         data = await self.download_tar(sandbox, path)
-        os.makedirs(local_dir, exist_ok=True)
         with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as archive:
-            members = [m for m in archive.getmembers() if _stays_inside(local_dir, m)]
-            if len(members) != len(archive.getmembers()):
-                raise ValueError("download_dir: the archive has entries that leave the directory or are devices")
-            archive.extractall(local_dir, members=members)
-        return [m.name for m in members]
+            return extract(archive, local_dir)
 
     # ---- git ----
 
@@ -94,20 +92,3 @@ class FilesApi(HttpApi):
         """A git bundle of base..HEAD (everything HEAD reaches without base): `git fetch FILE` takes it."""
         response = await self._send("GET", f"/v1/sandboxes/{enc(sandbox)}/git/bundle{query({'path': path, 'base': base})}")
         return response.content
-
-
-def _stays_inside(root: str, member: tarfile.TarInfo) -> bool:
-    if member.isdev() or member.isfifo():
-        return False
-    top = os.path.realpath(root)
-
-    def inside(relative: str) -> bool:
-        target = os.path.realpath(os.path.join(top, relative))
-        return target == top or target.startswith(top + os.sep)
-    if os.path.isabs(member.name) or not inside(member.name):
-        return False
-    if member.issym():
-        return not os.path.isabs(member.linkname) and inside(os.path.join(os.path.dirname(member.name), member.linkname))
-    if member.islnk():
-        return inside(member.linkname)
-    return True
