@@ -33,6 +33,11 @@ CASES = [
       "budget": {"aiUsd": 0.25, "window": "hour"}, "scopes": [],
       "limits": {"sandboxes": 2, "memory_bytes": 2 << 30, "cpus": 1.5, "images": ["python:*", "host"],
                  "egress": {"domains": ["a.test"], "ports": [443]}}}),
+    # Odd characters in the user's id: quotes, slashes, controls, an emoji, a line separator.
+    ({"issuer": "acme", "secret": SECRET, "user_id": 'a "b"/../c\\\n\t\x01\x7f 😀\u2028<>&', "jti": "j4",
+      "now": 1700000002, "scopes": ["ports:public", "unsafe:full_network"]},
+     {"issuer": "acme", "secret": SECRET, "userId": 'a "b"/../c\\\n\t\x01\x7f 😀\u2028<>&', "jti": "j4",
+      "now": 1700000002, "scopes": ["ports:public", "unsafe:full_network"]}),
 ]
 
 
@@ -84,3 +89,30 @@ class Token(unittest.TestCase):
             with self.assertRaisesRegex(ValueError, message):
                 corral.create_token(**arguments)
         self.assertIsNone(token_expiry("not-a-token"))
+
+    def test_what_corrald_would_refuse_is_refused_when_minted(self):
+        """corrald answers a bad token 401 and says why only in its log: the backend learns here."""
+        day = corral.TokenBudget
+        for kwargs, message in (
+                ({"user_id": "x" * 257}, "longer than 256"), ({"user_id": "é" * 129}, "longer than 256"),
+                ({"issuer": "i" * 129}, "longer than 128"), ({"user_id": "a\0b"}, "NUL"),
+                ({"user_id": "\ud800"}, "surrogate"), ({"user_id": 42}, "user_id"), ({"issuer": None}, "issuer"),
+                ({"ttl": -60}, "ttl"), ({"ttl": True}, "ttl"), ({"now": -1}, "now"), ({"now": 1.5}, "now"),
+                ({"jti": ""}, "jti"), ({"scopes": "sandboxes exec"}, "not a string"),
+                ({"scopes": ["files sandboxes"]}, "scope name"), ({"scopes": [""]}, "scope name"),
+                ({"budget": day(window="year", ai_usd=1)}, "window"),
+                ({"budget": day(window="day", ai_usd=-1)}, "ai_usd"),
+                ({"budget": day(window="day", ai_usd=float("nan"))}, "ai_usd"),
+                ({"budget": day(window="day", ai_usd=float("inf"))}, "ai_usd"),
+                ({"budget": day(window="day", ai_usd="5")}, "ai_usd"),  # type: ignore[arg-type]
+                ({"budget": day(window="day", compute_seconds=-0.5)}, "compute_seconds"),
+                ({"budget": day(window="day", ai_usd=1, window_start=1.5)}, "window_start"),  # type: ignore[arg-type]
+                ({"limits": {"images": ["x" * 200] * 60}}, "8192")):
+            arguments = {"issuer": "acme", "secret": SECRET, "user_id": "u", **kwargs}
+            with self.subTest(kwargs=kwargs), self.assertRaisesRegex(ValueError, message):
+                corral.create_token(**arguments)
+        # Controls: the edges that are allowed.
+        for kwargs in ({"user_id": "x" * 256}, {"user_id": "é" * 128}, {"issuer": "i" * 128},
+                       {"budget": day(window="day", ai_usd=0, compute_seconds=0)}, {"scopes": []}):
+            arguments = {"issuer": "acme", "secret": SECRET, "user_id": "u", **kwargs}
+            self.assertEqual(len(corral.create_token(**arguments).split(".")), 3)
