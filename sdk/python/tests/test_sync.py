@@ -18,6 +18,20 @@ class Sync(unittest.TestCase):
         self.box = self.c.create_sandbox(name="sync")
         self.addCleanup(self.c.destroy_sandbox, self.box.id)
 
+    def test_inside_a_running_event_loop_a_clear_error_not_a_blocked_loop(self):
+        import asyncio
+
+        async def inside():
+            with self.assertRaisesRegex(RuntimeError, "inside a running asyncio event loop.*AsyncCorral"):
+                self.c.list_sandboxes()
+            with self.assertRaisesRegex(RuntimeError, "inside a running asyncio event loop"):
+                corral.Corral(ENV["url"], token("py-sync"))
+            # Control: the same call from a thread of that loop's works.
+            return await asyncio.to_thread(self.c.list_sandboxes)
+        self.assertEqual([s.id for s in asyncio.run(inside())], [self.box.id])
+        threads = [t.name for t in threading.enumerate() if t.name == "corral-client"]
+        self.assertEqual(len(threads), 1, "the refused Corral() started no loop thread")
+
     def test_commands_and_files_without_asyncio(self):
         self.assertEqual([s.id for s in self.c.list_sandboxes()], [self.box.id])
         self.assertEqual(self.c.run(self.box.id, "echo hi; echo oops >&2; exit 4").stdout, "hi\n")

@@ -29,6 +29,19 @@ R = TypeVar("R")
 T = TypeVar("T")
 
 
+IN_LOOP = ("Corral (the synchronous client) was called inside a running asyncio event loop, which it would "
+           "block (and deadlock with anything that needs that loop): use AsyncCorral and await its methods, or "
+           "call Corral from a thread (await asyncio.to_thread(...))")
+
+
+def _in_running_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
 class _LoopThread:
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
@@ -40,6 +53,9 @@ class _LoopThread:
             coroutine.close()
             raise RuntimeError("a Corral method was called from one of its callbacks (they run in the client's "
                                "event loop): do it from another thread, or use AsyncCorral")
+        if _in_running_loop():
+            coroutine.close()
+            raise RuntimeError(IN_LOOP)
         future: Future[T] = asyncio.run_coroutine_threadsafe(coroutine, self.loop)
         try:
             return future.result(timeout)
@@ -266,6 +282,8 @@ class Corral:
     def __init__(self, url: str, token: Any = None, *, get_token: Callable[[], str] | None = None,
                  renew_before: float = DEFAULT_RENEW_BEFORE, reconnect: ReconnectOptions | None = None,
                  timeout: float = 120.0):
+        if _in_running_loop():
+            raise RuntimeError(IN_LOOP)
         self._loop = _LoopThread()
         source = get_token if get_token is not None else token
         if callable(source):
