@@ -3,7 +3,8 @@ corrald through a TCP relay that the test cuts (every connection reset, as a net
 The WebSocket is opened again and each stream attaches again from the last sequence number it
 saw: a command's output arrives whole, in order, without duplicates; a session's events likewise.
 A relay that stays down makes the streams fail with CorralConnectionError once the client gives
-up; a fresh client through the relay afterwards is the control."""
+up; a fresh client through the relay afterwards is the control. A socket reset again while the
+streams attach again leaves them to the next reconnect."""
 import asyncio
 
 import corral
@@ -18,6 +19,8 @@ class Relay:
         self.writers = set()
         self.accepting = True
         self.connections = 0
+        self.cut_at_first_frame = False  # the next connection is reset when the client sends its first frame
+        self.cut_at_frame = 0            # how many were
 
     async def listen(self):
         self.server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
@@ -30,17 +33,26 @@ class Relay:
         self.connections += 1
         up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
         self.writers.update((writer, up_writer))
+        cutting, self.cut_at_first_frame = self.cut_at_first_frame, False
 
-        async def pipe(source, sink):
+        async def pipe(source, sink, upward=False):
+            reads = 0
             try:
                 while data := await source.read(65536):
+                    reads += 1
+                    # The client's first read is its upgrade request, the next its first frame.
+                    if upward and cutting and reads == 2:
+                        self.cut_at_frame += 1
+                        writer.transport.abort()
+                        up_writer.transport.abort()
+                        return
                     sink.write(data)
                     await sink.drain()
             except (ConnectionError, OSError):
                 pass
             finally:
                 sink.transport.abort()
-        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+        await asyncio.gather(pipe(reader, up_writer, True), pipe(up_reader, writer))
         self.writers.difference_update((writer, up_writer))
 
     def cut(self):
@@ -90,6 +102,25 @@ class Reconnect(DaemonTest):
         seqs = [ch.seq for ch in chunks]
         self.assertEqual(seqs, sorted(set(seqs)), "in order, none twice")
         self.assertEqual(command.gaps, [])
+
+    async def test_a_connection_dropped_again_while_streams_attach_again_is_left_to_the_next_reconnect(self):
+        c = self.relayed(reconnect=corral.ReconnectOptions(initial_delay=0.05))
+        command = await c.exec(self.box.id, "i=1; while [ $i -le 40 ]; do echo line$i; i=$((i+1)); sleep 0.05; done")
+        chunks = []
+
+        async def read():
+            async for chunk in command:
+                chunks.append(chunk)
+        reading = asyncio.ensure_future(read())
+        await asyncio.sleep(0.5)
+        self.relay.cut_at_first_frame = True  # the reconnected socket is reset as the command attaches again
+        self.relay.cut()
+        await self.within(reading, 30, "the output")
+        self.assertEqual(self.relay.cut_at_frame, 1, "the re-attach was cut")
+        self.assertGreaterEqual(c.connection.reconnects, 2)
+        self.assertEqual((await command.wait()).exit_code, 0)
+        text = b"".join(ch.data for ch in chunks).decode()
+        self.assertEqual(text.split(), [f"line{i}" for i in range(1, 41)])
 
     async def test_a_sessions_events_survive_a_dropped_connection_numbered_without_a_hole(self):
         play(scenario("reconnect_session"))
