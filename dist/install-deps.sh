@@ -52,6 +52,11 @@ rest_packages=(
   # e2e tests: real WebSocket clients (Debian's python3-websockets, and node-ws for
   # tests/e2e/node/ws_client.mjs)
   python3-websockets node-ws
+  # the Python SDK (sdk/python): its runtime dependencies, Debian's python3-httpx and
+  # python3-websockets (above); its wheel built with python3-setuptools and python3-wheel (no
+  # registry: pip wheel --no-build-isolation), installed with pip into a python3-venv virtual
+  # environment by its tests, and checked with mypy --strict
+  python3-httpx python3-setuptools python3-wheel python3-venv mypy
   # egress proxy tests: the fake internet (tests/fixtures/fake_internet.py) makes its test CA
   # with python3-cryptography and its git repository with git; its self-test installs a
   # package from it with pip

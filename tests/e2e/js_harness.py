@@ -1,75 +1,15 @@
-"""Runs JavaScript tests (node's test runner) against a real corrald, for the SDK
-(sdk/typescript/run_tests.py) and the web page (web/run_tests.py): starts corrald (through
-corral_e2e.Daemon, which removes everything it made afterwards) with its model relay pointed at
-the scripted Messages API server (tests/fixtures/scripted_model.py), which the tests script
-through its control endpoint (PUT /_scripted/scenario), adds an issuer, and runs
-`node --test` with, in its environment:
-
-  CORRAL_URL, CORRAL_ISSUER, CORRAL_SECRET   the daemon and an issuer to mint tokens with
-  CORRAL_MODEL_URL                           the scripted server
-  CORRAL_REAL_KEY                            the operator's key (must reach the upstream only)
-  CORRAL_PRICE                               the relay's price table (JSON, USD per million tokens)
-"""
-import base64
-import json
+"""Runs JavaScript tests (node's test runner) against a real corrald, for the TypeScript SDK
+(sdk/typescript/run_tests.py) and the web page (web/run_tests.py): the daemon and the scripted
+model of sdk_harness.py, and `node --test` with the environment it describes."""
 import os
-import shutil
-import subprocess
-import sys
-import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "fixtures"))
-from corral_e2e import PRICE, Daemon, relay_config  # noqa: E402
-import scripted_model  # noqa: E402
-
-REAL_KEY = "sk-ant-js-tests-operator-key"
+from sdk_harness import run_with_daemon
 
 
 def run_node_tests(cwd, tests, extra_env=None, issuer="js-tests", api_config=""):
     """Runs `node --test` on the test files (one at a time: they share the scripted server's
     scenario) in cwd. Returns node's exit status."""
-    upstream = scripted_model.serve({"turns": []}, port=0)
-    key_dir = tempfile.mkdtemp(prefix="corral-js-tests-")
-    key_file = os.path.join(key_dir, "api-key")
-    with open(os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
-        f.write(REAL_KEY + "\n")
-    # Secrets (their routes and placeholders; the SDK's tests reach no host through the proxy).
-    secrets_key_file = os.path.join(key_dir, "secrets.key")
-    with open(os.open(secrets_key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
-        f.write(base64.b64encode(os.urandom(32)).decode() + "\n")
-    daemon = Daemon()
-    daemon.extra_api_config = api_config
-    daemon.extra_config = relay_config(upstream.port, key_file, PRICE) + """
-[sessions]
-tool_call_timeout = 20
-
-[auth]
-# A token ends within a second of its exp: the SDK's and the page's renewal tests wait for it.
-max_clock_skew = 1
-
-[egress]
-enabled = true
-
-[secrets]
-key_file = "%s"
-""" % secrets_key_file
-    try:
-        daemon.start()
-        secret = daemon.add_issuer(issuer)
-        env = dict(os.environ, CORRAL_URL=f"http://127.0.0.1:{daemon.port}", CORRAL_ISSUER=issuer,
-                   CORRAL_SECRET=secret, CORRAL_MODEL_URL=f"http://127.0.0.1:{upstream.port}",
-                   CORRAL_REAL_KEY=REAL_KEY, CORRAL_PRICE=json.dumps(PRICE), **(extra_env or {}))
-        code = subprocess.run(["node", "--test", "--test-concurrency=1", *tests], cwd=cwd, env=env).returncode
-        if code:
-            print("--- corrald's log (last 60 lines) ---\n" + "\n".join(daemon.log().splitlines()[-60:]),
-                  file=sys.stderr)
-        return code
-    finally:
-        daemon.cleanup()
-        upstream.shutdown()
-        upstream.server_close()
-        shutil.rmtree(key_dir, ignore_errors=True)
+    return run_with_daemon(["node", "--test", "--test-concurrency=1", *tests], cwd, issuer, extra_env, api_config)
 
 
 def test_files(directory):

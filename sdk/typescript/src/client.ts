@@ -6,6 +6,7 @@ import { Channel } from "./channel.js";
 import { Connection, resolveToken } from "./connection.js";
 import type { ReconnectOptions, Subscription, TokenSource } from "./connection.js";
 import { CorralConnectionError, CorralError } from "./errors.js";
+import { isObject, seqOf, str } from "./fields.js";
 import { Session } from "./session.js";
 import type { SessionInfo, SessionOptions } from "./session.js";
 
@@ -207,9 +208,9 @@ class CommandStream implements Subscription {
   }
 
   async resubscribe(connection: Connection): Promise<void> {
-    const route = (reply: { channel: number }) => {
-      this.channel = reply.channel;
-      this.client._channels.set(reply.channel, this);
+    const route = (reply: unknown) => {
+      this.channel = channelOf(reply, "attach");
+      this.client._channels.set(this.channel, this);
     };
     try {
       await connection.op("attach", { command: this.id, after_seq: this.lastSeq }, route);
@@ -238,6 +239,19 @@ class CommandStream implements Subscription {
     this.output.end();
     this.resolve(outcome);
   }
+}
+
+// The command and channel of an exec or attach reply; a reply without them fails the request
+// (a TypeError) before anything is routed.
+function commandOf(reply: unknown, op: string): string {
+  if (isObject(reply) && typeof reply.command === "string" && reply.command) return reply.command;
+  throw new TypeError(`${op}: corrald's reply holds no command id`);
+}
+
+function channelOf(reply: unknown, op: string): number {
+  const channel = isObject(reply) ? reply.channel : undefined;
+  if (typeof channel === "number" && Number.isInteger(channel) && channel >= 0 && channel <= 0xffffffff) return channel;
+  throw new TypeError(`${op}: corrald's reply holds no channel`);
 }
 
 const enc = encodeURIComponent;
@@ -480,21 +494,28 @@ export class CorralClient {
 
   // ---- commands ----
 
+  // An output frame: type 1, fd (1 or 2), channel (u32), seq (u64), data. Others are dropped.
   private onFrame(bytes: Uint8Array) {
-    if (bytes.length < 14 || bytes[0] !== 1) return;
+    if (bytes.length < 14 || bytes[0] !== 1 || (bytes[1] !== 1 && bytes[1] !== 2)) return;
     const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-    this._channels.get(view.getUint32(2))?.chunk(bytes[1] as 1 | 2, Number(view.getBigUint64(6)), bytes.subarray(14));
+    this._channels.get(view.getUint32(2))?.chunk(bytes[1], Number(view.getBigUint64(6)), bytes.subarray(14));
   }
 
-  private onEvent(message: any) {
+  // A command's exit, or a session's event. A field of the wrong type: the message is dropped
+  // (no such command or session) or the field keeps its default (an outcome "unknown").
+  private onEvent(message: Record<string, any>) {
     if (message.event === "exit") {
-      const command = this._commands.get(message.command);
+      const id = str(message.command);
+      const command = this._commands.get(id);
       if (!command) return;
-      this._commands.delete(message.command);
+      const outcome = isObject(message.outcome) && typeof message.outcome.outcome === "string"
+        ? message.outcome as Outcome : { outcome: "unknown" };
+      this._commands.delete(id);
       this.connection.remove(command);
       if (this._channels.get(command.channel) === command) this._channels.delete(command.channel);
-      command.exit(Number(message.seq ?? 0), message.outcome);
+      command.exit(seqOf(message.seq), outcome);
     } else if (message.event === "session" || message.event === "session_end") {
+      if (typeof message.session !== "string") return;
       this.sessions.get(message.session)?.deliver(message);
       if (message.event === "session_end") this.sessions.delete(message.session);
     }
@@ -540,8 +561,8 @@ export class CorralClient {
   async exec(sandbox: string, argv: string[], options: ExecOptions = {}): Promise<CommandHandle> {
     if (!argv.length) throw new TypeError("exec: argv must not be empty");
     let stream!: CommandStream;
-    await this.connection.op<{ command: string; channel: number }>(
-      "exec", { sandbox, argv, ...options }, (result) => { stream = this.route(result.command, result.channel); });
+    await this.connection.op<unknown>(
+      "exec", { sandbox, argv, ...options }, (r) => { stream = this.route(commandOf(r, "exec"), channelOf(r, "exec")); });
     return this.handle(stream);
   }
 
@@ -550,7 +571,7 @@ export class CorralClient {
   async attach(command: string, afterSeq = 0): Promise<CommandHandle & { firstSeq: number; state: string }> {
     let stream!: CommandStream;
     const result = await this.connection.op<{ command: string; channel: number; first_seq: number; state: string }>(
-      "attach", { command, after_seq: afterSeq }, (r) => { stream = this.route(r.command, r.channel, afterSeq); });
+      "attach", { command, after_seq: afterSeq }, (r) => { stream = this.route(commandOf(r, "attach"), channelOf(r, "attach"), afterSeq); });
     return { ...this.handle(stream), firstSeq: result.first_seq, state: result.state };
   }
 

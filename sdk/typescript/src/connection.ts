@@ -4,6 +4,7 @@
 // events), it is opened again with backoff and every subscription attaches again from the last
 // sequence number it saw, so nothing is lost or seen twice while the daemon still holds it.
 import { CorralConnectionError, CorralError } from "./errors.js";
+import { isObject } from "./fields.js";
 
 export type TokenSource = string | (() => string | Promise<string>);
 
@@ -48,7 +49,7 @@ export function tokenExpiry(token: string): number | undefined {
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export class Connection {
-  onText: (message: any) => void = () => {};
+  onText: (message: Record<string, any>) => void = () => {};  // a JSON object that is no reply
   onBinary: (bytes: Uint8Array) => void = () => {};
   onReset: () => void = () => {};  // the socket closed: per-socket state (channels) is void
   reconnects = 0;                  // how many times the socket was opened again
@@ -198,25 +199,39 @@ export class Connection {
     this.renewTimer = null;
   }
 
+  // One message from corrald. Whatever it holds, the socket's routing goes on: a message that
+  // does not parse, or whose routing fails (a malformed or hostile daemon), is dropped; an
+  // exception thrown into the socket's handler would be uncaught (in Node, the process's end).
   private dispatch(data: unknown) {
-    if (typeof data !== "string") {
-      this.onBinary(new Uint8Array(data as ArrayBuffer));
-      return;
+    try {
+      this.route(data);
+    } catch {
+      // dropped
     }
-    let message: any;
+  }
+
+  private route(data: unknown) {
+    if (typeof data !== "string") {
+      if (data instanceof ArrayBuffer) this.onBinary(new Uint8Array(data));
+      else if (ArrayBuffer.isView(data)) this.onBinary(new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
+      return;  // a Blob (a socket not ours to read so) is dropped
+    }
+    let message: unknown;
     try {
       message = JSON.parse(data);
     } catch {
       return;
     }
-    if (message.id !== undefined && message.ok !== undefined && this.pending.has(message.id)) {
-      const pending = this.pending.get(message.id)!;
-      this.pending.delete(message.id);
+    if (!isObject(message)) return;
+    const id = message.id;
+    if (typeof id === "number" && message.ok !== undefined && this.pending.has(id)) {
+      const pending = this.pending.get(id)!;
+      this.pending.delete(id);
       if (message.ok) {
         try {
           pending.onResult?.(message.result);
         } catch (error) {
-          pending.reject(error as Error);
+          pending.reject(error instanceof Error ? error : new TypeError(`a malformed reply from corrald`));
           return;
         }
         pending.resolve(message.result);
@@ -245,12 +260,15 @@ export class Connection {
     const reopening = this.reopen();
     this.socket = reopening;
     reopening.then(
-      async () => {
+      async (reopened) => {
         this.reconnects++;
         for (const subscription of [...this.subscriptions]) {
           try {
             await subscription.resubscribe(this);
           } catch (error) {
+            // Dropped again while attaching: the socket's own loss started the next recovery,
+            // which attaches every subscription still here, this one included.
+            if (error instanceof CorralConnectionError && this.current !== reopened && !this.closed) return;
             this.subscriptions.delete(subscription);
             subscription.fail(error as Error);
           }

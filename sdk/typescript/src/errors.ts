@@ -21,10 +21,12 @@ export class CorralError extends Error {
     this.details = details;
   }
 
-  // From the protocol's error object {"code", "message", ...}.
-  static from(error: any, status?: number, requestId?: string): CorralError {
-    const { code, message, ...details } = error ?? {};
-    return new CorralError(code ?? "internal", message ?? (status ? `HTTP ${status}` : "failed"), status, requestId, details);
+  // From the protocol's error object {"code", "message", ...}; a code or message that is no
+  // string (a malformed answer) is "internal" or a generic message.
+  static from(error: unknown, status?: number, requestId?: string): CorralError {
+    const { code, message, ...details } = typeof error === "object" && error !== null && !Array.isArray(error) ? error as any : {} as any;
+    return new CorralError(typeof code === "string" ? code : "internal",
+                           typeof message === "string" ? message : status ? `HTTP ${status}` : "failed", status, requestId, details);
   }
 }
 

@@ -6,6 +6,7 @@
 import { Channel } from "./channel.js";
 import type { Connection, Subscription } from "./connection.js";
 import { CorralError } from "./errors.js";
+import { isObject, num, objects, seqOf, str } from "./fields.js";
 
 export type SessionState =
   | "initializing" | "ready" | "processing" | "waiting_tool" | "idle" | "completed" | "failed" | "aborted";
@@ -245,7 +246,7 @@ export class Session implements Subscription, AsyncIterable<SessionEvent> {
     try {
       const reply = await this.connection.op<{ session: SessionInfo; first_seq: number }>(
         "session.attach", { session: this.id, after_seq: this.lastSeq });
-      this.info = reply.session;  // its events follow the reply
+      if (isObject(reply?.session)) this.info = reply.session;  // its events follow the reply
       this.attached = true;
     } catch (error) {
       this.connection.remove(this);
@@ -270,24 +271,27 @@ export class Session implements Subscription, AsyncIterable<SessionEvent> {
     this.emit("error", error, { session: this.id, seq: this.lastSeq, kind: "error" });
   }
 
-  // Called by the client for each of this session's events.
-  deliver(message: any) {
-    const seq = Number(message.seq);
-    if (!(seq > this.lastSeq)) return;  // a replay of what was seen already
+  // Called by the client for each of this session's events. `seq` must be a positive integer
+  // (else the event is dropped) and `kind` a string (else ""); the derived values read the other
+  // fields as far as they fit their types (see valueOf).
+  deliver(message: Record<string, any>) {
+    const seq = seqOf(message.seq);
+    if (!(seq > this.lastSeq)) return;  // a replay of what was seen already (or no number at all)
     this.lastSeq = seq;
-    const event: SessionEvent = message.event === "session_end"
-      ? { ...message, kind: "end" }
-      : { ...message };
+    const kind = message.event === "session_end" ? "end" : typeof message.kind === "string" ? message.kind : "";
+    const event: SessionEvent = { ...message, session: this.id, seq, kind };
     delete (event as any).event;
     this.history.push(event);
-    if (this.info) {
-      if (event.kind === "state" && event.state) this.info.state = event.state;
+    const state = typeof event.state === "string" ? event.state : undefined;
+    const outcome = isObject(event.outcome) ? event.outcome as SessionOutcome : null;
+    if (isObject(this.info)) {
+      if (event.kind === "state" && state) this.info.state = state;
       if (event.kind === "end") {
-        if (event.state) this.info.state = event.state;
-        this.info.outcome = event.outcome ?? null;
-        if (event.outcome?.cost_usd) this.costUsd = event.outcome.cost_usd;
+        if (state) this.info.state = state;
+        this.info.outcome = outcome;
       }
     }
+    if (event.kind === "end" && typeof outcome?.cost_usd === "string" && outcome.cost_usd) this.costUsd = outcome.cost_usd;
     if (event.kind === "usage" && typeof event.session_cost_usd === "string") this.costUsd = event.session_cost_usd;
     for (const channel of this.iterators) channel.push(event);
     this.emit(event.kind, this.valueOf(event), event);
@@ -302,27 +306,27 @@ export class Session implements Subscription, AsyncIterable<SessionEvent> {
       this.connection.remove(this);
       for (const channel of this.iterators) channel.end();
       this.iterators.clear();
-      for (const waiter of this.resultWaiters) waiter.reject(new SessionEndedError(this.id, event.outcome));
+      for (const waiter of this.resultWaiters) waiter.reject(new SessionEndedError(this.id, outcome ?? undefined));
       this.resultWaiters = [];
       this.resolveEnded(event);
     }
   }
 
   private agentLine(event: SessionEvent) {
-    const data = event.data ?? {};
+    const data = isObject(event.data) ? event.data : {};
+    const blocks = objects(isObject(data.message) ? data.message.content : undefined);
     if (data.type === "assistant") {
-      for (const block of data.message?.content ?? []) {
-        if (block.type === "text" && block.text) this.emit("text", block.text, event);
-        if (block.type === "tool_use") this.emit("tool_use", { id: block.id, name: block.name, input: block.input }, event);
+      for (const block of blocks) {
+        if (block.type === "text" && typeof block.text === "string" && block.text) this.emit("text", block.text, event);
+        if (block.type === "tool_use") this.emit("tool_use", { id: str(block.id), name: str(block.name), input: block.input }, event);
       }
     } else if (data.type === "user") {
-      const content = data.message?.content;
-      for (const block of Array.isArray(content) ? content : []) {
+      for (const block of blocks) {
         if (block.type === "tool_result") {
           const text = typeof block.content === "string"
             ? block.content
-            : (block.content ?? []).filter((c: any) => c.type === "text").map((c: any) => c.text).join("");
-          this.emit("tool_output", { id: block.tool_use_id, isError: !!block.is_error, text }, event);
+            : objects(block.content).filter((c) => c.type === "text").map((c) => str(c.text)).join("");
+          this.emit("tool_output", { id: str(block.tool_use_id), isError: !!block.is_error, text }, event);
         }
       }
     }
@@ -331,17 +335,17 @@ export class Session implements Subscription, AsyncIterable<SessionEvent> {
   // What a callback of the event's kind gets: the state, the derived events' values, or the event.
   private valueOf(event: SessionEvent): unknown {
     switch (event.kind) {
-      case "state": return event.state;
+      case "state": return typeof event.state === "string" ? event.state : undefined;
       case "todo":
         this.todos = toTodos(event.todos);
         return this.todos;
       case "file_change": {
         const change = toFileChange(event);
-        this.changedFiles.set(change.path, change);
+        if (change.path) this.changedFiles.set(change.path, change);
         return change;
       }
       case "awaiting_input":
-        return { reason: event.reason, call: String(event.call), name: String(event.name ?? "") } as AwaitingInput;
+        return { reason: str(event.reason), call: str(event.call), name: str(event.name) } as AwaitingInput;
       case "result": return this.turnResultOf(event);
       default: return event;
     }
@@ -362,9 +366,9 @@ export class Session implements Subscription, AsyncIterable<SessionEvent> {
   }
 
   private toolCall(event: SessionEvent) {
-    const call = String(event.call);
-    const tool = this.tools.get(String(event.name));
-    if (!tool) return;  // declared by another client of this session: that one answers
+    const call = str(event.call);
+    const tool = this.tools.get(str(event.name));
+    if (!call || !tool) return;  // declared by another client of this session: that one answers
     // Replayed calls (attach from the start) were usually answered already: their tool_result
     // event follows in the same replay. Wait for the replay to pass before running the handler.
     setTimeout(async () => {
@@ -379,7 +383,7 @@ export class Session implements Subscription, AsyncIterable<SessionEvent> {
       try {
         await this.connection.op("session.tool_result", { session: this.id, call, ...answer });
       } catch (error) {
-        if ((error as CorralError).code !== "not_found") this.emit("error", error, event);
+        if ((error as CorralError)?.code !== "not_found") this.emit("error", error, event);
       }
     }, 50);
   }
@@ -387,23 +391,25 @@ export class Session implements Subscription, AsyncIterable<SessionEvent> {
   private permissionRequest(event: SessionEvent) {
     const handler = this.options.onPermission;
     if (!handler) return;
-    const call = String(event.call);
+    const call = str(event.call);
+    if (!call) return;
     setTimeout(async () => {
       if (this.endEvent || this.history.some((e) => e.kind === "permission_answer" && e.call === call)) return;
-      let answer: PermissionAnswer;
+      let answer: PermissionAnswer | undefined;
       try {
-        answer = await handler({ call, toolName: String(event.tool_name), input: event.input }, this);
+        answer = await handler({ call, toolName: str(event.tool_name), input: event.input }, this);
       } catch (error) {
-        answer = { allow: false, message: `the permission handler failed: ${(error as Error)?.message}` };
+        answer = { allow: false, message: `the permission handler failed: ${str((error as Error)?.message)}` };
       }
       try {
+        // A handler that answers no object (a bug of its own) denies.
         await this.connection.op("session.permission", {
-          session: this.id, call, allow: !!answer.allow,
-          ...(answer.message !== undefined && { message: answer.message }),
-          ...(answer.updatedInput !== undefined && { updated_input: answer.updatedInput }),
+          session: this.id, call, allow: !!answer?.allow,
+          ...(answer?.message !== undefined && { message: answer.message }),
+          ...(answer?.updatedInput !== undefined && { updated_input: answer.updatedInput }),
         });
       } catch (error) {
-        if ((error as CorralError).code !== "not_found") this.emit("error", error, event);
+        if ((error as CorralError)?.code !== "not_found") this.emit("error", error, event);
       }
     }, 50);
   }
@@ -412,7 +418,9 @@ export class Session implements Subscription, AsyncIterable<SessionEvent> {
   // FileChange, `awaiting_input` an AwaitingInput, `result` a TurnResult, the others the event),
   // `event` for all of them, and what they hold: `text` (each text block the agent writes),
   // `tool_use` ({id, name, input}), `tool_output` ({id, isError, text}), `end`, `error` (the
-  // connection is gone, or a tool answer was refused). Returns an unsubscribe.
+  // connection is gone, or a tool answer was refused). Returns an unsubscribe. A listener that
+  // throws is its own affair: the error is dropped, and the other listeners, the iterators and
+  // the routing of the next events go on (as in the Python SDK).
   on(name: string, listener: Listener): () => void {
     let set = this.listeners.get(name);
     if (!set) this.listeners.set(name, (set = new Set()));
@@ -492,34 +500,39 @@ export class Session implements Subscription, AsyncIterable<SessionEvent> {
   }
 }
 
-// A turn's result: the agent's result line (`data`) and the daemon's `result` event.
-export function toTurnResult(data: any, event: any = {}): TurnResult {
-  const diff = event.diff ?? {};
+// A turn's result: the agent's result line (`data`) and the daemon's `result` event. A field
+// that does not fit its type keeps its default; files that are no objects or have no path are
+// left out.
+export function toTurnResult(data: unknown, event: unknown = {}): TurnResult {
+  const line = isObject(data) ? data : {};
+  const ev = isObject(event) ? event : {};
+  const diff = isObject(ev.diff) ? ev.diff : {};
   return {
-    text: typeof data.result === "string" ? data.result : String(event.text ?? ""),
-    isError: data.is_error !== undefined ? !!data.is_error : !!event.is_error,
-    costUsd: Number(data.total_cost_usd ?? 0),
-    usage: data.usage ?? {},
-    numTurns: Number(data.num_turns ?? 0),
-    durationMs: Number(data.duration_ms ?? 0),
-    turn: Number(event.turn ?? 0),
-    files: Array.isArray(event.files) ? event.files.map(toFileChange) : [],
+    text: typeof line.result === "string" ? line.result : str(ev.text),
+    isError: line.is_error !== undefined ? !!line.is_error : !!ev.is_error,
+    costUsd: num(line.total_cost_usd),
+    usage: isObject(line.usage) ? line.usage : {},
+    numTurns: num(line.num_turns),
+    durationMs: num(line.duration_ms),
+    turn: num(ev.turn),
+    files: objects(ev.files).map(toFileChange).filter((f) => f.path),
     diff: {
-      files: Number(diff.files ?? 0), created: Number(diff.created ?? 0), modified: Number(diff.modified ?? 0),
-      deleted: Number(diff.deleted ?? 0), truncated: !!diff.truncated, observed: diff.observed !== false,
+      files: num(diff.files), created: num(diff.created), modified: num(diff.modified),
+      deleted: num(diff.deleted), truncated: !!diff.truncated, observed: diff.observed !== false,
     },
-    data,
+    data: line,
   };
 }
 
 function toTodos(todos: unknown): TodoItem[] {
-  return (Array.isArray(todos) ? todos : []).map((t: any) => ({
-    content: String(t?.content ?? ""), status: t?.status, activeForm: String(t?.active_form ?? ""),
+  return objects(todos).map((t) => ({
+    content: str(t.content), status: str(t.status) as TodoItem["status"], activeForm: str(t.active_form),
   }));
 }
 
-function toFileChange(f: any): FileChange {
-  return { path: String(f.path), change: f.change, type: f.type, size: Number(f.size ?? 0) };
+function toFileChange(f: Record<string, any>): FileChange {
+  return { path: str(f.path), change: str(f.change) as FileChange["change"], type: str(f.type) as FileChange["type"],
+           size: num(f.size) };
 }
 
 function toToolAnswer(output: ToolOutput): Record<string, unknown> {

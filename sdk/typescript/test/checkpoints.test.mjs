@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 
-import { client, mainRequests, play, userTexts, withTimeout } from "./helpers.mjs";
+import { client, mainRequests, play, scenario, userTexts, withTimeout } from "./helpers.mjs";
 
 const c = client("ts-checkpoints", { budget: { aiUsd: 5, window: "day" } });
 let sandbox;
@@ -13,12 +13,7 @@ before(async () => { sandbox = await c.createSandbox({ name: "checkpoints" }); }
 after(async () => { if (sandbox) await c.destroySandbox(sandbox.id); });
 
 test("a restored checkpoint brings back the turn's file and its history", async () => {
-  await play([
-    { text: "writing", tool_use: { name: "Bash", input: { command: "echo one > note.txt", description: "write" } } },
-    { text: "wrote it" },
-    { text: "changing", tool_use: { name: "Bash", input: { command: "echo two > note.txt", description: "change" } } },
-    { text: "changed it" },
-  ]);
+  await play(scenario("checkpoint_turns"));
   const session = await c.createSession(sandbox.id, { prompt: "first: write note.txt" });
   await withTimeout(session.result(), 120000, "turn 1");
   const checkpoint = await c.checkpointSession(session.id);
@@ -35,7 +30,7 @@ test("a restored checkpoint brings back the turn's file and its history", async 
   const stranger = client("ts-checkpoints-stranger");
   await assert.rejects(stranger.getCheckpoint(checkpoint.id), (e) => e.code === "not_found" && e.status === 404);
 
-  await play([{ text: "back at turn one" }]);
+  await play(scenario("checkpoint_restored"));
   const restored = await c.restoreCheckpoint(checkpoint.id, { prompt: "third: where are we?" });
   await withTimeout(restored.result(), 120000, "the restored session's turn");
   assert.notEqual(restored.id, session.id);

@@ -1,5 +1,6 @@
 // Shared by the node tests: the daemon and scripted model that run_tests.py started, clients
 // with minted tokens (closed after the file), and the model's scenario and request log.
+import { readFileSync } from "node:fs";
 import { after } from "node:test";
 
 import { CorralClient } from "../dist/index.js";
@@ -34,6 +35,13 @@ export function client(userId, extra = {}, options = {}) {
 export async function play(turns) {
   const response = await fetch(`${env.model}/_scripted/scenario`, { method: "PUT", body: JSON.stringify({ turns }) });
   if (!response.ok) throw new Error(`scenario refused: ${await response.text()}`);
+}
+
+// A scenario both SDKs' tests play (tests/e2e/sdk_scenarios.json; the Python SDK's tests too).
+const scenarios = JSON.parse(readFileSync(new URL("../../../tests/e2e/sdk_scenarios.json", import.meta.url), "utf8"));
+export function scenario(name) {
+  if (!scenarios[name]) throw new Error(`no scenario ${name} in tests/e2e/sdk_scenarios.json`);
+  return structuredClone(scenarios[name]);
 }
 
 // The model calls that carried the conversation (not the CLI's housekeeping calls).

@@ -2,13 +2,14 @@
 // connection reset, as a network drop would). The WebSocket is opened again and each stream
 // attaches again from the last sequence number it saw: a command's output arrives whole, in
 // order, without duplicates; a session's events likewise. A relay that stays down makes the
-// streams fail with CorralConnectionError once the client gives up.
+// streams fail with CorralConnectionError once the client gives up. A socket dropped again while
+// the streams attach again leaves them to the next reconnect.
 import assert from "node:assert/strict";
 import net from "node:net";
 import { after, before, test } from "node:test";
 
 import { CorralClient, CorralConnectionError } from "../dist/index.js";
-import { client, env, play, sleep, token, withTimeout } from "./helpers.mjs";
+import { client, env, play, scenario, sleep, token, withTimeout } from "./helpers.mjs";
 
 // A TCP relay to corrald that can cut every connection and refuse new ones.
 class Relay {
@@ -17,6 +18,8 @@ class Relay {
     this.sockets = new Set();
     this.accepting = true;
     this.connections = 0;
+    this.cutAtFirstFrame = false;  // the next connection is reset when the client sends its first WebSocket frame
+    this.cutAtFrame = 0;           // how many connections were reset so
     this.server = net.createServer((downstream) => {
       if (!this.accepting) return downstream.destroy();
       this.connections++;
@@ -26,7 +29,20 @@ class Relay {
         s.on("close", () => this.sockets.delete(s));
         s.on("error", () => {});
       }
-      downstream.pipe(upstream).pipe(downstream);
+      const cutting = this.cutAtFirstFrame;
+      this.cutAtFirstFrame = false;
+      let reads = 0;
+      // The client's first read is its HTTP upgrade request; the next comes after the 101: its
+      // first frame (after a reconnect, a stream attaching again).
+      downstream.on("data", (data) => {
+        if (cutting && ++reads === 2) {
+          this.cutAtFrame++;
+          for (const s of [downstream, upstream]) s.resetAndDestroy ? s.resetAndDestroy() : s.destroy();
+          return;
+        }
+        upstream.write(data);
+      });
+      upstream.pipe(downstream);
       downstream.on("close", () => upstream.destroy());
       upstream.on("close", () => downstream.destroy());
     });
@@ -86,11 +102,24 @@ test("a command's output survives dropped connections: all of it, in order, once
   assert.deepEqual(command.gaps, []);
 });
 
+test("a connection dropped again while the streams attach again: the next reconnect attaches them", async () => {
+  const c = relayed({ reconnect: { initialDelayMs: 50 } });
+  const command = await c.exec(sandbox.id, ["sh", "-c", "i=1; while [ $i -le 40 ]; do echo line$i; i=$((i+1)); sleep 0.05; done"]);
+  const chunks = [];
+  const reading = (async () => { for await (const chunk of command.output) chunks.push(chunk); })();
+  await sleep(500);
+  relay.cutAtFirstFrame = true;   // the reconnected socket is reset as the command attaches again
+  relay.cut();
+  await withTimeout(reading, 30000, "the output");
+  assert.equal(relay.cutAtFrame, 1, "the re-attach was cut");
+  assert.ok(c.connection.reconnects >= 2, `reconnected ${c.connection.reconnects} times`);
+  assert.equal((await command.outcome).exit_code, 0);
+  const text = chunks.map((ch) => new TextDecoder().decode(ch.data)).join("");
+  assert.deepEqual(text.trim().split("\n"), Array.from({ length: 40 }, (_, i) => `line${i + 1}`));
+});
+
 test("a session's events survive a dropped connection, numbered without a hole", async () => {
-  await play([
-    { text: "step one", tool_use: { name: "Bash", input: { command: "sleep 2; echo done", description: "wait" } } },
-    { text: "all done", chunk_delay: 0.05 },
-  ]);
+  await play(scenario("reconnect_session"));
   const c = relayed({ reconnect: { initialDelayMs: 50 } });
   const session = await c.createSession(sandbox.id, { prompt: "do it slowly" });
   await sleep(1500);

@@ -1,26 +1,20 @@
 // The SDK's typed derived events (docs/PROTOCOL.md "Agent sessions"): the agent's todo list,
 // the files a turn changed (seen in the workspace, so the Bash tool's count), a permission
 // prompt awaiting input, and a turn's result that carries the files and their diff summary.
-// The real Claude Code CLI in a real sandbox, the scripted Messages API behind corrald's relay.
+// The real Claude Code CLI in a real sandbox, the scripted Messages API behind corrald's relay,
+// playing scenarios shared with the Python SDK's test (tests/e2e/sdk_scenarios.json).
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 
-import { client, play, withTimeout } from "./helpers.mjs";
+import { client, play, scenario, withTimeout } from "./helpers.mjs";
 
 const c = client("ts-events", { budget: { aiUsd: 5, window: "day" } });
 let sandbox;
 before(async () => { sandbox = await c.createSandbox({ name: "events" }); });
 after(async () => { if (sandbox) await c.destroySandbox(sandbox.id); });
 
-const todo = (...items) => ({ name: "TodoWrite", input: { todos: items.map(([content, status]) => ({ content, status, activeForm: `${content}...` })) } });
-
 test("todo, file_change and the turn's result with its files arrive typed, in order", async () => {
-  await play([
-    { tool_use: todo(["Make notes", "in_progress"]) },
-    { tool_use: { name: "Bash", input: { command: "mkdir notes && echo a > notes/a.md && echo b > b.txt", description: "write" } } },
-    { tool_use: todo(["Make notes", "completed"]) },
-    { text: "Notes made." },
-  ]);
+  await play(scenario("events_notes"));  // shared with the Python SDK's test
   const todos = [];
   const changes = [];
   const order = [];
@@ -52,7 +46,7 @@ test("todo, file_change and the turn's result with its files arrive typed, in or
   assert.equal(order.at(-1), "result");
 
   // The next turn's result holds only its own changes.
-  await play([{ tool_use: { name: "Bash", input: { command: "rm b.txt" } } }, { text: "Removed." }]);
+  await play(scenario("events_remove"));
   const second = await withTimeout(session.turn("remove b.txt"), 120000, "the second turn");
   assert.equal(second.turn, 2);
   assert.deepEqual(second.files.map((f) => [f.path, f.change]), [["/home/agent/b.txt", "delete"]]);
@@ -61,10 +55,7 @@ test("todo, file_change and the turn's result with its files arrive typed, in or
 });
 
 test("a permission prompt is awaiting input until the handler answers", async () => {
-  await play([
-    { tool_use: { name: "Bash", input: { command: "echo ok > asked.txt", description: "write" } } },
-    { text: "Asked." },
-  ]);
+  await play(scenario("events_permission"));
   const waiting = [];
   const session = c.prepareSession(sandbox.id, { permissionMode: "default", onPermission: () => ({ allow: true }) });
   session.on("awaiting_input", (input) => waiting.push(input));

@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 
 import { CorralError, SessionEndedError } from "../dist/index.js";
-import { client, env, mainRequests, microUsd, play, toolResults, usd, userTexts, withTimeout } from "./helpers.mjs";
+import { client, env, mainRequests, microUsd, play, scenario, toolResults, usd, userTexts, withTimeout } from "./helpers.mjs";
 
 const c = client("ts-agent", { budget: { aiUsd: 5, window: "day" } });
 let sandbox;
@@ -16,11 +16,7 @@ before(async () => { sandbox = await c.createSandbox({ name: "agent" }); });
 after(async () => { if (sandbox) await c.destroySandbox(sandbox.id); });
 
 test("a session streams the agent's work, its turn's result has the cost, and the ledger matches the usage", async () => {
-  const turns = [
-    { text: "I'll create the file.", tool_use: { name: "Bash", input: { command: "echo hi > hello.txt", description: "write" } },
-      usage: { input_tokens: 1200, output_tokens: 40, cache_creation_input_tokens: 300 } },
-    { text: "Created hello.txt.", usage: { input_tokens: 1300, output_tokens: 5, cache_read_input_tokens: 300 } },
-  ];
+  const turns = scenario("file_turn");
   await play(turns);
   const texts = [];
   const toolUses = [];
@@ -50,7 +46,7 @@ test("a session streams the agent's work, its turn's result has the cost, and th
   assert.equal(usage.sessions.find((s) => s.session === session.id).cost_usd, expected);
 
   // A second turn on the same session.
-  await play([{ text: "Still here.", usage: { input_tokens: 10, output_tokens: 2 } }]);
+  await play(scenario("second_turn"));
   const second = await withTimeout(session.turn("are you there?"), 120000, "the second turn");
   assert.equal(second.text, "Still here.");
   assert.ok(userTexts((await mainRequests())[0]).some((t) => t.includes("create hello.txt containing hi")));
@@ -75,13 +71,13 @@ test("a session streams the agent's work, its turn's result has the cost, and th
 });
 
 test("resume continues the history; a fork diverges from it; followSession replays from the start", async () => {
-  await play([{ text: "noted: the word is PELICAN" }]);
+  await play(scenario("remember"));
   const first = await c.createSession(sandbox.id, { prompt: "remember PELICAN" });
   assert.equal((await withTimeout(first.result(), 120000, "first")).text, "noted: the word is PELICAN");
   await first.close();
   await first.ended;
 
-  await play([{ text: "it was PELICAN" }]);
+  await play(scenario("recall"));
   const resumed = await c.resumeSession(first.id, { prompt: "what was it?" });
   assert.equal(resumed.id, first.id);
   assert.equal((await withTimeout(resumed.result(), 120000, "resumed")).text, "it was PELICAN");
@@ -99,7 +95,7 @@ test("resume continues the history; a fork diverges from it; followSession repla
   assert.ok(followed.history.some((e) => e.kind === "agent" && e.data.type === "result"));
   await resumed.ended;
 
-  await play([{ text: "forked" }]);
+  await play(scenario("fork"));
   const fork = await c.forkSession(first.id, { prompt: "only in the fork" });
   assert.notEqual(fork.id, first.id);
   await withTimeout(fork.result(), 120000, "fork");
@@ -108,7 +104,7 @@ test("resume continues the history; a fork diverges from it; followSession repla
   await fork.close();
   await fork.ended;
 
-  await play([{ text: "back" }]);
+  await play(scenario("again"));
   const again = await c.resumeSession(first.id, { prompt: "and now?" });
   await withTimeout(again.result(), 120000, "again");
   texts = userTexts((await mainRequests())[0]);
@@ -121,11 +117,7 @@ test("resume continues the history; a fork diverges from it; followSession repla
 });
 
 test("a tool registered by the client is called by the agent and its answer reaches the model", async () => {
-  await play([
-    { text: "Let me look.", tool_use: { name: "mcp__corral__page_state", input: { key: "color" } } },
-    { text: "It fails.", tool_use: { name: "mcp__corral__broken", input: {} } },
-    { text: "The color is teal." },
-  ]);
+  await play(scenario("client_tools"));
   const calls = [];
   const session = c.prepareSession(sandbox.id);
   session.registerTool({
@@ -164,7 +156,7 @@ test("a tool registered by the client is called by the agent and its answer reac
 });
 
 test("an interrupted turn ends with an error result; a session whose end comes first rejects result()", async () => {
-  await play([{ text: "thinking slowly", delay: 30 }]);
+  await play(scenario("slow"));
   const session = await c.createSession(sandbox.id, { prompt: "take your time" });
   // The model's answer takes 30 s; interrupt it once the call is under way.
   for (let i = 0; i < 600 && (await mainRequests()).length === 0; i++) await new Promise((r) => setTimeout(r, 100));
