@@ -7,22 +7,12 @@
 #include <vector>
 
 #include "api/jwt_internal.h"
+#include "common/hex.h"
 #include "common/parse.h"
 #include "common/sha256.h"
 
 namespace corral::api {
 namespace {
-
-std::string Hex(std::string_view bytes) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(bytes.size() * 2);
-  for (unsigned char c : bytes) {
-    out += kDigits[c >> 4];
-    out += kDigits[c & 15];
-  }
-  return out;
-}
 
 std::vector<std::string_view> Fields(std::string_view text) {
   std::vector<std::string_view> fields;
@@ -53,7 +43,7 @@ std::string HopSigner::Mac(std::string_view from, int64_t ms, std::string_view m
   input.append(from).append("\n").append(std::to_string(ms)).append("\n");
   input.append(method).append("\n").append(target).append("\n").append(Sha256Hex(authorization));
   std::optional<std::string> mac = internal::HmacSha256(secret_, input);
-  return mac ? Hex(*mac) : std::string();
+  return mac ? HexLower(*mac) : std::string();
 }
 
 std::string HopSigner::Sign(std::string_view method, std::string_view target, std::string_view authorization,

@@ -5,6 +5,7 @@
 
 #include <array>
 
+#include "common/hex.h"
 #include "common/unique_fd.h"
 
 namespace corral {
@@ -29,12 +30,7 @@ std::string Sha256::HexDigest() {
   std::array<unsigned char, EVP_MAX_MD_SIZE> raw{};
   unsigned int len = 0;
   if (EVP_DigestFinal_ex(ctx_.get(), raw.data(), &len) != 1) return digest_;
-  static constexpr char kHex[] = "0123456789abcdef";
-  digest_.reserve(2 * len);
-  for (unsigned int i = 0; i < len; ++i) {
-    digest_.push_back(kHex[raw[i] >> 4]);
-    digest_.push_back(kHex[raw[i] & 0xf]);
-  }
+  digest_ = HexLower(std::span<const uint8_t>(raw.data(), len));
   return digest_;
 }
 

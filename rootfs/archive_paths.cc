@@ -9,6 +9,8 @@
 
 #include <cstdint>
 
+#include "common/hex.h"
+
 namespace corral::rootfs {
 
 StatusOr<std::vector<std::string>> NormalizeArchivePath(std::string_view path) {
@@ -108,13 +110,7 @@ std::string PartialPathFor(const std::string& path) {
     uint64_t fallback = static_cast<uint64_t>(::getpid()) ^ reinterpret_cast<uintptr_t>(&path);
     for (int i = 0; i < 8; ++i) bytes[i] = static_cast<uint8_t>(fallback >> (8 * i));
   }
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out = path + ".partial-";
-  for (uint8_t b : bytes) {
-    out += kHex[b >> 4];
-    out += kHex[b & 0xf];
-  }
-  return out;
+  return path + ".partial-" + HexLower(bytes);
 }
 
 }  // namespace corral::rootfs

@@ -6,6 +6,7 @@
 #include <ctime>
 #include <set>
 
+#include "common/hex.h"
 #include "common/log.h"
 
 namespace corral::supervisor {
@@ -23,16 +24,6 @@ bool Reserved(std::string_view name) {
       "REQUESTS_CA_BUNDLE", "LD_PRELOAD", "LD_LIBRARY_PATH"};
   if (kReserved.count(name)) return true;
   return name.rfind("ANTHROPIC_", 0) == 0 || name.rfind("CORRAL_", 0) == 0 || name.rfind("CLAUDE_", 0) == 0;
-}
-
-std::string PlaceholderHex(std::string_view bytes) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : bytes) {
-    out += kDigits[c >> 4];
-    out += kDigits[c & 15];
-  }
-  return out;
 }
 
 }  // namespace
@@ -157,7 +148,7 @@ std::string SecretVault::Placeholder(const std::string& sandbox_id, const std::s
   std::string data = sandbox_id;
   data += '\0';
   data += name;
-  return "corral-placeholder-" + PlaceholderHex(box_.Tag("placeholder", data).substr(0, 16));
+  return "corral-placeholder-" + HexLower(box_.Tag("placeholder", data).substr(0, 16));
 }
 
 }  // namespace corral::supervisor

@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/hex.h"
 #include "supervisor/ids.h"
 #include "supervisor/relay/budget.h"
 
@@ -35,17 +36,6 @@ constexpr std::pair<WebhookEventType, std::string_view> kEventNames[] = {
     {WebhookEventType::kBudgetExhausted, "budget.exhausted"},
 };
 
-std::string Hex(const unsigned char* bytes, size_t size) {
-  static const char kDigits[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(size * 2);
-  for (size_t i = 0; i < size; ++i) {
-    out.push_back(kDigits[bytes[i] >> 4]);
-    out.push_back(kDigits[bytes[i] & 15]);
-  }
-  return out;
-}
-
 std::string HmacHex(std::string_view secret, std::string_view data) {
   unsigned char mac[EVP_MAX_MD_SIZE];
   unsigned int size = 0;
@@ -57,7 +47,7 @@ std::string HmacHex(std::string_view secret, std::string_view data) {
            data.size(), mac, &size) == nullptr) {
     return "";
   }
-  return Hex(mac, size);
+  return HexLower(std::span<const uint8_t>(mac, size));
 }
 
 Json UsageJson(const WebhookUsage& usage) {
