@@ -12,7 +12,8 @@ const LINK_TTL_S = 3600;
 let client: CorralClient | null = null;
 let sandboxId = "";
 let timer: ReturnType<typeof setInterval> | undefined;
-let shown = "";  // the ports listed, to redraw only on a change
+let shown = "";  // the ports drawn, to redraw only on a change
+let generation = 0;  // of refreshes: only the newest one draws
 
 function describe(error: unknown): string {
   if (error instanceof CorralError) return `${error.code}: ${error.message}`;
@@ -24,13 +25,16 @@ async function linkOf(port: SandboxPort): Promise<string> {
   return signed.url ?? client!.urlOf(signed.path_url);
 }
 
+// Lists the ports and draws them when they changed. Only the newest refresh draws (a poll and the
+// form's refresh may overlap; the one begun later asked later), and a list counts as drawn only
+// once it is: a refresh that fails on the way (a link not signed) leaves the next poll to draw.
 async function refresh(force = false) {
   if (!client || !sandboxId) return;
   const id = sandboxId;
+  const mine = ++generation;
   const ports = await client.listPorts(id);
   const key = JSON.stringify(ports.map((p) => [p.port, p.public]));
-  if (id !== sandboxId || (key === shown && !force)) return;
-  shown = key;
+  if (id !== sandboxId || mine !== generation || (key === shown && !force)) return;
   const items = await Promise.all(ports.map(async (port) => {
     const item = document.createElement("li");
     item.dataset.port = String(port.port);
@@ -48,9 +52,10 @@ async function refresh(force = false) {
     item.append(link, port.public ? " (public) " : " ", close);
     return item;
   }));
-  if (id !== sandboxId) return;
+  if (id !== sandboxId || mine !== generation) return;
   $("ports-list").replaceChildren(...items);
   $("ports-none").hidden = ports.length > 0;
+  shown = key;
 }
 
 // The sandbox the page has open (or none: ""), and the client to ask.

@@ -44,7 +44,9 @@ test("the page shows a port, links it with a signed URL that serves the app, fol
   await page.locator("#port-number").fill("8000");
   await page.locator("#port-form button").click();
   const link = page.locator('#ports-list li[data-port="8000"] a');
-  await link.waitFor();
+  await link.waitFor().catch(async (error) => {
+    throw new Error(`${error.message}\nthe page's ports error: ${await page.locator("#ports-error").innerText()}`);
+  });
   const href = await link.getAttribute("href");
   assert.match(href, new RegExp(`/v1/sandboxes/${sandbox.id}/ports/8000/\\?corral_sig=[A-Za-z0-9_-]{43}&corral_exp=\\d+$`));
   assert.ok(await page.locator("#ports-none").isHidden());
