@@ -43,6 +43,16 @@ class AgentTurns:
                 await c.close()
         return self.run_async(go())
 
+    def ws(self, op, **fields):
+        """One request over a WebSocket of its own; its reply."""
+        async def go():
+            c = await WsClient.connect(self.daemon.ws_url(), self.owner)
+            try:
+                return await c.request(op, **fields)
+            finally:
+                await c.close()
+        return self.run_async(go())
+
     def run_in(self, sid, argv):
         async def go():
             c = await WsClient.connect(self.daemon.ws_url(), self.owner)

@@ -14,7 +14,7 @@ import sys
 import unittest
 
 from agent_turns import AgentTurns
-from corral_e2e import DaemonTestCase, WsClient, operator_key_file, relay_config, wait_until
+from corral_e2e import DaemonTestCase, operator_key_file, relay_config, wait_until
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "fixtures"))
 import scripted_model  # noqa: E402
@@ -56,15 +56,6 @@ class Checkpoints(AgentTurns, DaemonTestCase):
 
     def main_requests(self):
         return [r for r in _model.requests if r.get("kind") == "main"]
-
-    def ws(self, op, **fields):
-        async def go():
-            c = await WsClient.connect(self.daemon.ws_url(), self.owner)
-            try:
-                return await c.request(op, **fields)
-            finally:
-                await c.close()
-        return self.run_async(go())
 
     def session(self, session_id):
         status, row = self.daemon.http("GET", f"/v1/sessions/{session_id}", self.owner)

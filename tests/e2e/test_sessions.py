@@ -14,7 +14,7 @@ import tempfile
 import time
 import unittest
 
-from agent_turns import user_texts
+from agent_turns import AgentTurns, user_texts
 from corral_e2e import CORRAL, DaemonTestCase, WsClient, metric_delta, micro_usd, operator_key_file, relay_config
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "fixtures"))
@@ -77,15 +77,6 @@ agent_silence_timeout = 8
                 while not done(events):
                     events.append(await c.next_event(timeout=timeout))
                 return events
-            finally:
-                await c.close()
-        return self.run_async(go())
-
-    def ws(self, op, **fields):
-        async def go():
-            c = await WsClient.connect(self.daemon.ws_url(), self.owner)
-            try:
-                return await c.request(op, **fields)
             finally:
                 await c.close()
         return self.run_async(go())
@@ -183,6 +174,7 @@ agent_silence_timeout = 8
         return session, _upstream.main_requests()
 
     user_texts = staticmethod(user_texts)
+    ws = AgentTurns.ws  # one request over a WebSocket of its own
 
     def test_a_resumed_session_has_its_history_and_a_fork_diverges_from_it(self):
         first, requests = self.run_turn([{"text": "noted: the word is PELICAN"}], prompt="remember PELICAN")
